@@ -1,0 +1,1 @@
+"""Analysis of embedding snapshots (closeness, KNN match, similarity): reads arrays or run dirs."""

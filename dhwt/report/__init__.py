@@ -1,0 +1,1 @@
+"""Figures and Markdown reports built from run directories."""

@@ -1,0 +1,1 @@
+"""Theorems of proofs/ as executable checks (symbolic, numeric, empirical)."""

@@ -1,0 +1,1 @@
+"""Built-in grammar specs (TOML). A package only so that the specs ship inside the wheel."""
