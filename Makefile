@@ -1,0 +1,27 @@
+# Two commands for a newcomer: `make study` (set up, run a small study with its report) and
+# `make test` (set up, run the tests). Both create ./.venv on first use.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# A CPU build of torch by default. GPU users: make setup TORCH="torch" (PyPI's Linux wheel is the
+# CUDA build) or the wheel for their CUDA version; see README "Installing".
+TORCH ?= torch==2.13.0
+STUDY_OUT ?= runs/exor-small
+
+.PHONY: setup test study clean
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet "$(TORCH)"
+	$(BIN)/pip install --quiet -e '.[dev,text]'
+	touch $@
+
+test: setup
+	$(BIN)/pytest -q
+
+study: setup
+	$(BIN)/dhwt study experiments/exor_small.toml --out $(STUDY_OUT) --overwrite
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache
