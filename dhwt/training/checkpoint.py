@@ -1,0 +1,111 @@
+"""Checkpoint files: written atomically, checksummed, the last few kept, the newest found by scanning.
+
+A checkpoint is `checkpoints/step_XXXXXXX.pt`: a short header line `dhwt-checkpoint sha256=<hex>`
+followed by the bytes of a `torch.save` of a plain dict. The header makes truncation or corruption
+detectable before anything is trusted; loading uses `weights_only=True`, so the dict may hold only
+tensors and plain Python values (the trainer stores every RNG state in such a form).
+
+Writing goes to a temporary file in the same directory, fsynced, then `os.replace`d onto its
+final name: a kill at any moment leaves either the old set of checkpoints or the new one, never a
+half-written file under a checkpoint name (stray temporaries are ignored and cleaned up).
+
+Resolving the newest checkpoint (`latest_checkpoint`) scans the directory for well-named files and
+verifies the newest one. If it is truncated or corrupt, that is an error that names the file and
+the previous one to fall back to; the choice to delete a damaged file is left to the user rather
+than silently resuming from an older state.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import re
+from pathlib import Path
+
+import torch
+
+from dhwt.errors import DhwtError
+
+_MAGIC = b"dhwt-checkpoint sha256="
+_NAME = re.compile(r"^step_(\d{7,})\.pt$")
+KEEP = 2
+
+
+def checkpoint_path(directory: Path, step: int) -> Path:
+    """Where the checkpoint of `step` lives."""
+    return directory / f"step_{step:07d}.pt"
+
+
+def save_checkpoint(directory: Path, step: int, state: dict[str, object], keep: int = KEEP) -> Path:
+    """Write `state` as the checkpoint of `step` atomically, then delete all but the newest `keep`."""
+    directory.mkdir(parents=True, exist_ok=True)
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    payload = buffer.getvalue()
+    path = checkpoint_path(directory, step)
+    atomic_write_bytes(path, _MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload)
+    for old in list_checkpoints(directory)[:-keep]:
+        old.unlink()
+    return path
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write `data` to `path` via a fsynced temporary file in the same directory and os.replace."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def list_checkpoints(directory: Path) -> list[Path]:
+    """Well-named checkpoint files in `directory`, oldest step first (temporaries excluded)."""
+    if not directory.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in directory.iterdir() if (m := _NAME.match(p.name))]
+    return [p for _, p in sorted(found)]
+
+
+def load_checkpoint(path: Path) -> dict[str, object]:
+    """Read and verify one checkpoint; DhwtError if it is truncated, corrupt or not a checkpoint."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise DhwtError(f"cannot read checkpoint {path}: {exc.strerror}") from None
+    header, newline, payload = raw.partition(b"\n")
+    if not header.startswith(_MAGIC) or not newline:
+        raise DhwtError(f"checkpoint {path} is not a dhwt checkpoint (bad header)")
+    if hashlib.sha256(payload).hexdigest().encode() != header[len(_MAGIC):]:
+        raise DhwtError(f"checkpoint {path} is truncated or corrupt (checksum mismatch, "
+                        f"{len(raw)} bytes)")
+    return torch.load(io.BytesIO(payload), weights_only=True)
+
+
+def latest_checkpoint(directory: Path) -> tuple[Path, dict[str, object]]:
+    """The newest checkpoint in `directory` and its contents, verified.
+
+    Raises DhwtError when there is none, or when the newest is damaged; the message then names the
+    previous checkpoint, which `--resume` uses once the damaged file is deleted.
+    """
+    paths = list_checkpoints(directory)
+    if not paths:
+        raise DhwtError(f"no checkpoint to resume from in {directory}")
+    try:
+        return paths[-1], load_checkpoint(paths[-1])
+    except DhwtError as exc:
+        fallback = (f"; delete it to resume from {paths[-2].name}" if len(paths) > 1
+                    else "; no earlier checkpoint is left, start the run again with --overwrite")
+        raise DhwtError(f"{exc}{fallback}") from None
+
+
+def remove_stray_temporaries(directory: Path) -> None:
+    """Delete temporaries left by a process killed mid-write (they never carry a final name)."""
+    if directory.is_dir():
+        for p in directory.iterdir():
+            if p.name.startswith(".") and ".tmp-" in p.name:
+                p.unlink()

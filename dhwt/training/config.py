@@ -1,0 +1,274 @@
+"""TrainConfig: every setting of one training run, validated, readable from and writable to TOML.
+
+Defaults are the paper's EXor setting (Bertolotti & Cazzola 2024): a 1-layer, 1-head transformer
+with d_model 4, d_ff 4, gelu, post-LN, no positions, N(0, 1) embeddings; full batch; AdamW with
+lr 5e-4, betas (0.9, 0.999), eps 1e-12, weight decay 0.1; the periodic cosine schedule
+(CosineAnnealingLR, T_max 1e4, eta_min 1e-5, stepped every step).
+
+A run's config.toml is the resolved config: every field, so the run can be repeated from it.
+Optional fields that are unset (None) appear there as comments, since TOML has no null.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+from dhwt.errors import DhwtError
+
+OBJECTIVES = ("mlm", "clm")
+ACTIVATIONS = ("gelu", "relu")
+NORMS = ("post", "pre")
+POSITIONS = ("none", "learned", "sinusoidal")
+EMB_INITS = ("normal", "xavier")
+INITS = ("torch", "xavier")
+LR_SCHEDULES = ("constant", "cosine", "periodic-cosine")
+FULL_BATCH = "full"
+
+
+def parse_seeds(text: str | int | list[int] | tuple[int, ...]) -> list[int]:
+    """Seeds from `"42-46"` (inclusive range), `"1,2,5"`, a mix such as `"1-3,7"`, an int or a list.
+
+    Seeds must be distinct non-negative integers: two equal seeds would train identical members.
+    """
+    if isinstance(text, bool):
+        raise DhwtError(f"seeds must be integers or a string like '42-46' or '1,2,5', got {text!r}")
+    if isinstance(text, int):
+        items: list[int] = [text]
+    elif isinstance(text, (list, tuple)):
+        if not all(isinstance(s, int) and not isinstance(s, bool) for s in text):
+            raise DhwtError(f"seeds must be a list of integers, got {list(text)!r}")
+        items = list(text)
+    elif isinstance(text, str):
+        items = []
+        for part in text.replace(" ", "").split(","):
+            lo, dash, hi = part.partition("-")
+            if not (lo.isdigit() and (not dash or hi.isdigit())):
+                raise DhwtError(
+                    f"bad seeds {text!r}: {part!r} is not an integer or a range like 42-46"
+                )
+            if dash and int(hi) < int(lo):
+                raise DhwtError(f"bad seeds {text!r}: range {part!r} runs backwards")
+            items.extend(range(int(lo), int(hi) + 1) if dash else [int(lo)])
+    else:
+        raise DhwtError(f"seeds must be a string like '42-46' or a list of integers, got {text!r}")
+    if not items:
+        raise DhwtError("seeds must name at least one seed")
+    if any(s < 0 for s in items):
+        raise DhwtError(f"seeds must be non-negative, got {items}")
+    repeated = sorted({s for s in items if items.count(s) > 1})
+    if repeated:
+        raise DhwtError(f"seeds must be distinct (equal seeds train identical members), "
+                        f"{repeated} repeated in {text!r}")
+    return items
+
+
+def format_seeds(seeds: list[int]) -> str:
+    """The compact text form of `seeds`: consecutive runs as ranges, e.g. [42..46, 50] -> '42-46,50'."""
+    parts, start = [], 0
+    for i in range(1, len(seeds) + 1):
+        if i == len(seeds) or seeds[i] != seeds[i - 1] + 1:
+            lo, hi = seeds[start], seeds[i - 1]
+            parts.append(str(lo) if lo == hi else f"{lo}-{hi}")
+            start = i
+    return ",".join(parts)
+
+
+@dataclass
+class TrainConfig:
+    """One training run. Validated on construction; every bad value raises a one-line DhwtError.
+
+    Data: exactly one of `grammar` (a built-in name or a grammar TOML; the dataset is built into
+    RUN_DIR/data) or `data` (a dataset directory written by `dhwt synth`). `train()` itself takes a
+    loaded Task and only records these two. `valid_fraction`, `test_fraction` and `split_seed` are
+    used when building the dataset from `grammar`.
+
+    Steps: `steps` optimizer updates. "Step N" means "after N updates". Tie-schedule events at
+    step N take effect after N updates, before update N+1 is computed; evaluations, snapshots and
+    checkpoints at step N see the state after those events.
+
+    lr schedule (see dhwt.training.lr): `warmup_steps` of linear warmup, then `lr_schedule`:
+    "constant"; "cosine" (one decay from lr to lr_min over the remaining steps); or
+    "periodic-cosine" (torch's CosineAnnealingLR with T_max = lr_period, eta_min = lr_min, stepped
+    every step, so periodic with period 2 * lr_period: the paper's schedule).
+
+    grad_clip: if set, each ensemble member's gradient is clipped to this norm on its own (a
+    global norm would couple members, so member i would no longer equal a solo run of its seed).
+    """
+
+    # data
+    grammar: str | None = None
+    data: str | None = None
+    objective: str = "mlm"
+    valid_fraction: float = 0.1
+    test_fraction: float = 0.0
+    split_seed: int = 14
+    # model (defaults: the paper's EXor transformer)
+    d_model: int = 4
+    n_layers: int = 1
+    n_heads: int = 1
+    d_ff: int = 4
+    dropout: float = 0.0
+    activation: str = "gelu"
+    norm: str = "post"
+    final_norm: bool = False
+    positions: str = "none"
+    output_bias: bool = False
+    emb_init: str = "normal"
+    emb_std: float = 1.0
+    emb_scale: bool = False
+    init: str = "torch"
+    # ensemble and tying
+    seeds: list[int] = field(default_factory=lambda: [42])
+    tie_schedule: str = "tied"
+    tie_penalty: float = 0.0
+    # optimisation
+    steps: int = 10_000
+    batch_size: int | None = None
+    lr: float = 5e-4
+    beta1: float = 0.9
+    beta2: float = 0.999
+    eps: float = 1e-12
+    weight_decay: float = 0.1
+    lr_schedule: str = "periodic-cosine"
+    lr_min: float = 1e-5
+    lr_period: int = 10_000
+    warmup_steps: int = 0
+    grad_clip: float | None = None
+    # bookkeeping
+    eval_every: int = 100
+    snapshot_every: int = 100
+    checkpoint_every: int = 1000
+    threads: int | None = None
+
+    def __post_init__(self) -> None:
+        self.seeds = parse_seeds(self.seeds)
+        if self.batch_size == FULL_BATCH:
+            self.batch_size = None
+        _check_choice("objective", self.objective, OBJECTIVES)
+        _check_choice("activation", self.activation, ACTIVATIONS)
+        _check_choice("norm", self.norm, NORMS)
+        _check_choice("positions", self.positions, POSITIONS)
+        _check_choice("emb_init", self.emb_init, EMB_INITS)
+        _check_choice("init", self.init, INITS)
+        _check_choice("lr_schedule", self.lr_schedule, LR_SCHEDULES)
+        for name in ("d_model", "n_layers", "n_heads", "d_ff", "steps", "lr_period",
+                     "eval_every", "snapshot_every", "checkpoint_every"):
+            _check_int(name, getattr(self, name), low=1)
+        for name in ("batch_size", "threads"):
+            if getattr(self, name) is not None:
+                _check_int(name, getattr(self, name), low=1)
+        _check_int("warmup_steps", self.warmup_steps, low=0)
+        _check_int("split_seed", self.split_seed, low=0)
+        for name in ("final_norm", "output_bias", "emb_scale"):
+            if not isinstance(getattr(self, name), bool):
+                raise DhwtError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        _check_float("lr", self.lr, low=0.0, low_open=True)
+        _check_float("lr_min", self.lr_min, low=0.0)
+        _check_float("emb_std", self.emb_std, low=0.0, low_open=True)
+        _check_float("eps", self.eps, low=0.0, low_open=True)
+        _check_float("weight_decay", self.weight_decay, low=0.0)
+        _check_float("tie_penalty", self.tie_penalty, low=0.0)
+        _check_float("dropout", self.dropout, low=0.0, high=1.0, high_open=True)
+        _check_float("beta1", self.beta1, low=0.0, high=1.0, high_open=True)
+        _check_float("beta2", self.beta2, low=0.0, high=1.0, high_open=True)
+        _check_float("valid_fraction", self.valid_fraction, low=0.0, high=1.0, high_open=True)
+        _check_float("test_fraction", self.test_fraction, low=0.0, high=1.0, high_open=True)
+        if self.grad_clip is not None:
+            _check_float("grad_clip", self.grad_clip, low=0.0, low_open=True)
+        for f in fields(self):  # TOML and CLI may give 1 for 1.0; store floats as floats
+            if f.type in ("float", "float | None") and getattr(self, f.name) is not None:
+                setattr(self, f.name, float(getattr(self, f.name)))
+        if self.grammar is not None and self.data is not None:
+            raise DhwtError("give either grammar or data, not both "
+                            f"(got grammar {self.grammar!r} and data {self.data!r})")
+        if not isinstance(self.tie_schedule, str) or not self.tie_schedule.strip():
+            raise DhwtError(f"tie_schedule must be a non-empty string, got {self.tie_schedule!r}")
+        if self.d_model % self.n_heads:
+            raise DhwtError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
+        if self.lr_min > self.lr:
+            raise DhwtError(f"lr_min ({self.lr_min}) must not exceed lr ({self.lr})")
+        if self.warmup_steps >= self.steps:
+            raise DhwtError(f"warmup_steps ({self.warmup_steps}) must be less than steps "
+                            f"({self.steps})")
+        if self.valid_fraction + self.test_fraction >= 1.0:
+            raise DhwtError(f"valid_fraction + test_fraction must leave training strings, got "
+                            f"{self.valid_fraction} + {self.test_fraction}")
+
+    @classmethod
+    def from_dict(cls, values: dict[str, object], source: str = "config") -> TrainConfig:
+        """A config from a flat mapping (a parsed TOML file, CLI options); unknown keys are errors."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise DhwtError(f"unknown key {unknown[0]!r} in {source}; allowed keys: "
+                            f"{', '.join(sorted(known))}")
+        return cls(**values)  # type: ignore[arg-type]
+
+    @classmethod
+    def from_toml(cls, path: str | Path) -> TrainConfig:
+        """Read a config TOML (flat keys, as written by `to_toml`)."""
+        path = Path(path)
+        try:
+            values = tomllib.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise DhwtError(f"config file {path} does not exist") from None
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise DhwtError(f"config file {path} is not valid TOML: {exc}") from None
+        nested = sorted(k for k, v in values.items() if isinstance(v, dict))
+        if nested:
+            raise DhwtError(f"config file {path} has a table [{nested[0]}]; use flat keys "
+                            f"(e.g. d_model = 4)")
+        return cls.from_dict(values, source=str(path))
+
+    def to_dict(self) -> dict[str, object]:
+        """All fields as plain values (batch_size None stays None)."""
+        return asdict(self)
+
+    def to_toml(self) -> str:
+        """The resolved config as TOML; None values are written as comments."""
+        lines = ["# dhwt train: resolved config (every field; unset optional values as comments)"]
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "seeds":
+                value = format_seeds(value)
+            elif f.name == "batch_size" and value is None:
+                value = FULL_BATCH
+            lines.append(f"# {f.name} = (not set)" if value is None
+                         else f"{f.name} = {_toml_value(value)}")
+        return "\n".join(lines) + "\n"
+
+
+def _toml_value(value: object) -> str:
+    """One validated scalar as TOML text."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return repr(value)  # finite (validated), and repr round-trips exactly
+    text = str(value).replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{text}"'
+
+
+def _check_choice(name: str, value: object, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise DhwtError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
+
+
+def _check_int(name: str, value: object, *, low: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise DhwtError(f"{name} must be an integer, got {value!r}")
+    if value < low:
+        raise DhwtError(f"{name} must be >= {low}, got {value}")
+
+
+def _check_float(name: str, value: object, *, low: float, high: float = math.inf,
+                 low_open: bool = False, high_open: bool = False) -> None:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+        raise DhwtError(f"{name} must be a finite number, got {value!r}")
+    if value < low or (low_open and value == low) or value > high or (high_open and value == high):
+        lo, hi = ("(" if low_open else "["), (")" if high_open else "]")
+        raise DhwtError(f"{name} must be in {lo}{low}, {high}{hi}, got {value}")

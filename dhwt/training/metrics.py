@@ -1,0 +1,55 @@
+"""metrics.jsonl: one JSON object per line, appended and flushed as evaluations happen.
+
+Each line has at least `step`. On resume the file is cut back to the lines with step <= the
+checkpoint's step (atomically), so a resumed run neither repeats nor loses a line, and a line half
+written by a killed process is dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from dhwt.errors import DhwtError
+
+
+def read_metrics(path: Path) -> list[dict[str, object]]:
+    """All complete lines of a metrics file (a final line cut short by a kill is skipped)."""
+    if not path.exists():
+        return []
+    lines = path.read_text(encoding="utf-8").split("\n")
+    records = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            if number == len(lines):  # the unterminated last line of a killed writer
+                break
+            raise DhwtError(f"{path} line {number} is not valid JSON") from None
+    return records
+
+
+def truncate_metrics(path: Path, step: int) -> None:
+    """Keep only the lines with step <= `step`, rewriting the file atomically."""
+    kept = [r for r in read_metrics(path) if int(r["step"]) <= step]
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in kept), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+class MetricsWriter:
+    """Appends records to metrics.jsonl, one flushed line each."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fh = open(path, "a", encoding="utf-8")
+
+    def write(self, records: list[dict[str, object]]) -> None:
+        self._fh.write("".join(json.dumps(r) + "\n" for r in records))
+        self._fh.flush()
+
+    def close(self) -> None:
+        self._fh.close()

@@ -1,0 +1,68 @@
+"""metrics.jsonl truncation, snapshots, and all-or-nothing run directories."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from dhwt.errors import DhwtError
+from dhwt.training.metrics import MetricsWriter, read_metrics, truncate_metrics
+from dhwt.training.run_dir import create_run_dir
+from dhwt.training.snapshots import load_snapshot, remove_snapshots_after, save_snapshot
+
+
+def test_metrics_truncate_drops_later_lines_and_a_half_written_tail(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    w = MetricsWriter(path)
+    w.write([{"step": s, "loss": s / 10} for s in (0, 10, 20, 30)])
+    w.close()
+    with open(path, "a") as fh:
+        fh.write('{"step": 40, "lo')  # killed mid-line
+    assert [r["step"] for r in read_metrics(path)] == [0, 10, 20, 30]
+    truncate_metrics(path, 20)
+    assert path.read_text() == "".join(json.dumps({"step": s, "loss": s / 10}) + "\n"
+                                       for s in (0, 10, 20))
+
+
+def test_metrics_corrupt_middle_line_is_an_error(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"step": 0}\nnot json\n{"step": 1}\n')
+    with pytest.raises(DhwtError, match="line 2 is not valid JSON"):
+        read_metrics(path)
+
+
+def test_snapshot_round_trip_and_removal(tmp_path):
+    x = torch.randn(2, 5, 3)
+    for step in (0, 100, 200):
+        save_snapshot(tmp_path, step, x, x + 1, tied=False, seeds=[4, 9], vocab=("a", "b", "[M]"))
+    tensors, meta = load_snapshot(tmp_path / "step_0000100.safetensors")
+    assert torch.equal(tensors["input"], x) and torch.equal(tensors["output"], x + 1)
+    assert meta == {"step": 100, "tied": False, "seeds": [4, 9], "vocab": ["a", "b", "[M]"]}
+    remove_snapshots_after(tmp_path, 100)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step_0000000.safetensors",
+                                                          "step_0000100.safetensors"]
+
+
+def test_run_dir_created_whole_or_not_at_all(tmp_path):
+    run = tmp_path / "run"
+
+    def fail(staging):
+        (staging / "data").mkdir()
+        raise DhwtError("dataset is broken")
+
+    with pytest.raises(DhwtError, match="dataset is broken"):
+        create_run_dir(run, "steps = 1\n", fill=fail)
+    assert list(tmp_path.iterdir()) == []
+    assert create_run_dir(run, "steps = 1\n", fill=lambda d: (d / "data").mkdir() or 7) == 7
+    assert sorted(p.name for p in run.iterdir()) == ["checkpoints", "config.toml", "data",
+                                                     "embeddings", "figures"]
+    with pytest.raises(DhwtError, match="already exists; pass --overwrite"):
+        create_run_dir(run, "steps = 2\n")
+    with pytest.raises(DhwtError, match="dataset is broken"):
+        create_run_dir(run, "steps = 2\n", overwrite=True, fill=fail)
+    assert (run / "config.toml").read_text() == "steps = 1\n"  # the old run survives a failure
+    create_run_dir(run, "steps = 2\n", overwrite=True)
+    assert (run / "config.toml").read_text() == "steps = 2\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
