@@ -28,6 +28,87 @@ def cli(ctx: click.Context, debug: bool) -> None:
     ctx.obj = {"debug": debug}
 
 
+class _BatchSize(click.ParamType):
+    """`full` or a positive integer."""
+
+    name = "full|N"
+
+    def convert(self, value, param, ctx):  # noqa: ANN001, ANN201 (click's signature)
+        if isinstance(value, int) or value == "full":
+            return value
+        if str(value).isdigit():
+            return int(value)
+        self.fail(f"{value!r} is neither 'full' nor a whole number", param, ctx)
+
+
+@cli.command("train", context_settings={"max_content_width": 100})
+@click.option("--grammar", metavar="NAME|PATH",
+              help="A built-in grammar (e.g. parity) or a grammar TOML; the dataset is built into "
+                   "RUN_DIR/data.")
+@click.option("--data", metavar="DIR", help="A dataset directory written by `dhwt synth`.")
+@click.option("--objective", type=click.Choice(["mlm", "clm"]),
+              help="Masked (bidirectional) or causal language modelling.  [default: mlm]")
+@click.option("--tie-schedule", metavar="SCHEDULE",
+              help="tied | untied | untie@N | tie@N[:in|:out|:mean] | switches joined by commas, "
+                   "e.g. untie@2000,tie@8000:mean. A switch at step N acts after N updates.  "
+                   "[default: tied]")
+@click.option("--tie-penalty", type=float, metavar="LAMBDA",
+              help="Soft tying while untied: add LAMBDA * ||E_in - E_out||^2 per member.  "
+                   "[default: 0]")
+@click.option("--seeds", metavar="SEEDS",
+              help="Seeds trained together as one ensemble: 42-46, 1,2,5 or 1-3,7. Member i "
+                   "equals a solo run of seed i.  [default: 42]")
+@click.option("--steps", type=int, help="Optimizer updates.  [default: 10000]")
+@click.option("--batch-size", type=_BatchSize(),
+              help="Strings per member per step, or 'full' (every training string once, weighted "
+                   "by probability).  [default: full]")
+@click.option("--lr", type=float, help="Peak learning rate of AdamW.  [default: 5e-4]")
+@click.option("--lr-schedule", type=click.Choice(["constant", "cosine", "periodic-cosine"]),
+              help="periodic-cosine is the paper's CosineAnnealingLR (T_max lr_period, stepped "
+                   "every step); cosine decays once over the run.  [default: periodic-cosine]")
+@click.option("--eval-every", type=int, metavar="N", help="Evaluate every N steps.  [default: 100]")
+@click.option("--snapshot-every", type=int, metavar="N",
+              help="Save input/output embeddings every N steps.  [default: 100]")
+@click.option("--checkpoint-every", type=int, metavar="N",
+              help="Checkpoint every N steps (the last 2 are kept).  [default: 1000]")
+@click.option("--threads", type=int, metavar="N",
+              help="torch CPU threads (1 is fastest for tiny models).  [default: torch's]")
+@click.option("--config", "config_file", metavar="FILE.toml",
+              type=click.Path(dir_okay=False),
+              help="A TOML of TrainConfig keys (flat, as in a run's config.toml); flags override it.")
+@click.option("--out", required=True, metavar="RUN_DIR", type=click.Path(file_okay=False),
+              help="The run directory to create (or continue with --resume).")
+@click.option("--overwrite", is_flag=True, help="Replace RUN_DIR if it exists.")
+@click.option("--resume", is_flag=True,
+              help="Continue RUN_DIR from its newest checkpoint, bit for bit.")
+def train_cmd(config_file: str | None, out: str, overwrite: bool, resume: bool,
+              **options: object) -> None:
+    """Train one model per seed (all seeds at once) and write a run directory.
+
+    \b
+    RUN_DIR gets: config.toml (resolved config, written first), metrics.jsonl (per evaluation,
+    member and split: loss, accuracy, lr, tied, gap), embeddings/step_XXXXXXX.safetensors
+    (input and output matrices, (S, V, d)), checkpoints/, figures/training.png, report.md.
+    Defaults are the paper's EXor setting: 1 layer, 1 head, d_model 4, d_ff 4, gelu, post-LN,
+    no positions, N(0,1) embeddings, full batch, AdamW lr 5e-4 (betas 0.9/0.999, eps 1e-12,
+    weight decay 0.1), periodic cosine (T_max 10000, eta_min 1e-5). Every other setting (model
+    size, warmup, clipping, splits...) goes in --config; see a run's config.toml for the keys.
+
+    \b
+    Examples:
+      dhwt train --grammar parity --tie-schedule untie@5000 --steps 10000 --out runs/u5k
+      dhwt train --data data/parity --seeds 42-46 --config exor.toml --out runs/exor
+      dhwt train --out runs/u5k --resume
+    """
+    from dhwt.training.command import train_command
+
+    given = {k: v for k, v in options.items() if v is not None}
+    result = train_command(given, config_file=config_file, out=out, overwrite=overwrite,
+                           resume=resume)
+    click.echo(f"trained {result.step} steps in {result.seconds:.1f} s; run directory: "
+               f"{result.run_dir} (see report.md)")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the CLI, turning user errors into `error: ...` and exit code 2."""
     args = sys.argv[1:] if argv is None else argv

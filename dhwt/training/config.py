@@ -17,6 +17,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from dhwt.errors import DhwtError
+from dhwt.languages.tomlwrite import dumps
+from dhwt.training.tying import TieSchedule
 
 OBJECTIVES = ("mlm", "clm")
 ACTIVATIONS = ("gelu", "relu")
@@ -103,7 +105,7 @@ class TrainConfig:
     data: str | None = None
     objective: str = "mlm"
     valid_fraction: float = 0.1
-    test_fraction: float = 0.0
+    test_fraction: float = 0.1
     split_seed: int = 14
     # model (defaults: the paper's EXor transformer)
     d_model: int = 4
@@ -184,8 +186,10 @@ class TrainConfig:
         if self.grammar is not None and self.data is not None:
             raise DhwtError("give either grammar or data, not both "
                             f"(got grammar {self.grammar!r} and data {self.data!r})")
-        if not isinstance(self.tie_schedule, str) or not self.tie_schedule.strip():
-            raise DhwtError(f"tie_schedule must be a non-empty string, got {self.tie_schedule!r}")
+        schedule = TieSchedule.parse(self.tie_schedule, self.steps)
+        if self.tie_penalty and schedule.initial_tied and not schedule.events:
+            raise DhwtError(f"tie_penalty {self.tie_penalty} has no effect with tie_schedule "
+                            f"{self.tie_schedule!r}: the embeddings are never untied")
         if self.d_model % self.n_heads:
             raise DhwtError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
         if self.lr_min > self.lr:
@@ -228,29 +232,15 @@ class TrainConfig:
         return asdict(self)
 
     def to_toml(self) -> str:
-        """The resolved config as TOML; None values are written as comments."""
-        lines = ["# dhwt train: resolved config (every field; unset optional values as comments)"]
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.name == "seeds":
-                value = format_seeds(value)
-            elif f.name == "batch_size" and value is None:
-                value = FULL_BATCH
-            lines.append(f"# {f.name} = (not set)" if value is None
-                         else f"{f.name} = {_toml_value(value)}")
-        return "\n".join(lines) + "\n"
-
-
-def _toml_value(value: object) -> str:
-    """One validated scalar as TOML text."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return repr(value)  # finite (validated), and repr round-trips exactly
-    text = str(value).replace("\\", "\\\\").replace('"', '\\"')
-    return f'"{text}"'
+        """The resolved config as flat TOML; unset (None) values follow as comments."""
+        values = self.to_dict()
+        values["seeds"] = format_seeds(self.seeds)
+        if self.batch_size is None:
+            values["batch_size"] = FULL_BATCH
+        unset = [f"# {name} = (not set)" for name, value in values.items() if value is None]
+        return ("# dhwt train: resolved config\n"
+                + dumps({k: v for k, v in values.items() if v is not None})
+                + "".join(line + "\n" for line in unset))
 
 
 def _check_choice(name: str, value: object, allowed: tuple[str, ...]) -> None:

@@ -93,3 +93,16 @@ def test_bad_toml_files(tmp_path):
     (tmp_path / "table.toml").write_text("[model]\nd_model = 4\n")
     with pytest.raises(DhwtError, match=r"table \[model\]"):
         TrainConfig.from_toml(tmp_path / "table.toml")
+
+
+@pytest.mark.parametrize("values, fragment", [
+    ({"tie_schedule": "untie@abc"}, "not a whole number"),
+    ({"tie_schedule": "untie@-5"}, "negative"),
+    ({"tie_schedule": "untie@100", "steps": 100}, "at or beyond the end of the run"),
+    ({"tie_schedule": "tied,tie@5"}, "already tied"),
+    ({"tie_schedule": "untie@5,tie@9:median"}, "unknown merge mode 'median'"),
+    ({"tie_penalty": 0.1}, "tie_penalty 0.1 has no effect with tie_schedule 'tied'"),
+])
+def test_tie_schedule_is_validated_with_the_config(values, fragment):
+    with pytest.raises(DhwtError, match=fragment):
+        TrainConfig(**values)

@@ -1,0 +1,65 @@
+"""The pieces of a training step that see all S members at once without mixing them.
+
+Member i of an ensemble must train exactly as a solo run of its seed: its batch comes from its own
+generator, its loss is its own weighted cross-entropy, the ensemble loss is the plain sum (so each
+member's gradient is its own), and gradient clipping uses each member's own norm.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import torch
+import torch.nn.functional as F
+
+from dhwt.languages.batch import Batch
+
+
+def stack_batches(batches: Sequence[Batch]) -> Batch:
+    """S per-member batches (B, L) -> one Batch of (S, B, L) tensors."""
+    shapes = {tuple(b.inputs.shape) for b in batches}
+    if len(shapes) != 1:
+        raise ValueError(f"member batches differ in shape: {sorted(shapes)}")
+    pads = [b.padding for b in batches]
+    padding = None if all(p is None for p in pads) else torch.stack(
+        [torch.zeros_like(b.inputs, dtype=torch.bool) if p is None else p
+         for b, p in zip(batches, pads)])
+    return Batch(torch.stack([b.inputs for b in batches]), torch.stack([b.targets for b in batches]),
+                 torch.stack([b.weights for b in batches]), padding)
+
+
+def repeat_batch(batch: Batch, members: int) -> Batch:
+    """One (B, L) batch seen by every member: (S, B, L) views."""
+    def rep(t: torch.Tensor | None) -> torch.Tensor | None:
+        return None if t is None else t.unsqueeze(0).expand(members, *t.shape)
+    return Batch(rep(batch.inputs), rep(batch.targets), rep(batch.weights), rep(batch.padding))
+
+
+def member_losses(logits: torch.Tensor, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-member loss sum(weights * CE) and accuracy sum(weights * [argmax == target]), both (S,).
+
+    logits (S, B, L, V); batch tensors (S, B, L); positions with target -100 count for nothing.
+    """
+    members, vocab = logits.shape[0], logits.shape[-1]
+    ce = F.cross_entropy(logits.reshape(-1, vocab), batch.targets.reshape(-1),
+                         ignore_index=-100, reduction="none").view(batch.targets.shape)
+    weights = batch.weights.to(logits.dtype)
+    loss = (weights * ce).reshape(members, -1).sum(1)
+    correct = (logits.detach().argmax(-1) == batch.targets).to(logits.dtype)
+    accuracy = (weights * correct).reshape(members, -1).sum(1)
+    return loss, accuracy
+
+
+def clip_member_grads(parameters: Iterable[torch.nn.Parameter], max_norm: float) -> torch.Tensor:
+    """Scale each member's gradients so its own norm is at most `max_norm`; return the (S,) norms.
+
+    Every parameter has the member dimension first. The scale is torch's clip_grad_norm_ rule,
+    min(1, max_norm / (norm + 1e-6)), applied per member, so a solo run clipped with
+    clip_grad_norm_ sees the same update.
+    """
+    grads = [p.grad for p in parameters if p.grad is not None]
+    norms = torch.stack([g.reshape(g.shape[0], -1).pow(2).sum(1) for g in grads]).sum(0).sqrt()
+    scale = (max_norm / (norms + 1e-6)).clamp(max=1.0)
+    for g in grads:
+        g.mul_(scale.view(-1, *([1] * (g.dim() - 1))))
+    return norms

@@ -1,0 +1,88 @@
+"""The end of a run: figures/training.png (loss and accuracy curves) and a short report.md.
+
+Both are written to a temporary file and renamed. matplotlib is imported here, lazily, through its
+object API with the Agg canvas, so no global backend is switched in the caller's process.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from pathlib import Path
+
+from dhwt.training.config import TrainConfig, format_seeds
+
+SPLITS = ("train", "valid", "train_fresh")
+FIGURE = "figures/training.png"
+
+
+def write_figure(records: list[dict[str, object]], path: Path, truth) -> None:
+    """Loss and accuracy against step: one line per member and split; the task's Bayes optimum
+    (dashed) and the unigram baseline of always predicting the target marginal (dotted)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    curves: dict[tuple[str, str], dict[int, list[tuple[int, float]]]] = defaultdict(
+        lambda: defaultdict(list))
+    for r in records:
+        for metric in ("loss", "accuracy"):
+            curves[(metric, r["split"])][r["member"]].append((r["step"], r[metric]))
+    fig = Figure(figsize=(10, 4), layout="constrained")
+    FigureCanvasAgg(fig)
+    colours = dict(zip(SPLITS, ("tab:blue", "tab:orange", "tab:green")))
+    for ax, metric in zip(fig.subplots(1, 2), ("loss", "accuracy")):
+        for split in SPLITS:
+            members = curves.get((metric, split), {})
+            for i, points in sorted(members.items()):
+                steps, values = zip(*points)
+                ax.plot(steps, values, color=colours[split], alpha=0.8 if len(members) == 1 else 0.35,
+                        linewidth=1, label=split if i == 0 else None)
+        bayes, marginal = ((truth.bayes_cross_entropy, truth.marginal_entropy) if metric == "loss"
+                           else (truth.bayes_accuracy, truth.marginal_accuracy))
+        ax.axhline(bayes, color="black", linestyle="--", linewidth=1,
+                   label=f"Bayes optimum {bayes:.3f}")
+        ax.axhline(marginal, color="grey", linestyle=":", linewidth=1,
+                   label=f"unigram baseline {marginal:.3f}")
+        ax.set_xlabel("step")
+        ax.set_ylabel(metric)
+        ax.legend(fontsize="small")
+    fig.suptitle("one line per member; train/valid: fixed evaluation sets, train_fresh: new draws")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.tmp-{os.getpid()}{path.suffix}")
+    fig.savefig(tmp, dpi=120)
+    os.replace(tmp, path)
+
+
+def write_report(path: Path, config: TrainConfig, final: list[dict[str, object]], truth) -> None:
+    """report.md: the config in brief, final metrics per member against the task's Bayes optimum
+    (from its ground truth), pointers to the figure and the files."""
+    data = (f"grammar `{config.grammar}` (dataset in `data/`)" if config.grammar is not None
+            else f"dataset `{config.data}`")
+    lines = [
+        "# Training run", "",
+        f"- data: {data}, objective {config.objective}",
+        f"- model: {config.n_layers} layer(s), {config.n_heads} head(s), d_model {config.d_model}, "
+        f"d_ff {config.d_ff}, {config.activation}, {config.norm}-LN, positions {config.positions}",
+        f"- seeds {format_seeds(config.seeds)}; tie schedule `{config.tie_schedule}`, "
+        f"tie penalty {config.tie_penalty}",
+        f"- {config.steps} steps, batch {config.batch_size or 'full'}, AdamW lr {config.lr} "
+        f"({config.lr_schedule}, warmup {config.warmup_steps}), weight decay {config.weight_decay}",
+        "- full config: `config.toml`", "",
+        f"## Final metrics (step {config.steps})", "",
+        "Accuracy is the probability-weighted share of loss positions predicted right; "
+        "`train_fresh` is a new draw of training batches (fresh variants and masks).",
+    ]
+    lines += [
+        f"The task's Bayes optimum: accuracy **{truth.bayes_accuracy:.4f}**, cross-entropy "
+        f"**{truth.bayes_cross_entropy:.4f}** nats; always predicting the target marginal gives "
+        f"accuracy {truth.marginal_accuracy:.4f}, cross-entropy {truth.marginal_entropy:.4f}.",
+        "", "| seed | split | loss | accuracy | accuracy - Bayes |", "|---:|---|---:|---:|---:|"]
+    for r in sorted(final, key=lambda r: (r["member"], SPLITS.index(r["split"]))):
+        lines.append(f"| {r['seed']} | {r['split']} | {r['loss']:.4f} | {r['accuracy']:.4f} | "
+                     f"{r['accuracy'] - truth.bayes_accuracy:+.4f} |")
+    lines += ["", f"Curves: `{FIGURE}`. Metrics per evaluation: `metrics.jsonl`. Embedding "
+              "snapshots (input and output, per step): `embeddings/`. Checkpoints: `checkpoints/`.",
+              ""]
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text("\n".join(lines), encoding="utf-8")
+    os.replace(tmp, path)

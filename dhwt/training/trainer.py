@@ -1,0 +1,347 @@
+"""The training loop: S seeds as one ensemble-native model, a tie schedule, exact resume.
+
+Steps. "Step N" is the state after N optimizer updates. The update from step N to N + 1 uses the
+lr `LRSchedule.lr_at(N)`. At step N, in this order: tie-schedule events whose step is N are
+applied (so an event at step N takes effect after N updates, before update N + 1 is computed);
+then, when due, the evaluation (metrics.jsonl), the embedding snapshot and the checkpoint record
+that state. Step 0 (before any update) and the last step are always recorded.
+
+Data. Member i draws its training batches from its own generator, stream "data" of seeds[i], and
+the fresh-draw evaluation batches from stream "draw"; the model's dropout uses the model's own
+per-member generators. So member i equals a solo run of seeds[i] (to float tolerance) and nothing
+draws from the global RNGs (their states are checkpointed all the same).
+
+Per update the loss is sum_i sum(weights_i * CE_i) (+ tie_penalty * sum_i gap_i while untied).
+
+Resume. A checkpoint holds the model (with its tying state), the optimizer, the step and every RNG
+state. Resuming from step N cuts metrics.jsonl back to the lines of steps <= N and deletes
+snapshots of later steps, then runs on; the result equals an uninterrupted run bit for bit.
+
+NaN guard. A non-finite member loss stops the run with DhwtError naming the step, the member's
+seed and the last good checkpoint (no checkpoint is written after that; weights are checked finite
+before each checkpoint is written, so every checkpoint kept is good).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from dhwt.errors import DhwtError
+from dhwt.languages.batch import Batch
+from dhwt.models import ModelConfig, Transformer
+from dhwt.models.init import member_generator
+from dhwt.training import run_dir as layout
+from dhwt.training.checkpoint import (latest_checkpoint, remove_stray_temporaries,
+                                      save_checkpoint)
+from dhwt.training.config import TrainConfig
+from dhwt.training.ensemble import clip_member_grads, member_losses, repeat_batch, stack_batches
+from dhwt.training.lr import LRSchedule
+from dhwt.training.metrics import MetricsWriter, read_metrics, truncate_metrics
+from dhwt.training.run_report import FIGURE, write_figure, write_report
+from dhwt.training.snapshots import remove_snapshots_after, save_snapshot
+from dhwt.training.tying import TieSchedule, apply_switch, tie_penalty
+
+DATA_STREAM = int.from_bytes(b"data", "big")  # generator streams of a seed (dhwt.models.init)
+DRAW_STREAM = int.from_bytes(b"draw", "big")
+CHECKPOINT_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What a finished run left: its directory, final step, last evaluation and checkpoint."""
+
+    run_dir: Path
+    step: int
+    final_metrics: list[dict[str, object]]
+    checkpoint: Path
+    seconds: float
+
+
+def train(config: TrainConfig, task, run_dir: str | Path, resume: bool = False, *,
+          overwrite: bool = False) -> RunResult:
+    """Train `config.seeds` on `task` into `run_dir`; return when `config.steps` are done.
+
+    Fresh (resume=False): `run_dir` must not exist (or `overwrite`); it is created with
+    config.toml before any training. resume=True: continue `run_dir` from its newest checkpoint;
+    `config` must equal the run's config.toml. A damaged newest checkpoint is an error naming the
+    previous one (see dhwt.training.checkpoint).
+    """
+    run_dir = Path(run_dir)
+    if resume and overwrite:
+        raise DhwtError("--resume continues a run and --overwrite replaces it; give only one")
+    if resume:
+        check_resumable(run_dir, config)
+        return Trainer(config, task, run_dir).run(resume=True)
+    trainer = layout.create_run_dir(run_dir, config.to_toml(), overwrite=overwrite,
+                                    fill=lambda _: Trainer(config, task, run_dir))
+    return trainer.run(resume=False)
+
+
+def check_resumable(run_dir: Path, config: TrainConfig) -> None:
+    """DhwtError unless `run_dir` is a run whose config.toml equals `config`."""
+    saved_path = run_dir / layout.CONFIG
+    if not saved_path.is_file():
+        raise DhwtError(f"cannot resume {run_dir}: it has no {layout.CONFIG} (not a run directory)")
+    saved = TrainConfig.from_toml(saved_path).to_dict()
+    for key, value in config.to_dict().items():
+        if saved[key] != value:
+            raise DhwtError(f"cannot resume {run_dir} with {key} = {value!r}: the run was "
+                            f"configured with {saved[key]!r} (see {saved_path})")
+
+
+def model_config(config: TrainConfig, task) -> ModelConfig:
+    """The model for `task` with the architecture `config` asks for."""
+    if task.objective != config.objective:
+        raise DhwtError(f"the task's objective is {task.objective!r} but the config asks for "
+                        f"{config.objective!r}")
+    return ModelConfig(
+        vocab_size=len(task.vocab), max_len=task.seq_len, d_model=config.d_model,
+        n_layers=config.n_layers, n_heads=config.n_heads, d_ff=config.d_ff,
+        dropout=config.dropout, activation=config.activation, norm=config.norm,
+        final_norm=config.final_norm, positions=config.positions,
+        causal=config.objective == "clm", output_bias=config.output_bias,
+        emb_init=config.emb_init, emb_std=config.emb_std, emb_scale=config.emb_scale,
+        init=config.init)
+
+
+class Trainer:
+    """One run's live state. Building it validates everything (model, schedule, data splits)."""
+
+    def __init__(self, config: TrainConfig, task, run_dir: Path) -> None:
+        self.config, self.task, self.run_dir = config, task, Path(run_dir)
+        self.schedule = TieSchedule.parse(config.tie_schedule, config.steps)
+        self.model = Transformer(model_config(config, task), config.seeds,
+                                 tied=self.schedule.initial_tied)
+        self.optimizer = self._optimizer([list(self.model.parameters())])
+        self.lr = LRSchedule(config.lr_schedule, config.lr, config.lr_min, config.steps,
+                             config.lr_period, config.warmup_steps)
+        self.data_generators = [member_generator(s, DATA_STREAM) for s in config.seeds]
+        self.draw_generators = [member_generator(s, DRAW_STREAM) for s in config.seeds]
+        members = len(config.seeds)
+        self.eval_batches = {split: repeat_batch(task.eval_batch(split), members)
+                             for split in ("train", "valid") if task.n_strings(split) > 0}
+        self.step = 0
+        self.last_checkpoint: Path | None = None
+        self._last_eval: list[dict[str, object]] = []
+
+    # -- the run ----------------------------------------------------------------------------
+    def run(self, resume: bool) -> RunResult:
+        """Train to config.steps (from the newest checkpoint if `resume`), then write the report."""
+        started = time.perf_counter()
+        metrics_path = self.run_dir / layout.METRICS
+        with _torch_settings(self.config.threads):
+            if resume:
+                self._restore()
+                truncate_metrics(metrics_path, self.step)
+                remove_snapshots_after(self.run_dir / layout.EMBEDDINGS, self.step)
+            writer = MetricsWriter(metrics_path)
+            try:
+                if not resume:
+                    self._apply_events()
+                    self._record(writer, force=True)
+                bar = tqdm(total=self.config.steps, initial=self.step, disable=None, unit="step",
+                           desc="train", dynamic_ncols=True)
+                with bar:
+                    while self.step < self.config.steps:
+                        self._update()
+                        self._apply_events()
+                        if self._record(writer, force=self.step == self.config.steps):
+                            bar.set_postfix_str(self._postfix())
+                        bar.update(1)
+            finally:
+                writer.close()
+        records = read_metrics(metrics_path)
+        final = [r for r in records if r["step"] == self.config.steps]
+        write_figure(records, self.run_dir / FIGURE, self.task.truth)
+        write_report(self.run_dir / layout.REPORT, self.config, final, self.task.truth)
+        assert self.last_checkpoint is not None
+        return RunResult(self.run_dir, self.step, final, self.last_checkpoint,
+                         time.perf_counter() - started)
+
+    def _update(self) -> None:
+        """One optimizer update: step N -> N + 1."""
+        c = self.config
+        lr = self.lr.lr_at(self.step)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        batch = self._draw(self.data_generators)
+        loss, _ = member_losses(self.model(batch.inputs, batch.padding), batch)
+        if c.tie_penalty and not self.model.embeddings.tied:
+            loss = loss + tie_penalty(self.model, c.tie_penalty)
+        self._guard(loss, "loss")
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.sum().backward()
+        if c.grad_clip is not None:
+            clip_member_grads(self.model.parameters(), c.grad_clip)
+        self.optimizer.step()
+        self.step += 1
+
+    def _apply_events(self) -> None:
+        """Apply the tie-schedule events of the current step (after self.step updates)."""
+        for event in self.schedule.events:
+            if event.step == self.step:
+                apply_switch(self.model, self.optimizer, event)
+
+    def _record(self, writer: MetricsWriter, force: bool) -> bool:
+        """Evaluate, snapshot and checkpoint the current step as due; True if it evaluated."""
+        c, step = self.config, self.step
+        evaluate = force or step % c.eval_every == 0
+        snapshot = force or step % c.snapshot_every == 0
+        checkpoint = force or step % c.checkpoint_every == 0
+        if evaluate or snapshot or checkpoint:
+            self._guard_weights()
+        if evaluate:
+            self._last_eval = self.evaluate()
+            writer.write(self._last_eval)
+        if snapshot:
+            emb = self.model.embeddings
+            save_snapshot(self.run_dir / layout.EMBEDDINGS, step, emb.input_weight,
+                          emb.output_weight, tied=emb.tied, seeds=c.seeds, vocab=self.task.vocab)
+        if checkpoint:
+            self._checkpoint()
+        return evaluate
+
+    def _postfix(self) -> str:
+        """Mean fresh-draw loss and accuracy over members, for the progress bar."""
+        fresh = [r for r in self._last_eval if r["split"] == "train_fresh"]
+        return (f"loss {sum(r['loss'] for r in fresh) / len(fresh):.4f} "
+                f"acc {sum(r['accuracy'] for r in fresh) / len(fresh):.3f}")
+
+    # -- evaluation -------------------------------------------------------------------------
+    @torch.no_grad()
+    def evaluate(self) -> list[dict[str, object]]:
+        """Metric lines for the current step: per member, the deterministic "train" and "valid"
+        evaluation batches and "train_fresh", a fresh training batch from the member's draw
+        stream (new variants and masks; the yardstick against the Bayes optimum)."""
+        self.model.eval()
+        try:
+            batches = dict(self.eval_batches, train_fresh=self._draw(self.draw_generators))
+            emb = self.model.embeddings
+            gap, tied, lr = emb.gap().tolist(), emb.tied, self.lr.lr_at(self.step)
+            lines = []
+            for split, batch in batches.items():
+                loss, accuracy = member_losses(self.model(batch.inputs, batch.padding), batch)
+                self._guard(loss, f"{split} loss")
+                for i, seed in enumerate(self.config.seeds):
+                    lines.append({"step": self.step, "member": i, "seed": seed, "split": split,
+                                  "loss": float(loss[i]), "accuracy": float(accuracy[i]),
+                                  "lr": lr, "tied": tied, "gap": gap[i]})
+            return lines
+        finally:
+            self.model.train()
+
+    def _draw(self, generators: list[torch.Generator]) -> Batch:
+        return stack_batches([self.task.train_batch(g, self.config.batch_size) for g in generators])
+
+    def _guard(self, values: torch.Tensor, what: str) -> None:
+        """Stop with a clear error if any member's `values` is not finite."""
+        finite = torch.isfinite(values.detach())
+        if not bool(finite.all()):
+            i = int((~finite).nonzero()[0, 0])
+            bad = "nan" if math.isnan(float(values[i])) else "inf"
+            raise DhwtError(f"{what} became {bad} at step {self.step} (member seed "
+                            f"{self.config.seeds[i]}); last good checkpoint: "
+                            f"{self.last_checkpoint}")
+
+    # -- checkpoints ------------------------------------------------------------------------
+    def _guard_weights(self) -> None:
+        """Stop before recording a state whose weights are not all finite."""
+        with torch.no_grad():
+            per_member = torch.stack([p.reshape(p.shape[0], -1).abs().sum(1)
+                                      for p in self.model.parameters()]).sum(0)
+        self._guard(per_member, "a weight")
+
+    def _checkpoint(self) -> None:
+        names = {id(p): n for n, p in self.model.named_parameters()}
+        state = {
+            "format": CHECKPOINT_FORMAT,
+            "step": self.step,
+            "config": self.config.to_dict(),
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "optimizer_params": [[names[id(p)] for p in g["params"]]
+                                 for g in self.optimizer.param_groups],
+            "rng": {
+                "data": [g.get_state() for g in self.data_generators],
+                "draw": [g.get_state() for g in self.draw_generators],
+                "dropout": self.model.rng_state(),
+                "torch": torch.get_rng_state(),
+                "numpy": _numpy_state(),
+                "python": random.getstate(),
+            },
+        }
+        self.last_checkpoint = save_checkpoint(self.run_dir / layout.CHECKPOINTS, self.step, state)
+
+    def _restore(self) -> None:
+        """Load the newest checkpoint: model, tying state, optimizer, step, every RNG."""
+        directory = self.run_dir / layout.CHECKPOINTS
+        remove_stray_temporaries(directory)
+        path, state = latest_checkpoint(directory)
+        if state.get("format") != CHECKPOINT_FORMAT:
+            raise DhwtError(f"checkpoint {path} has format {state.get('format')!r}; this dhwt "
+                            f"reads format {CHECKPOINT_FORMAT}")
+        if state["config"] != self.config.to_dict():
+            raise DhwtError(f"checkpoint {path} was written with a different config than "
+                            f"{self.run_dir / layout.CONFIG}")
+        self.model.load_state_dict(state["model"])  # adopts the saved tying state
+        params = dict(self.model.named_parameters())
+        self.optimizer = self._optimizer([[params[n] for n in group]
+                                          for group in state["optimizer_params"]])
+        self.optimizer.load_state_dict(state["optimizer"])
+        rng = state["rng"]
+        for g, s in zip(self.data_generators, rng["data"]):
+            g.set_state(s)
+        for g, s in zip(self.draw_generators, rng["draw"]):
+            g.set_state(s)
+        self.model.set_rng_state(rng["dropout"])
+        torch.set_rng_state(rng["torch"])
+        _set_numpy_state(rng["numpy"])
+        random.setstate(_as_tuples(rng["python"]))
+        self.step = int(state["step"])
+        self.last_checkpoint = path
+
+    def _optimizer(self, groups: list[list[torch.nn.Parameter]]) -> torch.optim.AdamW:
+        c = self.config
+        return torch.optim.AdamW([{"params": g} for g in groups], lr=c.lr,
+                                 betas=(c.beta1, c.beta2), eps=c.eps, weight_decay=c.weight_decay)
+
+
+class _torch_settings:
+    """Deterministic algorithms and the thread count for the run, restored afterwards."""
+
+    def __init__(self, threads: int | None) -> None:
+        self.threads = threads
+
+    def __enter__(self) -> None:
+        self.saved = (torch.are_deterministic_algorithms_enabled(), torch.get_num_threads())
+        torch.use_deterministic_algorithms(True)
+        if self.threads is not None:
+            torch.set_num_threads(self.threads)
+
+    def __exit__(self, *exc: object) -> None:
+        torch.use_deterministic_algorithms(self.saved[0])
+        torch.set_num_threads(self.saved[1])
+
+
+def _numpy_state() -> list[object]:
+    """numpy's global RNG state as plain lists (checkpoints load with weights_only=True)."""
+    name, keys, pos, has_gauss, gauss = np.random.get_state()
+    return [name, keys.tolist(), int(pos), int(has_gauss), float(gauss)]
+
+
+def _set_numpy_state(state: list[object]) -> None:
+    name, keys, pos, has_gauss, gauss = state
+    np.random.set_state((name, np.array(keys, dtype=np.uint32), pos, has_gauss, gauss))
+
+
+def _as_tuples(value: object) -> object:
+    """random.setstate wants tuples where a round trip may have given lists."""
+    return tuple(_as_tuples(v) for v in value) if isinstance(value, (list, tuple)) else value

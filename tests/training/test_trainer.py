@@ -1,0 +1,173 @@
+"""The training loop: exact resume, members equal solo runs, the NaN guard, the run directory."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from dhwt.errors import DhwtError
+from dhwt.languages import load_language, load_task, write_dataset
+from dhwt.training import TrainConfig, train
+from dhwt.training.checkpoint import latest_checkpoint, list_checkpoints
+from dhwt.training.snapshots import load_snapshot
+from dhwt.training.trainer import Trainer
+
+
+@pytest.fixture(scope="module")
+def task(tmp_path_factory):
+    data = tmp_path_factory.mktemp("data") / "parity"
+    write_dataset(load_language("parity"), data, valid_fraction=0.1, test_fraction=0.0, seed=14)
+    return load_task(data, "mlm")
+
+
+class Interrupted(Exception):
+    pass
+
+
+def _interrupt_at(monkeypatch, step: int) -> None:
+    """Make the next run die (like a kill) when it is about to compute update `step` + 1."""
+    original = Trainer._update
+
+    def update(self):
+        if self.step == step:
+            monkeypatch.setattr(Trainer, "_update", original)
+            raise Interrupted
+        original(self)
+
+    monkeypatch.setattr(Trainer, "_update", update)
+
+
+def _final(run_dir, config, task):
+    """Everything a run leaves that must be reproducible: weights, optimizer, metrics, snapshots."""
+    _, state = latest_checkpoint(run_dir / "checkpoints")
+    snaps = {p.name: load_snapshot(p)[0] for p in sorted((run_dir / "embeddings").iterdir())}
+    return state, (run_dir / "metrics.jsonl").read_text(), snaps
+
+
+def _assert_same(a, b):
+    """Nested checkpoint dicts/lists equal, tensors bit for bit."""
+    if torch.is_tensor(a):
+        assert torch.is_tensor(b) and a.dtype == b.dtype and torch.equal(a, b)
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys()
+        for key in a:
+            _assert_same(a[key], b[key])
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b)
+        for x, y in zip(a, b):
+            _assert_same(x, y)
+    else:
+        assert a == b
+
+
+CONFIG = dict(seeds="1-2", steps=2000, eval_every=100, snapshot_every=250, checkpoint_every=400,
+              tie_schedule="untie@700,tie@1500:mean", lr=1e-2, lr_period=300, batch_size=16,
+              grad_clip=1.0, threads=1)
+
+
+def test_resume_continues_bit_for_bit(task, tmp_path, monkeypatch):
+    config = TrainConfig(**CONFIG)
+    train(config, task, tmp_path / "straight")
+    # killed at 1000 (checkpoint 800, tied->untied in between), then at 1630 (after the tie)
+    _interrupt_at(monkeypatch, 1000)
+    with pytest.raises(Interrupted):
+        train(config, task, tmp_path / "resumed")
+    lines = (tmp_path / "resumed" / "metrics.jsonl").read_text().splitlines()
+    assert json.loads(lines[-1])["step"] == 1000  # lines past the checkpoint exist, to be cut
+    _interrupt_at(monkeypatch, 1630)
+    with pytest.raises(Interrupted):
+        train(config, task, tmp_path / "resumed", resume=True)
+    result = train(config, task, tmp_path / "resumed", resume=True)
+    assert result.step == 2000
+    straight = _final(tmp_path / "straight", config, task)
+    resumed = _final(tmp_path / "resumed", config, task)
+    _assert_same(straight[0]["model"], resumed[0]["model"])
+    _assert_same(straight[0]["optimizer"], resumed[0]["optimizer"])
+    _assert_same(straight[0]["rng"], resumed[0]["rng"])
+    assert straight[1] == resumed[1]  # metrics.jsonl: no line duplicated or lost
+    assert straight[2].keys() == resumed[2].keys()
+    _assert_same(straight[2], resumed[2])
+
+
+def test_member_equals_a_solo_run_of_its_seed(task, tmp_path):
+    common = dict(steps=300, eval_every=100, snapshot_every=100, checkpoint_every=300,
+                  tie_schedule="untie@120", tie_penalty=0.01, lr=1e-2, batch_size=8,
+                  grad_clip=0.5, threads=1)
+    train(TrainConfig(seeds=[5, 7, 9], **common), task, tmp_path / "ensemble")
+    train(TrainConfig(seeds=[7], **common), task, tmp_path / "solo")
+    for step in (0, 100, 200, 300):
+        name = f"step_{step:07d}.safetensors"
+        ens, meta = load_snapshot(tmp_path / "ensemble" / "embeddings" / name)
+        solo, _ = load_snapshot(tmp_path / "solo" / "embeddings" / name)
+        assert meta["seeds"] == [5, 7, 9] and meta["tied"] == (step < 120)
+        for key in ("input", "output"):
+            torch.testing.assert_close(ens[key][1:2], solo[key], rtol=1e-5, atol=1e-6)
+    ens_lines = [json.loads(x) for x in (tmp_path / "ensemble" / "metrics.jsonl").open()]
+    solo_lines = [json.loads(x) for x in (tmp_path / "solo" / "metrics.jsonl").open()]
+    member = [r for r in ens_lines if r["seed"] == 7]
+    assert len(member) == len(solo_lines)
+    for a, b in zip(member, solo_lines):
+        assert (a["step"], a["split"], a["tied"]) == (b["step"], b["split"], b["tied"])
+        assert a["loss"] == pytest.approx(b["loss"], rel=1e-5)
+        assert a["accuracy"] == pytest.approx(b["accuracy"], abs=1e-6)
+
+
+def test_nan_guard_stops_and_keeps_the_last_good_checkpoint(task, tmp_path):
+    config = TrainConfig(seeds="3-4", steps=50, lr=1e30, lr_schedule="constant", lr_min=0.0,
+                         eval_every=1, checkpoint_every=1, threads=1)
+    with pytest.raises(DhwtError, match=r"(loss|a weight) became (nan|inf) at step \d+ \(member "
+                                        r"seed [34]\); last good checkpoint: \S+step_\d{7}\.pt$"
+                       ) as info:
+        train(config, task, tmp_path / "run")
+    bad_step = int(str(info.value).split(" at step ")[1].split()[0])
+    path, state = latest_checkpoint(tmp_path / "run" / "checkpoints")
+    assert str(info.value).endswith(f"last good checkpoint: {path}")
+    assert state["step"] <= bad_step
+    assert all(torch.isfinite(v).all() for v in state["model"].values())
+    lines = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").open()]
+    assert all(r["step"] <= state["step"] for r in lines)
+    assert all(torch.isfinite(torch.tensor(r["loss"])) for r in lines)
+
+
+def test_run_directory_layout_and_report(task, tmp_path):
+    config = TrainConfig(seeds="1-2", steps=30, eval_every=10, snapshot_every=15,
+                         checkpoint_every=10, tie_schedule="untie@10", threads=1)
+    result = train(config, task, tmp_path / "run")
+    run = tmp_path / "run"
+    assert sorted(p.name for p in run.iterdir()) == ["checkpoints", "config.toml", "embeddings",
+                                                     "figures", "metrics.jsonl", "report.md"]
+    assert TrainConfig.from_toml(run / "config.toml") == config
+    assert [p.name for p in list_checkpoints(run / "checkpoints")] == ["step_0000020.pt",
+                                                                       "step_0000030.pt"]
+    assert sorted(p.name for p in (run / "embeddings").iterdir()) == [
+        f"step_{s:07d}.safetensors" for s in (0, 15, 30)]
+    tensors, meta = load_snapshot(run / "embeddings" / "step_0000030.safetensors")
+    assert tensors["input"].shape == (2, len(task.vocab), 4) == tensors["output"].shape
+    assert meta["vocab"] == list(task.vocab) and meta["tied"] is False
+    lines = [json.loads(x) for x in (run / "metrics.jsonl").open()]
+    assert {r["step"] for r in lines} == {0, 10, 20, 30}
+    assert {r["split"] for r in lines} >= {"train", "train_fresh"}
+    assert set(lines[0]) == {"step", "member", "seed", "split", "loss", "accuracy", "lr", "tied",
+                             "gap"}
+    assert [r["tied"] for r in lines if r["split"] == "train" and r["member"] == 0] == [
+        True, False, False, False]  # untie@10 is in force at the evaluation of step 10
+    assert (run / "figures" / "training.png").stat().st_size > 1000
+    assert "figures/training.png" in (run / "report.md").read_text()
+    assert len(result.final_metrics) == len([r for r in lines if r["step"] == 30])
+    with pytest.raises(DhwtError, match="already exists"):
+        train(config, task, run)
+
+
+def test_resume_refuses_a_different_config_and_a_truncated_checkpoint(task, tmp_path):
+    config = TrainConfig(steps=20, checkpoint_every=10, threads=1)
+    train(config, task, tmp_path / "run")
+    with pytest.raises(DhwtError, match=r"cannot resume .* with steps = 40: the run was configured "
+                                        r"with 20"):
+        train(TrainConfig(steps=40, checkpoint_every=10, threads=1), task, tmp_path / "run",
+              resume=True)
+    newest = list_checkpoints(tmp_path / "run" / "checkpoints")[-1]
+    newest.write_bytes(newest.read_bytes()[:1000])
+    with pytest.raises(DhwtError, match="step_0000020.pt is truncated or corrupt.*step_0000010.pt"):
+        train(config, task, tmp_path / "run", resume=True)
