@@ -1,0 +1,70 @@
+"""What a theorem check is and what it reports.
+
+A check tests one claim a proof in proofs/ relies on, one of three ways:
+- symbolic: sympy proves the identity or inequality the proof uses;
+- numeric: random instances in float64 (softmax regression with fixed features, a convex
+  bag-of-embeddings model), the claim tested at every step or at an optimum solved to 1e-12;
+- empirical: models trained with the package on its synthetic languages, against exact truth.
+Each check returns pass, fail, or skipped (with the reason: never a silent pass).
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+KINDS = ("symbolic", "numeric", "empirical")
+STATUSES = ("pass", "fail", "skipped")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one run of a check found: status, the measured value as text, an optional note."""
+
+    status: str
+    measured: str
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "pass"
+
+
+def verdict(ok: bool, measured: str) -> Outcome:
+    """pass if `ok`, else fail, with the measured value."""
+    return Outcome("pass" if ok else "fail", measured)
+
+
+def skipped(reason: str) -> Outcome:
+    """A check that could not run here (say why); it neither passes nor fails."""
+    return Outcome("skipped", f"skipped: {reason}")
+
+
+@dataclass(frozen=True)
+class Check:
+    """One registered check: which theorem, its name, its kind, what it predicts, how to run it.
+
+    `run(generator)` gets a numpy Generator seeded from the run seed and the check's name, so every
+    check is reproducible alone. `full_only` checks run only under `dhwt verify-theorems --full`.
+    """
+
+    theorem: str
+    name: str
+    kind: str
+    prediction: str
+    run: Callable[[np.random.Generator], Outcome]
+    full_only: bool = False
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, got {self.kind!r}")
+
+    def generator(self, seed: int) -> np.random.Generator:
+        """The check's own generator: seeded by the run seed and a stable hash of its name."""
+        return np.random.default_rng([seed, zlib.crc32(f"{self.theorem}/{self.name}".encode())])

@@ -1,0 +1,73 @@
+"""Run theorem checks and print the table `dhwt verify-theorems` shows."""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from tqdm import tqdm
+
+from dhwt.errors import DhwtError
+from dhwt.theory.check import Check, Outcome
+from dhwt.theory.registry import select
+
+COLUMNS = ("theorem", "kind", "check", "prediction", "measured", "result")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One check's result and how long it took."""
+
+    check: Check
+    outcome: Outcome
+    seconds: float
+
+    def cells(self) -> tuple[str, ...]:
+        c, o = self.check, self.outcome
+        return (c.theorem, c.kind, c.name, c.prediction, o.measured, o.status.upper())
+
+
+def run_check(check: Check, seed: int) -> Row:
+    """Run one check with its own generator. A crash is a failure, reported with its cause."""
+    start = time.perf_counter()
+    try:
+        outcome = check.run(check.generator(seed))
+    except Exception as exc:  # a bug or a broken dependency: say so in the row, never pass
+        last = traceback.extract_tb(exc.__traceback__)[-1]
+        outcome = Outcome("fail", f"error {type(exc).__name__}: {exc} ({last.filename.split('/')[-1]}:{last.lineno})")
+    return Row(check, outcome, time.perf_counter() - start)
+
+
+def run_checks(checks: Sequence[Check], seed: int) -> list[Row]:
+    """Run `checks` in order, with a progress bar on a terminal."""
+    return [run_check(c, seed) for c in tqdm(checks, desc="checks", unit="check", disable=None, leave=False)]
+
+
+def format_table(rows: Sequence[Row]) -> str:
+    """A plain-text table with one line per check."""
+    cells = [COLUMNS, *(row.cells() for row in rows)]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(COLUMNS))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def summary(rows: Sequence[Row], seconds: float) -> str:
+    counts = {s: sum(r.outcome.status == s for r in rows) for s in ("pass", "fail", "skipped")}
+    return f"{counts['pass']} passed, {counts['fail']} failed, {counts['skipped']} skipped in {seconds:.1f} s"
+
+
+def verify_theorems(only: str | None, full: bool, seed: int, echo: Callable[[str], None] = print) -> int:
+    """Run the selected checks, print the table and a summary; return the exit code (1 on a fail)."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise DhwtError(f"--seed must be a non-negative integer, got {seed!r}")
+    checks = select(only, full)
+    start = time.perf_counter()
+    rows = run_checks(checks, seed)
+    echo(format_table(rows))
+    echo(summary(rows, time.perf_counter() - start))
+    if not full and any(c.full_only for c in select(only, True)):
+        echo("(--full adds the long empirical checks)")
+    return 1 if any(r.outcome.status == "fail" for r in rows) else 0
