@@ -1,0 +1,162 @@
+"""The `automaton` family: a probabilistic finite automaton over symbol classes.
+
+    start = "s"
+    [states]
+    s = [{emit = "c", to = "t", p = 0.5}, {emit = "d", to = "end", p = 0.5}]
+
+Each transition emits one class and moves to a state or to "end". The automaton must be acyclic
+(a cycle means unboundedly long strings, so no exact finite ground truth), so every string is
+finite and the class-string distribution is enumerated exactly by expanding all paths. Several
+paths may yield the same class string; their probabilities add up.
+"""
+
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+
+from dhwt.errors import DhwtError
+from dhwt.languages.checks import (
+    check_keys,
+    need,
+    need_list,
+    need_str,
+    need_table,
+    normalised,
+    probability,
+)
+from dhwt.languages.classes import SymbolClass, read_classes
+from dhwt.languages.enumeration import PAD, check_size, group_arange, row_keys
+
+KEYS = ("family", "name", "description", "start", "classes", "states")
+TRANSITION_KEYS = ("emit", "to", "p")
+END = "end"
+
+
+def build(spec: dict) -> tuple[list[SymbolClass], np.ndarray, np.ndarray]:
+    """(classes, class strings (n, L) with PAD past the end, probabilities) of an automaton spec."""
+    check_keys(spec, KEYS, "an automaton spec")
+    classes = read_classes(need(spec, "classes", "an automaton spec"), allow_maskable=True)
+    class_ids = {c.name: i for i, c in enumerate(classes)}
+    states = _read_states(need(spec, "states", "an automaton spec"), class_ids)
+    start = need_str(need(spec, "start", "an automaton spec"), "'start'")
+    if start not in states:
+        raise DhwtError(f"start state {start!r} is not declared in [states] "
+                        f"(declared: {', '.join(states)})")
+    graph = _check_graph(states, start, classes)
+    n_strings, work = _enumeration_size(states, start, graph, classes)
+    check_size(n_strings, work)
+    strings, probs = _enumerate(states, start, class_ids)
+    return classes, strings, probs
+
+
+def _read_states(table: object, class_ids: dict[str, int]) -> dict[str, list[tuple[str, str, float]]]:
+    """{state: [(emitted class, next state, p), ...]} with per-state probabilities summing to 1."""
+    table = need_table(table, "'states'")
+    if not table:
+        raise DhwtError("the spec declares no states")
+    states = {}
+    for name, transitions in table.items():
+        where = f"state {name!r}"
+        need_str(name, "a state name")
+        if name == END:
+            raise DhwtError(f"{END!r} is the reserved final state; it cannot be declared")
+        transitions = need_list(transitions, f"the transitions of {where}")
+        if not transitions:
+            raise DhwtError(f"{where} has no transitions; every state must lead to {END!r}")
+        read = []
+        for i, entry in enumerate(transitions):
+            at = f"transition {i} of {where}"
+            entry = need_table(entry, at)
+            check_keys(entry, TRANSITION_KEYS, at)
+            emit = need_str(need(entry, "emit", at), f"'emit' of {at}")
+            if emit not in class_ids:
+                raise DhwtError(f"{at} emits undeclared class {emit!r} "
+                                f"(declared: {', '.join(class_ids)})")
+            to = need_str(need(entry, "to", at), f"'to' of {at}")
+            if to != END and to not in table:
+                raise DhwtError(f"{at} goes to undeclared state {to!r} (declared: "
+                                f"{', '.join(table)}, or {END!r})")
+            read.append((emit, to, probability(need(entry, "p", at), f"'p' of {at}")))
+        probs = normalised([p for _, _, p in read], f"the transition probabilities of {where}")
+        states[name] = [(emit, to, p) for (emit, to, _), p in zip(read, probs)]
+    return states
+
+
+def _check_graph(states: dict, start: str, classes: list[SymbolClass]) -> nx.DiGraph:
+    """Every state reachable, no cycle (strings must terminate), every class emitted somewhere."""
+    graph = nx.DiGraph()
+    graph.add_nodes_from(states)
+    graph.add_edges_from((s, to) for s, ts in states.items() for _, to, _ in ts if to != END)
+    unreachable = sorted(set(states) - nx.descendants(graph, start) - {start})
+    if unreachable:
+        raise DhwtError(f"states unreachable from {start!r}: {', '.join(unreachable)}")
+    try:
+        cycle = nx.find_cycle(graph, source=start)
+    except nx.NetworkXNoCycle:
+        cycle = None
+    if cycle:
+        loop = " -> ".join([u for u, _ in cycle] + [cycle[0][0]])
+        raise DhwtError(f"the automaton is non-terminating: it has the cycle {loop}; strings "
+                        "must be finite, so the state graph must be acyclic")
+    emitted = {emit for ts in states.values() for emit, _, _ in ts}
+    silent = [c.name for c in classes if c.name not in emitted]
+    if silent:
+        raise DhwtError(f"class {silent[0]!r} is never emitted by any transition")
+    return graph
+
+
+def _enumeration_size(states: dict, start: str, graph: nx.DiGraph,
+                      classes: list[SymbolClass]) -> tuple[int, int]:
+    """(symbol strings, sum of their length^2) over all paths, exact, by dynamic programming
+    from "end" backwards: a path of length l grows to l + 1, and (l + 1)^2 = l^2 + 2 l + 1."""
+    n_variants = {c.name: len(c.variants) for c in classes}
+    # per state: (number of symbol strings, sum of lengths, sum of squared lengths) to the end
+    sums: dict[str, tuple[int, int, int]] = {END: (1, 0, 0)}
+    for state in reversed(list(nx.topological_sort(graph))):
+        total = [0, 0, 0]
+        for emit, to, _ in states[state]:
+            n, s1, s2 = sums[to]
+            v = n_variants[emit]
+            total[0] += v * n
+            total[1] += v * (s1 + n)
+            total[2] += v * (s2 + 2 * s1 + n)
+        sums[state] = (total[0], total[1], total[2])
+    return sums[start][0], sums[start][2]
+
+
+def _enumerate(states: dict, start: str, class_ids: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
+    """Expand all paths layer by layer (vectorised over the frontier); merge equal class strings."""
+    names = list(states)
+    index = {name: i for i, name in enumerate(names)}
+    flat = [(index[s], class_ids[emit], index.get(to, -1), p)
+            for s in names for emit, to, p in states[s]]
+    emit = np.array([f[1] for f in flat], dtype=np.int32)
+    goes_to = np.array([f[2] for f in flat])
+    t_prob = np.array([f[3] for f in flat])
+    count = np.bincount([f[0] for f in flat], minlength=len(names))
+    first = np.cumsum(count) - count
+
+    state = np.array([index[start]])
+    prob = np.array([1.0])
+    rows = np.zeros((1, 0), dtype=np.int32)
+    finished: list[tuple[np.ndarray, np.ndarray]] = []
+    while len(state):
+        n_out = count[state]
+        parent = np.repeat(np.arange(len(state)), n_out)
+        t = np.repeat(first[state], n_out) + group_arange(n_out)
+        rows = np.concatenate([rows[parent], emit[t][:, None]], axis=1)
+        prob = prob[parent] * t_prob[t]
+        state = goes_to[t]
+        ended = state == -1
+        finished.append((rows[ended], prob[ended]))
+        rows, prob, state = rows[~ended], prob[~ended], state[~ended]
+
+    length = max(r.shape[1] for r, _ in finished)
+    padded = np.concatenate([
+        np.pad(r, ((0, 0), (0, length - r.shape[1])), constant_values=PAD) for r, _ in finished
+    ])
+    probs = np.concatenate([p for _, p in finished])
+    keys = row_keys(padded, len(class_ids))
+    _, first_seen, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    return padded[first_seen], np.bincount(inverse, weights=probs)

@@ -1,0 +1,95 @@
+"""Symbol classes: the hidden level of a language. Each class emits one of its variant symbols,
+drawn independently at every position each time a string is served (HMM-like: hidden class,
+emitted variant). Every symbol belongs to exactly one class.
+
+A class table in a spec:  variants = ["0a", "0b"]  and either  p = [0.1, 0.9]  or  skew = t
+(two variants only; p = ((1 - t) / 2, (1 + t) / 2), t in [0, 1): 0 gives 0.5/0.5, 0.8 gives
+0.1/0.9), or neither (uniform). `maskable = false` (automaton family) keeps a class from ever
+being masked in the MLM objective.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dhwt.errors import DhwtError
+from dhwt.languages.checks import (
+    check_keys,
+    need,
+    need_bool,
+    need_list,
+    need_number,
+    need_str,
+    need_table,
+    normalised,
+    probability,
+)
+
+
+@dataclass(frozen=True)
+class SymbolClass:
+    """One hidden class: its name, its variant symbols with their probabilities, and whether a
+    position holding this class may be masked (MLM)."""
+
+    name: str
+    variants: tuple[str, ...]
+    probs: tuple[float, ...]
+    maskable: bool = True
+
+
+def read_classes(table: object, *, allow_maskable: bool) -> list[SymbolClass]:
+    """The `[classes.NAME]` tables of a spec, validated, in spec order."""
+    table = need_table(table, "'classes'")
+    if not table:
+        raise DhwtError("the spec declares no classes: the alphabet is empty")
+    allowed = ("variants", "p", "skew") + (("maskable",) if allow_maskable else ())
+    return [_read_class(name, entry, allowed) for name, entry in table.items()]
+
+
+def _read_class(name: str, entry: object, allowed: tuple[str, ...]) -> SymbolClass:
+    where = f"class {name!r}"
+    need_str(name, f"the name of {where}")
+    entry = need_table(entry, where)
+    check_keys(entry, allowed, where)
+    variants = tuple(
+        need_str(v, f"variant {i} of {where}")
+        for i, v in enumerate(need_list(need(entry, "variants", where), f"'variants' of {where}"))
+    )
+    if not variants:
+        raise DhwtError(f"{where} has no variants: every class needs at least one symbol")
+    maskable = need_bool(entry.get("maskable", True), f"'maskable' of {where}")
+    return SymbolClass(name, variants, _variant_probs(entry, len(variants), where), maskable)
+
+
+def _variant_probs(entry: dict, n: int, where: str) -> tuple[float, ...]:
+    if "p" in entry and "skew" in entry:
+        raise DhwtError(f"{where} gives both 'p' and 'skew'; give one of them")
+    if "skew" in entry:
+        if n != 2:
+            raise DhwtError(f"'skew' of {where} needs exactly 2 variants, the class has {n}")
+        t = need_number(entry["skew"], f"'skew' of {where}")
+        if not 0.0 <= t < 1.0:
+            raise DhwtError(f"'skew' of {where} is {t!r}; it must be in [0, 1)")
+        return ((1.0 - t) / 2.0, (1.0 + t) / 2.0)
+    if "p" not in entry:
+        return tuple(1.0 / n for _ in range(n))
+    given = need_list(entry["p"], f"'p' of {where}")
+    if len(given) != n:
+        raise DhwtError(f"'p' of {where} has {len(given)} entries for {n} variants")
+    probs = [probability(p, f"p[{i}] of {where}") for i, p in enumerate(given)]
+    return normalised(probs, f"the variant probabilities of {where}")
+
+
+def check_symbols(classes: list[SymbolClass]) -> None:
+    """Symbols are unique across the whole language and never look like a special token."""
+    owner: dict[str, str] = {}
+    for cls in classes:
+        for symbol in cls.variants:
+            if symbol.startswith("[") and symbol.endswith("]"):
+                raise DhwtError(f"symbol {symbol!r} of class {cls.name!r} looks like a special "
+                                "token; bracketed names like [MASK] are reserved")
+            if symbol in owner:
+                other = owner[symbol]
+                place = f"class {other!r}" if other == cls.name else f"classes {other!r} and {cls.name!r}"
+                raise DhwtError(f"duplicate symbol {symbol!r} in {place}: symbols must be unique")
+            owner[symbol] = cls.name

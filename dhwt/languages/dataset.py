@@ -1,0 +1,122 @@
+"""Dataset directories: what `dhwt synth --out DIR` writes and `load_task` reads.
+
+    spec.toml    the resolved spec (after --set overrides); it rebuilds the language exactly
+    vocab.json   grammar symbols, classes with variants/probabilities/maskable, vocab per objective
+    strings.npz  class strings (n, L) int16 class ids, -1 past the end; lengths; probs; split
+                 (0 train, 1 valid, 2 test). Variants are not stored: they are drawn afresh each
+                 time a string is served, as in the paper.
+    truth.json   exact ground truth per objective: relations, distances, DH verdicts, Bayes optima
+
+Written atomically: into a temporary directory beside DIR, renamed into place when complete.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from dhwt.errors import DhwtError
+from dhwt.languages.language import OBJECTIVES, Language, load_language
+from dhwt.languages.splits import SPLITS, make_splits
+from dhwt.languages.tomlwrite import dumps
+from dhwt.languages.truth import GroundTruth, compute_truth
+
+FILES = ("spec.toml", "vocab.json", "strings.npz", "truth.json")
+
+
+def write_dataset(language: Language, out_dir: str | Path, *, valid_fraction: float = 0.1,
+                  test_fraction: float = 0.1, seed: int = 14, overwrite: bool = False,
+                  truths: dict[str, GroundTruth] | None = None) -> None:
+    """Write the dataset directory of `language` (splits by class string, seeded). An existing
+    non-empty `out_dir` is refused unless `overwrite`. `truths` ({objective: GroundTruth}) may
+    pass ground truth already computed; it is computed otherwise."""
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise DhwtError(f"--out {str(out)!r} exists and is not a directory")
+    if out.is_dir() and any(out.iterdir()) and not overwrite:
+        raise DhwtError(f"--out {str(out)!r} exists and is not empty; pass --overwrite to "
+                        "replace it")
+    split = make_splits(len(language.probs), valid_fraction, test_fraction, seed)
+    truths = truths or {objective: compute_truth(language, objective) for objective in OBJECTIVES}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes it private; a dataset is an ordinary folder
+    try:
+        (tmp / "spec.toml").write_text(dumps(language.spec), "utf-8")
+        _write_json(tmp / "vocab.json", _vocab_json(language))
+        np.savez(tmp / "strings.npz", classes=language.strings.astype(np.int16),
+                 lengths=language.lengths, probs=language.probs, split=split,
+                 split_names=np.array(SPLITS))
+        summary = {"language": language.name, "family": language.family,
+                   "splits": {name: int((split == i).sum()) for i, name in enumerate(SPLITS)},
+                   "split_seed": seed,
+                   "objectives": {obj: truths[obj].to_json() for obj in OBJECTIVES}}
+        _write_json(tmp / "truth.json", summary)
+        _move_into_place(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def read_dataset(dataset_dir: str | Path) -> tuple[Language, np.ndarray]:
+    """(language, split ids) of a dataset directory, checked against each other."""
+    path = Path(dataset_dir)
+    missing = [name for name in ("spec.toml", "strings.npz") if not (path / name).is_file()]
+    if missing:
+        raise DhwtError(f"{str(path)!r} is not a dataset directory (no {missing[0]}); write one "
+                        f"with `dhwt synth --grammar NAME --out {path}`")
+    language = load_language(str(path / "spec.toml"))
+    with np.load(path / "strings.npz") as data:
+        classes, probs, split = data["classes"], data["probs"], data["split"]
+    if (classes.shape != language.strings.shape or not (classes == language.strings).all()
+            or not np.allclose(probs, language.probs, rtol=0, atol=1e-12)):
+        raise DhwtError(f"dataset {str(path)!r} is inconsistent: its spec.toml does not produce "
+                        "the strings in strings.npz (was a file edited?)")
+    return language, split
+
+
+def _vocab_json(language: Language) -> dict:
+    return {
+        "symbols": list(language.symbols),
+        "classes": {c.name: {"variants": list(c.variants), "p": list(c.probs),
+                             "maskable": c.maskable} for c in language.classes},
+        "vocab": {objective: list(language.vocab(objective)) for objective in OBJECTIVES},
+    }
+
+
+def _write_json(path: Path, data: dict) -> None:
+    path.write_text(_json_text(data) + "\n", "utf-8")
+
+
+def _json_text(value: object, depth: int = 0) -> str:
+    """JSON with one level of indentation per nesting, but arrays and objects that hold only
+    plain values on one line (a pair's record, a vocabulary), so the file reads well."""
+    if not isinstance(value, (dict, list)) or all(
+            not isinstance(v, (dict, list)) for v in (value.values() if isinstance(value, dict)
+                                                      else value)):
+        return json.dumps(value, ensure_ascii=False, allow_nan=False)
+    pad, inner = " " * depth, " " * (depth + 1)
+    if isinstance(value, dict):
+        items = [f"{inner}{json.dumps(k, ensure_ascii=False)}: {_json_text(v, depth + 1)}"
+                 for k, v in value.items()]
+        return "{\n" + ",\n".join(items) + f"\n{pad}}}"
+    items = [f"{inner}{_json_text(v, depth + 1)}" for v in value]
+    return "[\n" + ",\n".join(items) + f"\n{pad}]"
+
+
+def _move_into_place(tmp: Path, out: Path) -> None:
+    """Rename the finished temporary directory to `out`, replacing an old one if present."""
+    if not out.exists():
+        os.replace(tmp, out)
+        return
+    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
+    os.replace(out, old / out.name)
+    os.replace(tmp, out)
+    shutil.rmtree(old, ignore_errors=True)

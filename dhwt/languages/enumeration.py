@@ -1,0 +1,83 @@
+"""Exact enumeration of a language's strings, and the limit that keeps it affordable.
+
+Every language here has finite support, so its ground truth is computed exactly by listing every
+symbol-level string with its probability. The work of the semantic-equivalence check grows like
+the number of (context, position) pairs, bounded by the sum over symbol strings of length^2;
+specs above MAX_WORK are refused before anything is enumerated.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from dhwt.errors import DhwtError
+
+if TYPE_CHECKING:
+    from dhwt.languages.language import Language
+
+#: Largest sum over symbol strings of length^2 (context positions to check) that is enumerated.
+#: EXor with N bits and the paper's 2+2 variants needs 4^N (N+1)^2: N=9 (26M) fits, N=10 does not.
+MAX_WORK = 50_000_000
+
+#: Pad value in integer string arrays (class ids or symbol ids) past the end of a string.
+PAD = -1
+
+
+def check_size(n_symbol_strings: int, work: int) -> None:
+    """Refuse a spec whose exact enumeration would blow up (counts are exact Python ints)."""
+    if work > MAX_WORK:
+        raise DhwtError(
+            f"exact ground truth would enumerate {n_symbol_strings:,} symbol strings "
+            f"({work:,} context positions to check); the limit is {MAX_WORK:,}: use fewer or "
+            "shorter strings, or fewer variants"
+        )
+
+
+def group_arange(counts: np.ndarray) -> np.ndarray:
+    """For groups of the given sizes laid end to end: each element's index within its group."""
+    starts = np.cumsum(counts) - counts
+    return np.arange(int(counts.sum())) - np.repeat(starts, counts)
+
+
+def row_keys(rows: np.ndarray, n_ids: int) -> np.ndarray:
+    """One sortable key per row of an array of ids in [0, n_ids) or PAD, so rows can be
+    deduplicated with np.unique and looked up with np.searchsorted; equal keys mean equal rows.
+    Rows are read as numbers in base n_ids + 1 when that fits in int64 (fast to sort and
+    search), else as their bytes (big-endian uint16, compared like strings). Keys are only
+    comparable between calls with the same n_ids and row width."""
+    base = n_ids + 1
+    shifted = rows.astype(np.int64) + 1  # PAD (-1) -> 0
+    if base ** rows.shape[1] < 2**63:
+        return shifted @ (base ** np.arange(rows.shape[1] - 1, -1, -1, dtype=np.int64))
+    if base > 0xFFFF:
+        raise ValueError("row_keys takes fewer than 65535 ids")
+    coded = np.ascontiguousarray(shifted.astype(">u2"))
+    return coded.view(np.dtype((np.void, 2 * rows.shape[1]))).ravel()
+
+
+def symbol_strings(language: Language) -> tuple[np.ndarray, np.ndarray]:
+    """Every symbol-level string of the language with its probability.
+
+    Returns (rows (n, L) int32 symbol ids with PAD past the end, probs (n,) float64 summing to 1).
+    P(x) = P(class string of x) * prod_i q(x_i | class_i), each class string expanded into all
+    combinations of its variants, one position at a time (vectorised over strings).
+    """
+    classes = language.strings
+    n_variants = np.array([len(c.variants) for c in language.classes])
+    offsets = np.cumsum(n_variants) - n_variants
+    variant_probs = np.array([p for c in language.classes for p in c.probs])
+    rows = np.full(classes.shape, PAD, dtype=np.int32)
+    probs = language.probs.astype(np.float64)
+    for j in range(classes.shape[1]):
+        cls = classes[:, j]
+        real = cls != PAD
+        counts = np.where(real, n_variants[np.where(real, cls, 0)], 1)
+        keep = np.repeat(np.arange(len(cls)), counts)
+        within = group_arange(counts)
+        classes, rows, probs, real = classes[keep], rows[keep], probs[keep], real[keep]
+        symbols = offsets[classes[real, j]] + within[real]
+        rows[real, j] = symbols
+        probs[real] *= variant_probs[symbols]
+    return rows, probs

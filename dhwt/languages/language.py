@@ -1,0 +1,110 @@
+"""A language: a finite distribution over class strings plus, per class, its variant symbols.
+
+The class-level distribution is enumerated exactly (every class string with its probability);
+variants are drawn independently per position each time a string is served. Which positions may
+be masked (MLM) is a property of the class at that position.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from dhwt.errors import DhwtError
+from dhwt.languages import automaton, parity
+from dhwt.languages.checks import need_str
+from dhwt.languages.classes import SymbolClass, check_symbols
+from dhwt.languages.enumeration import PAD
+from dhwt.languages.spec import apply_overrides, read_spec
+
+FAMILIES = {"parity": parity.build, "automaton": automaton.build}
+OBJECTIVES = ("mlm", "clm")
+MASK, PAD_TOKEN, BOS, EOS = "[MASK]", "[PAD]", "[BOS]", "[EOS]"
+
+
+@dataclass(frozen=True, eq=False)
+class Language:
+    """name, resolved spec (after overrides), classes, and the class strings:
+    strings (n, L) int32 class ids with PAD (-1) past each string's end, probs (n,) summing to 1."""
+
+    name: str
+    spec: dict
+    classes: tuple[SymbolClass, ...]
+    strings: np.ndarray
+    probs: np.ndarray
+
+    @property
+    def family(self) -> str:
+        return self.spec["family"]
+
+    @cached_property
+    def symbols(self) -> tuple[str, ...]:
+        """All grammar symbols, class by class; a symbol's id is its index here."""
+        return tuple(s for c in self.classes for s in c.variants)
+
+    @cached_property
+    def symbol_class(self) -> np.ndarray:
+        """(n_symbols,) class id of each symbol."""
+        return np.repeat(np.arange(len(self.classes)), [len(c.variants) for c in self.classes])
+
+    @cached_property
+    def lengths(self) -> np.ndarray:
+        """(n,) length of each class string."""
+        return (self.strings != PAD).sum(axis=1)
+
+    @property
+    def equal_lengths(self) -> bool:
+        """True when every string has the same length (then no [PAD] token is needed)."""
+        return bool((self.lengths == self.strings.shape[1]).all())
+
+    @cached_property
+    def maskable(self) -> np.ndarray:
+        """(n_classes,) bool: may a position holding this class be masked."""
+        return np.array([c.maskable for c in self.classes])
+
+    def vocab(self, objective: str) -> tuple[str, ...]:
+        """Token ids of an objective: the grammar symbols, then its special tokens ([MASK] for
+        mlm; [BOS], [EOS] for clm; [PAD] only when strings differ in length)."""
+        specials = {"mlm": (MASK,), "clm": (BOS, EOS)}[check_objective(objective)]
+        return self.symbols + specials + (() if self.equal_lengths else (PAD_TOKEN,))
+
+    def string_text(self, i: int) -> str:
+        """Class string i as text, e.g. '0 1 1 EVEN'."""
+        return " ".join(self.classes[c].name for c in self.strings[i] if c != PAD)
+
+
+def check_objective(objective: str) -> str:
+    """`objective` if it is one of OBJECTIVES, else a DhwtError."""
+    if objective not in OBJECTIVES:
+        raise DhwtError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
+    return objective
+
+
+def load_language(name_or_path: str, overrides: dict[str, object] | None = None) -> Language:
+    """A language from a built-in spec name (`parity`, ...) or a TOML path, with dotted-key
+    overrides (as from `--set`) applied before validation. Every problem is a DhwtError."""
+    default_name, raw = read_spec(name_or_path)
+    spec = apply_overrides(raw, overrides or {})
+    family = spec.get("family")
+    if family not in FAMILIES:
+        raise DhwtError(f"the spec's 'family' is {family!r}; choose one of {', '.join(FAMILIES)}")
+    name = need_str(spec.get("name", default_name), "'name'")
+    if not isinstance(spec.get("description", ""), str):
+        raise DhwtError("'description' must be a string")
+    classes, strings, probs = FAMILIES[family](spec)
+    check_symbols(classes)
+    resolved = {"name": name, **{k: v for k, v in spec.items() if k != "name"}}
+    language = Language(name, resolved, tuple(classes), strings, probs)
+    _check_maskable(language)
+    return language
+
+
+def _check_maskable(language: Language) -> None:
+    """Every string needs a maskable position, or the MLM objective could not serve it."""
+    has = (language.maskable[language.strings] & (language.strings != PAD)).any(axis=1)
+    if not has.all():
+        text = language.string_text(int(np.argmin(has)))
+        raise DhwtError(f"the string {text!r} has no maskable position; the MLM objective needs "
+                        "one in every string (set maskable = true on one of its classes)")

@@ -1,0 +1,36 @@
+"""Train/valid/test splits by class string: a seeded shuffle, valid and test carved off the front.
+Whole class strings are held out (every variant rendering of a held-out string is unseen)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from dhwt.errors import DhwtError
+
+SPLITS = ("train", "valid", "test")
+
+
+def make_splits(n_strings: int, valid_fraction: float, test_fraction: float,
+                seed: int) -> np.ndarray:
+    """(n_strings,) int8 split ids (index into SPLITS). A split with a fraction > 0 gets
+    round(fraction * n) strings but at least one; train keeps at least one."""
+    for name, f in (("valid_fraction", valid_fraction), ("test_fraction", test_fraction)):
+        if not (isinstance(f, (int, float)) and math.isfinite(f) and 0.0 <= f < 1.0):
+            raise DhwtError(f"{name} must be in [0, 1), got {f!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise DhwtError(f"the split seed must be a non-negative integer, got {seed!r}")
+    if valid_fraction + test_fraction >= 1.0:
+        raise DhwtError(f"valid_fraction + test_fraction must be below 1 (training needs "
+                        f"strings), got {valid_fraction} + {test_fraction}")
+    sizes = [max(1, round(f * n_strings)) if f > 0 else 0 for f in (valid_fraction, test_fraction)]
+    if n_strings - sum(sizes) < 1:
+        raise DhwtError(f"the language has {n_strings} strings: too few for valid_fraction "
+                        f"{valid_fraction} and test_fraction {test_fraction} with a training "
+                        "string left (lower the fractions)")
+    order = np.random.default_rng(seed).permutation(n_strings)
+    split = np.zeros(n_strings, dtype=np.int8)
+    split[order[: sizes[0]]] = 1
+    split[order[sizes[0]: sizes[0] + sizes[1]]] = 2
+    return split

@@ -1,0 +1,72 @@
+"""The readable summary `dhwt synth` prints: the language, its classes, and per objective which
+pairs of symbols are semantically / conditionally equivalent, where the distributional
+hypothesis holds, which symbols are never predicted, and the Bayes optimum."""
+
+from __future__ import annotations
+
+from dhwt.languages.enumeration import symbol_strings
+from dhwt.languages.language import OBJECTIVES, Language
+from dhwt.languages.truth import GroundTruth, PairRelation
+
+TITLES = {"mlm": "masked LM (mlm)", "clm": "causal LM (clm)"}
+KINDS = (
+    ("sem and cnd", "sem and cnd (DH holds)"),
+    ("sem only", "sem, not cnd (DH violated)"),
+    ("cnd only", "cnd, not sem (DH violated)"),
+)
+
+
+def format_summary(language: Language, truths: dict[str, GroundTruth]) -> str:
+    """Several lines of text describing `language` and its exact ground truth."""
+    n_symbol_strings = len(symbol_strings(language)[1])
+    lengths = sorted(set(language.lengths.tolist()))
+    length = (f"length {lengths[0]}" if len(lengths) == 1
+              else f"lengths {lengths[0]}-{lengths[-1]}")
+    lines = [
+        f"language {language.name} (family {language.family})",
+        *([f"  {language.spec['description']}"] if language.spec.get("description") else []),
+        f"  {len(language.probs):,} class strings, {n_symbol_strings:,} symbol strings, {length}",
+        "classes (variant: probability):",
+    ]
+    width = max(len(c.name) for c in language.classes)
+    for cls in language.classes:
+        variants = "  ".join(f"{v}: {p:.4g}" for v, p in zip(cls.variants, cls.probs))
+        lines.append(f"  {cls.name:<{width}}  {variants}{'' if cls.maskable else '  (never masked)'}")
+    for objective in OBJECTIVES:
+        lines += _objective_lines(truths[objective])
+    return "\n".join(lines)
+
+
+def _objective_lines(truth: GroundTruth) -> list[str]:
+    lines = [
+        f"{TITLES[truth.objective]}: vocab {' '.join(truth.vocab)}",
+        f"  Bayes optimum: accuracy {truth.bayes_accuracy:.4f}, cross-entropy "
+        f"{truth.bayes_cross_entropy:.4f} nats (unigram baseline: accuracy "
+        f"{truth.marginal_accuracy:.4f}, {truth.marginal_entropy:.4f} nats)",
+    ]
+    pairs = truth.pairs()
+    vacuous = set(truth.never_predicted) | set(truth.never_in_context)
+    for kind, title in KINDS:
+        chosen = [p for p in pairs if p.kind == kind]
+        text = ", ".join(_pair_text(p, vacuous) for p in chosen) or "none"
+        lines.append(f"  {title + ':':<28}{text}")
+    neither = sum(p.kind == "neither" for p in pairs)
+    lines.append(f"  {'neither (DH holds):':<28}{neither} of {len(pairs)} pairs")
+    if truth.never_predicted:
+        lines.append(f"  never predicted: {', '.join(truth.never_predicted)} (p = 0 in every "
+                     "context, so conditionally equivalent to each other only vacuously)")
+    if truth.never_in_context:
+        lines.append(f"  never in a context: {', '.join(truth.never_in_context)} (semantically "
+                     "equivalent to others only vacuously)")
+    return lines
+
+
+def _pair_text(pair: PairRelation, vacuous: set[str]) -> str:
+    text = f"{pair.first}~{pair.second}"
+    if pair.kind == "sem only":
+        text += f" (cnd off by max |log p1/p2| {pair.cnd_log:.3g}, max |p1-p2| {pair.cnd_abs:.3g})"
+    if pair.kind == "cnd only":
+        text += f" (sem off by max TV {pair.sem_tv:.3g})"
+    if {pair.first, pair.second} & vacuous:
+        text += " [vacuous]"
+    return text

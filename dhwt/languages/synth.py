@@ -1,0 +1,32 @@
+"""What `dhwt synth` does: load a grammar, compute its exact ground truth, optionally write the
+dataset, and return the summary to print. Every check runs before anything touches the disk."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from dhwt.languages.dataset import write_dataset
+from dhwt.languages.language import OBJECTIVES, load_language
+from dhwt.languages.spec import parse_assignments
+from dhwt.languages.splits import SPLITS, make_splits
+from dhwt.languages.summary import format_summary
+from dhwt.languages.truth import compute_truth
+
+
+def synth(grammar: str, assignments: Sequence[str] = (), out: str | Path | None = None, *,
+          valid_fraction: float = 0.1, test_fraction: float = 0.1, seed: int = 14,
+          overwrite: bool = False) -> str:
+    """Summary text of the grammar (a built-in name or a TOML path) with `KEY=VALUE`
+    assignments applied; with `out`, the dataset is written there too."""
+    language = load_language(grammar, parse_assignments(assignments))
+    split = make_splits(len(language.probs), valid_fraction, test_fraction, seed)
+    truths = {objective: compute_truth(language, objective) for objective in OBJECTIVES}
+    summary = format_summary(language, truths)
+    sizes = ", ".join(f"{name} {int((split == i).sum())}" for i, name in enumerate(SPLITS))
+    if out is None:
+        return f"{summary}\n(no --out given: nothing written; splits would be {sizes}, seed {seed})"
+    write_dataset(language, out, valid_fraction=valid_fraction, test_fraction=test_fraction,
+                  seed=seed, overwrite=overwrite, truths=truths)
+    return f"{summary}\nwrote {out}: spec.toml, vocab.json, strings.npz, truth.json " \
+           f"(strings: {sizes}; seed {seed})"

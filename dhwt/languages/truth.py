@@ -1,0 +1,327 @@
+"""Exact ground truth of a language for one objective, computed from the grammar by enumeration.
+
+Contexts and targets (every symbol-level string x enumerated with its probability P(x)):
+- mlm: x with one maskable position j masked, j uniform over the maskable positions of x;
+  target x_j. P(r, y) = sum of P(x) / m(x) over the (x, j) that give context r and target y.
+- clm: every prefix x_<t, t = 0..len(x); target x_t, or [EOS] at t = len(x). Each position
+  weighs P(x) (the per-token average of the causal loss); the conditionals are the exact
+  next-symbol probabilities p(x_t | x_<t).
+
+Relations between grammar symbols, checked against their definitions (tolerance 1e-9 on
+probabilities, equality not proportionality):
+- semantic: s1 ~sem s2 iff for every context r with P(r) > 0 holding s1 at some position,
+  r with that one occurrence replaced by s2 has P > 0 and the same predictive distribution,
+  and symmetrically for s2;
+- conditional: s1 ~cnd s2 iff p(s1 | r) = p(s2 | r) for every context r with P(r) > 0;
+- the distributional hypothesis holds for a pair iff both relations agree on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import networkx as nx
+import numpy as np
+
+from dhwt.errors import DhwtError
+from dhwt.languages.enumeration import PAD, row_keys, symbol_strings
+from dhwt.languages.language import (
+    BOS,
+    EOS,
+    MASK,
+    PAD_TOKEN,
+    Language,
+    check_objective,
+)
+
+#: Two probabilities closer than this are equal (relations are exact up to float error).
+TOLERANCE = 1e-9
+#: Occurrences handled at once by the semantic check (bounds memory on large grammars).
+CHUNK = 1 << 19
+
+
+@dataclass(frozen=True)
+class PairRelation:
+    """How two grammar symbols relate: both relations, and how far the pair is from each.
+
+    sem_log: max over contexts, occurrences and targets of |log p(y|r) - log p(y|r')|, r' = r
+        with the occurrence swapped (inf where the supports differ or r' never occurs);
+    sem_tv: max total variation between p(.|r) and p(.|r') (1 where r' never occurs);
+    cnd_log: max over contexts of |log p(s1|r) - log p(s2|r)| (inf where exactly one is 0);
+    cnd_abs: max over contexts of |p(s1|r) - p(s2|r)|.
+    """
+
+    first: str
+    second: str
+    sem: bool
+    cnd: bool
+    sem_log: float
+    sem_tv: float
+    cnd_log: float
+    cnd_abs: float
+
+    @property
+    def dh(self) -> bool:
+        """The distributional hypothesis holds for the pair: sem and cnd agree."""
+        return self.sem == self.cnd
+
+    @property
+    def kind(self) -> str:
+        """'sem and cnd', 'sem only', 'cnd only' or 'neither'."""
+        if self.sem and self.cnd:
+            return "sem and cnd"
+        return "sem only" if self.sem else "cnd only" if self.cnd else "neither"
+
+
+@dataclass(frozen=True, eq=False)
+class GroundTruth:
+    """Exact conditionals, relations and Bayes optimum of one language under one objective.
+
+    Contexts are given as the model reads them, in the objective's token ids (`vocab`):
+    inputs (n_ctx, seq_len) int64; positions (n_ctx,) the position whose prediction the context
+    asks for (mlm: the [MASK]; clm: the last token of [BOS] + prefix); padding (n_ctx, seq_len)
+    bool or None (clm: True after the prefix, where a filler token stands that a causal model
+    never reads). context_probs (n_ctx,) P(r); conditionals (n_ctx, V) p(y | r) over vocab.
+    Relation matrices are over grammar symbols (index = symbol id = token id).
+    """
+
+    objective: str
+    vocab: tuple[str, ...]
+    symbols: tuple[str, ...]
+    inputs: np.ndarray
+    positions: np.ndarray
+    padding: np.ndarray | None
+    context_probs: np.ndarray
+    conditionals: np.ndarray
+    sem: np.ndarray
+    cnd: np.ndarray
+    sem_log: np.ndarray
+    sem_tv: np.ndarray
+    cnd_log: np.ndarray
+    cnd_abs: np.ndarray
+    sem_classes: tuple[tuple[str, ...], ...]
+    cnd_classes: tuple[tuple[str, ...], ...]
+    never_predicted: tuple[str, ...]
+    never_in_context: tuple[str, ...]
+    bayes_accuracy: float
+    bayes_cross_entropy: float
+    marginal_accuracy: float
+    marginal_entropy: float
+
+    @property
+    def dh(self) -> np.ndarray:
+        """(n_sym, n_sym) bool: the distributional hypothesis holds for the pair."""
+        return self.sem == self.cnd
+
+    def pairs(self) -> list[PairRelation]:
+        """Every unordered pair of distinct grammar symbols, in symbol order."""
+        n = len(self.symbols)
+        return [
+            PairRelation(self.symbols[i], self.symbols[j], bool(self.sem[i, j]),
+                         bool(self.cnd[i, j]), float(self.sem_log[i, j]),
+                         float(self.sem_tv[i, j]), float(self.cnd_log[i, j]),
+                         float(self.cnd_abs[i, j]))
+            for i in range(n) for j in range(i + 1, n)
+        ]
+
+    def log_ratio(self, first: str, second: str) -> np.ndarray:
+        """(n_ctx,) exact log p(first | r) - log p(second | r) (+-inf where one is 0, nan where
+        both are): what a model's output logit difference equals at the optimum."""
+        p = self.conditionals[:, [self.vocab.index(first), self.vocab.index(second)]]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.log(p[:, 0]) - np.log(p[:, 1])
+
+    def to_json(self) -> dict:
+        """A JSON-ready summary (no per-context arrays); infinite distances are "inf"."""
+        def num(x: float) -> float | str:
+            return "inf" if np.isinf(x) else round(x, 12)
+
+        return {
+            "objective": self.objective,
+            "vocab": list(self.vocab),
+            "n_contexts": len(self.context_probs),
+            "bayes_accuracy": num(self.bayes_accuracy),
+            "bayes_cross_entropy_nats": num(self.bayes_cross_entropy),
+            "marginal_accuracy": num(self.marginal_accuracy),
+            "marginal_entropy_nats": num(self.marginal_entropy),
+            "tolerance": TOLERANCE,
+            "sem_classes": [list(c) for c in self.sem_classes],
+            "cnd_classes": [list(c) for c in self.cnd_classes],
+            "never_predicted": list(self.never_predicted),
+            "never_in_context": list(self.never_in_context),
+            "pairs": [
+                {"pair": [p.first, p.second], "kind": p.kind, "sem": p.sem, "cnd": p.cnd,
+                 "dh": p.dh,
+                 "sem_distance": {"max_abs_log_ratio": num(p.sem_log), "max_tv": num(p.sem_tv)},
+                 "cnd_distance": {"max_abs_log_ratio": num(p.cnd_log),
+                                  "max_abs_diff": num(p.cnd_abs)}}
+                for p in self.pairs()
+            ],
+        }
+
+
+def compute_truth(language: Language, objective: str) -> GroundTruth:
+    """The exact ground truth of `language` under `objective` ("mlm" or "clm")."""
+    check_objective(objective)
+    rows, probs = symbol_strings(language)
+    n_sym = len(language.symbols)
+    if objective == "mlm":
+        ctx_rows, targets, weights = _mlm_events(language, rows, probs)
+    else:
+        ctx_rows, targets, weights = _clm_events(rows, probs, eos=n_sym)
+    n_targets = n_sym + (objective == "clm")
+    keys, first, inverse = np.unique(row_keys(ctx_rows, n_sym + 1), return_index=True, return_inverse=True)
+    contexts = ctx_rows[first]
+    joint = np.bincount(inverse * n_targets + targets, weights=weights,
+                        minlength=len(keys) * n_targets).reshape(len(keys), n_targets)
+    context_probs = joint.sum(axis=1)
+    cond = joint / context_probs[:, None]
+    with np.errstate(divide="ignore"):
+        log_cond = np.log(cond)
+
+    sem_abs, sem_tv, sem_log, seen = _semantic(contexts, keys, cond, log_cond, n_sym)
+    cnd_abs, cnd_log = _conditional(cond[:, :n_sym], log_cond[:, :n_sym])
+    sem, cnd = sem_abs <= TOLERANCE, cnd_abs <= TOLERANCE
+    symbols = language.symbols
+    marginal = joint.sum(axis=0)
+    predicted = marginal[:n_sym] > 0
+    inputs, positions, padding = _model_inputs(language, objective, contexts, n_sym)
+    vocab = language.vocab(objective)
+    conditionals = np.zeros((len(keys), len(vocab)))
+    conditionals[:, :n_sym] = cond[:, :n_sym]
+    if objective == "clm":
+        conditionals[:, vocab.index(EOS)] = cond[:, n_sym]
+    positive = joint > 0
+    return GroundTruth(
+        objective=objective, vocab=vocab, symbols=symbols, inputs=inputs, positions=positions,
+        padding=padding, context_probs=context_probs, conditionals=conditionals,
+        sem=sem, cnd=cnd, sem_log=sem_log, sem_tv=sem_tv, cnd_log=cnd_log, cnd_abs=cnd_abs,
+        sem_classes=_equivalence_classes(sem, symbols, "semantic"),
+        cnd_classes=_equivalence_classes(cnd, symbols, "conditional"),
+        never_predicted=tuple(s for s, p in zip(symbols, predicted) if not p),
+        never_in_context=tuple(s for s, k in zip(symbols, seen) if not k),
+        bayes_accuracy=float(context_probs @ cond.max(axis=1)),
+        bayes_cross_entropy=float(-(joint[positive] * log_cond[positive]).sum()),
+        marginal_accuracy=float(marginal.max()),
+        marginal_entropy=float(-(marginal[marginal > 0] * np.log(marginal[marginal > 0])).sum()),
+    )
+
+
+def _mlm_events(language: Language, rows: np.ndarray, probs: np.ndarray):
+    """(context rows with the mask id n_sym at the masked position, targets, weights)."""
+    n_sym = len(language.symbols)
+    real = rows != PAD
+    maskable = language.maskable[language.symbol_class]
+    mask = real & maskable[np.where(real, rows, 0)]
+    string, position = np.nonzero(mask)
+    contexts = rows[string]
+    contexts[np.arange(len(string)), position] = n_sym
+    return contexts, rows[string, position], probs[string] / mask.sum(axis=1)[string]
+
+
+def _clm_events(rows: np.ndarray, probs: np.ndarray, eos: int):
+    """(prefix rows padded with PAD, next symbol or eos, weights) for every prefix of every
+    string, each position weighing P(x) (normalised over all positions)."""
+    length = (rows != PAD).sum(axis=1)
+    width = rows.shape[1]
+    string, t = np.nonzero(np.arange(width + 1)[None, :] <= length[:, None])
+    contexts = np.where(np.arange(width)[None, :] < t[:, None], rows[string], PAD)
+    targets = np.where(t < length[string], rows[string, np.minimum(t, width - 1)], eos)
+    return contexts, targets, probs[string] / (probs * (length + 1)).sum()
+
+
+def _semantic(contexts, keys, cond, log_cond, n_sym):
+    """Distances from semantic equivalence by the definition: swap each occurrence of each
+    symbol in each context for every other symbol, look the new context up, and compare the
+    predictive distributions. Returns (max |dp|, max TV, max |d log p|) as (n_sym, n_sym)
+    symmetric matrices, and (n_sym,) whether each symbol occurs in some context.
+
+    Languages have few distinct predictive distributions, so contexts are labelled by their
+    distinct conditional row (bit-for-bit equal rows share a label) and distances are computed
+    once per (symbol, row before, row after) triple that occurs, which gives the same numbers
+    as comparing every occurrence."""
+    as_bytes = np.ascontiguousarray(cond).view(np.dtype((np.void, 8 * cond.shape[1]))).ravel()
+    _, first, label = np.unique(as_bytes, return_index=True, return_inverse=True)
+    rows, log_rows = cond[first], log_cond[first]
+    n_rows = len(rows)
+    missing = n_rows  # label of a swapped context that never occurs
+    ctx, pos = np.nonzero((contexts != PAD) & (contexts < n_sym))
+    sym = contexts[ctx, pos].astype(np.int64)
+    out = np.zeros((3, n_sym, n_sym))
+    for lo in range(0, len(ctx), CHUNK):
+        c, at, s1 = ctx[lo:lo + CHUNK], pos[lo:lo + CHUNK], sym[lo:lo + CHUNK]
+        swapped = contexts[c]
+        index = np.arange(len(c))
+        before = s1 * n_rows + label[c]
+        for s2 in range(n_sym):
+            swapped[index, at] = s2
+            query = row_keys(swapped, n_sym + 1)
+            idx = np.minimum(np.searchsorted(keys, query), len(keys) - 1)
+            after = np.where(keys[idx] == query, label[idx], missing)
+            seen = np.unique(before * (n_rows + 1) + after)
+            b, rest = seen % (n_rows + 1), seen // (n_rows + 1)
+            a, s = rest % n_rows, rest // n_rows
+            dist = _distances(rows, log_rows, a, b)
+            for k in range(3):
+                np.maximum.at(out[k, :, s2], s, dist[k])
+    out = np.maximum(out, out.transpose(0, 2, 1))
+    return out[0], out[1], out[2], np.bincount(sym, minlength=n_sym) > 0
+
+
+def _distances(rows, log_rows, a, b):
+    """(3, k): max |dp|, total variation, max |d log p| between rows[a] and rows[b];
+    (1, 1, inf) where b is len(rows) (the swapped context never occurs)."""
+    found = b < len(rows)
+    p, q = rows[a], rows[np.where(found, b, 0)]
+    diff = np.abs(p - q)
+    with np.errstate(invalid="ignore"):
+        log_diff = np.abs(log_rows[a] - log_rows[np.where(found, b, 0)])
+    log_diff[np.isnan(log_diff)] = 0.0  # both zero: the same
+    dist = np.stack([diff.max(axis=1), 0.5 * diff.sum(axis=1), log_diff.max(axis=1)])
+    dist[:, ~found] = np.array([1.0, 1.0, np.inf])[:, None]
+    return dist
+
+
+def _conditional(probs: np.ndarray, log_probs: np.ndarray):
+    """(max |p(s1|r) - p(s2|r)|, max |log p(s1|r) - log p(s2|r)|) over contexts, (n_sym, n_sym)."""
+    n_sym = probs.shape[1]
+    abs_d, log_d = np.zeros((n_sym, n_sym)), np.zeros((n_sym, n_sym))
+    for s in range(n_sym):
+        abs_d[s] = np.abs(probs[:, [s]] - probs).max(axis=0, initial=0.0)
+        with np.errstate(invalid="ignore"):
+            d = np.abs(log_probs[:, [s]] - log_probs)
+        d[np.isnan(d)] = 0.0
+        log_d[s] = d.max(axis=0, initial=0.0)
+    return abs_d, log_d
+
+
+def _equivalence_classes(relation: np.ndarray, symbols: tuple[str, ...], what: str):
+    """Connected components of the relation graph; each must be a clique (transitivity)."""
+    graph = nx.Graph()
+    graph.add_nodes_from(range(len(symbols)))
+    graph.add_edges_from(zip(*np.nonzero(np.triu(relation, 1))))
+    components = sorted(sorted(c) for c in nx.connected_components(graph))
+    for comp in components:
+        if not relation[np.ix_(comp, comp)].all():
+            names = ", ".join(symbols[i] for i in comp)
+            raise DhwtError(f"{what} equivalence is not transitive among {names} at tolerance "
+                            f"{TOLERANCE:g}: some probabilities are too close to tell apart")
+    return tuple(tuple(symbols[i] for i in comp) for comp in components)
+
+
+def _model_inputs(language: Language, objective: str, contexts: np.ndarray, n_sym: int):
+    """Contexts (symbol ids, mask id n_sym, PAD) as model inputs in the objective's token ids."""
+    vocab = language.vocab(objective)
+    pad_id = vocab.index(PAD_TOKEN) if PAD_TOKEN in vocab else None
+    pads = contexts == PAD
+    if objective == "mlm":
+        inputs = np.where(contexts == n_sym, vocab.index(MASK), contexts)
+        inputs = np.where(pads, pad_id if pad_id is not None else 0, inputs)
+        return (inputs.astype(np.int64), np.argmax(contexts == n_sym, axis=1),
+                pads if pad_id is not None else None)
+    positions = (~pads).sum(axis=1)
+    filler = pad_id if pad_id is not None else vocab.index(EOS)
+    body = np.where(pads, filler, contexts)
+    inputs = np.concatenate([np.full((len(contexts), 1), vocab.index(BOS)), body], axis=1)
+    padding = np.arange(inputs.shape[1])[None, :] > positions[:, None]
+    return inputs.astype(np.int64), positions, padding
