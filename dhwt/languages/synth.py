@@ -20,13 +20,14 @@ def synth(grammar: str, assignments: Sequence[str] = (), out: str | Path | None 
     """Summary text of the grammar (a built-in name or a TOML path) with `KEY=VALUE`
     assignments applied; with `out`, the dataset is written there too."""
     language = load_language(grammar, parse_assignments(assignments))
-    split = make_splits(len(language.probs), valid_fraction, test_fraction, seed)
+    split = None if out is None else make_splits(len(language.probs), valid_fraction,
+                                                 test_fraction, seed)
     truths = {objective: compute_truth(language, objective) for objective in OBJECTIVES}
     summary = format_summary(language, truths)
-    sizes = ", ".join(f"{name} {int((split == i).sum())}" for i, name in enumerate(SPLITS))
-    if out is None:
-        return f"{summary}\n(no --out given: nothing written; splits would be {sizes}, seed {seed})"
+    if split is None:
+        return f"{summary}\n(no --out given: nothing written)"
     write_dataset(language, out, valid_fraction=valid_fraction, test_fraction=test_fraction,
                   seed=seed, overwrite=overwrite, truths=truths)
+    sizes = ", ".join(f"{name} {int((split == i).sum())}" for i, name in enumerate(SPLITS))
     return f"{summary}\nwrote {out}: spec.toml, vocab.json, strings.npz, truth.json " \
            f"(strings: {sizes}; seed {seed})"
