@@ -47,24 +47,32 @@ def skipped(reason: str) -> Outcome:
 
 
 @dataclass(frozen=True)
+class Trial:
+    """What one run of a check gets: the run seed (for seeding trainers) and the check's own numpy
+    Generator, seeded from the run seed and the check's name (so every check replays alone)."""
+
+    seed: int
+    generator: np.random.Generator
+
+
+@dataclass(frozen=True)
 class Check:
     """One registered check: which theorem, its name, its kind, what it predicts, how to run it.
 
-    `run(generator)` gets a numpy Generator seeded from the run seed and the check's name, so every
-    check is reproducible alone. `full_only` checks run only under `dhwt verify-theorems --full`.
+    `full_only` checks run only under `dhwt verify-theorems --full`.
     """
 
     theorem: str
     name: str
     kind: str
     prediction: str
-    run: Callable[[np.random.Generator], Outcome]
+    run: Callable[[Trial], Outcome]
     full_only: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, got {self.kind!r}")
 
-    def generator(self, seed: int) -> np.random.Generator:
-        """The check's own generator: seeded by the run seed and a stable hash of its name."""
-        return np.random.default_rng([seed, zlib.crc32(f"{self.theorem}/{self.name}".encode())])
+    def trial(self, seed: int) -> Trial:
+        """The check's trial for a run seed; its generator hashes the check's name in."""
+        return Trial(seed, np.random.default_rng([seed, zlib.crc32(f"{self.theorem}/{self.name}".encode())]))

@@ -33,7 +33,7 @@ def run_check(check: Check, seed: int) -> Row:
     """Run one check with its own generator. A crash is a failure, reported with its cause."""
     start = time.perf_counter()
     try:
-        outcome = check.run(check.generator(seed))
+        outcome = check.run(check.trial(seed))
     except Exception as exc:  # a bug or a broken dependency: say so in the row, never pass
         last = traceback.extract_tb(exc.__traceback__)[-1]
         outcome = Outcome("fail", f"error {type(exc).__name__}: {exc} ({last.filename.split('/')[-1]}:{last.lineno})")

@@ -15,7 +15,7 @@ import numpy as np
 import sympy as sp
 
 from dhwt.theory import softmax_regression as sr
-from dhwt.theory.check import Check, Outcome, verdict
+from dhwt.theory.check import Check, Outcome, Trial, verdict
 from dhwt.theory.symbolic import is_identity, minimum_is_zero_at
 
 # The numeric instances: 6 targets; pair (0, 1) with p(0|r) = 9 p(1|r) (the EXor 0-bit ratio),
@@ -189,29 +189,29 @@ def _cnd_weight_decay(gen: np.random.Generator) -> Outcome:
     return numeric_cnd_distance(inst, gen.normal(size=(N_TARGETS, WIDTH)), lam=0.1, expected=0.0)
 
 
-def _empirical(gen: np.random.Generator) -> Outcome:
+def _empirical(trial: Trial) -> Outcome:
     from dhwt.theory import exor
 
-    return exor.log_odds_regression(gen)
+    return exor.log_odds_regression(trial.seed)
 
 
 CHECKS = (
     Check("T1", "softmax log-odds identity", "symbolic",
-          "log q1/q2 = <u1-u2,h> + b1-b2", lambda g: symbolic_log_odds()),
+          "log q1/q2 = <u1-u2,h> + b1-b2", lambda t: symbolic_log_odds()),
     Check("T1", "Cauchy-Schwarz step", "symbolic",
-          "||a||^2||c||^2-<a,c>^2 = sum of squares", lambda g: symbolic_cauchy_schwarz()),
+          "||a||^2||c||^2-<a,c>^2 = sum of squares", lambda t: symbolic_cauchy_schwarz()),
     Check("T1", "Gibbs: CE floor iff q = p", "symbolic",
-          "x-1-log x >= 0, = 0 only at 1", lambda g: symbolic_gibbs()),
+          "x-1-log x >= 0, = 0 only at 1", lambda t: symbolic_gibbs()),
     Check("T1", "identity at CE optimum", "numeric",
-          "residual 0 (<= 1e-8), with and without bias", _identity_check),
+          "residual 0 (<= 1e-8), with and without bias", lambda t: _identity_check(t.generator)),
     Check("T1", "distance bound, c = 9", "numeric",
-          "||u1-u2|| >= |log 9| / min||h||", _bound_check),
+          "||u1-u2|| >= |log 9| / min||h||", lambda t: _bound_check(t.generator)),
     Check("T1", "cnd pair, span = R^d", "numeric",
-          "u1 = u2 at the optimum", _cnd_full_span),
+          "u1 = u2 at the optimum", lambda t: _cnd_full_span(t.generator)),
     Check("T1", "cnd pair, span < R^d, no decay", "numeric",
-          "u1 != u2 at an exact optimum", _cnd_deficient_span),
+          "u1 != u2 at an exact optimum", lambda t: _cnd_deficient_span(t.generator)),
     Check("T1", "cnd pair, span < R^d, decay 0.1", "numeric",
-          "u1 = u2 at the regularised optimum", _cnd_weight_decay),
+          "u1 = u2 at the regularised optimum", lambda t: _cnd_weight_decay(t.generator)),
     Check("T1", "trained EXor log-odds", "empirical",
           "slope 1 +- 0.1, R^2 >= 0.95", _empirical, full_only=True),
 )

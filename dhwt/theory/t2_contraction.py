@@ -18,7 +18,7 @@ import numpy as np
 import sympy as sp
 
 from dhwt.theory import softmax_regression as sr
-from dhwt.theory.check import Check, Outcome, verdict
+from dhwt.theory.check import Check, Outcome, Trial, verdict
 from dhwt.theory.symbolic import is_identity, never_negative, sign_follows
 
 PAIR = (0, 1)
@@ -274,25 +274,25 @@ def _adam(gen: np.random.Generator) -> Outcome:
                    + (f" (first at step {rises[0] + 1}); final ||D|| {d[-1]:.1e}" if rises.size else ""))
 
 
-def _empirical(gen: np.random.Generator) -> Outcome:
+def _empirical(trial: Trial) -> Outcome:
     from dhwt.theory import exor
 
-    return exor.population_descent(gen)
+    return exor.population_descent(trial.seed)
 
 
 CHECKS = (
-    Check("T2", "odds gap q1-q2", "symbolic", "= q2(e^x-1) = (q1+q2)tanh(x/2)", lambda g: symbolic_odds_gap()),
-    Check("T2", "sign lemmas", "symbolic", "x(e^x-1) >= 0; tanh^2 y <= y tanh y", lambda g: symbolic_signs()),
+    Check("T2", "odds gap q1-q2", "symbolic", "= q2(e^x-1) = (q1+q2)tanh(x/2)", lambda t: symbolic_odds_gap()),
+    Check("T2", "sign lemmas", "symbolic", "x(e^x-1) >= 0; tanh^2 y <= y tanh y", lambda t: symbolic_signs()),
     Check("T2", "derivative along the flow", "symbolic",
-          "= -sum P q2 x(e^x-1) - lam||D||^2", lambda g: symbolic_flow_derivative()),
-    Check("T2", "Gronwall and step algebra", "symbolic", "identities hold", lambda g: symbolic_step_algebra()),
-    Check("T2", "GD, fixed features", "numeric", "||D_k+1|| <= (1-eta lam)||D_k|| every step", _fixed_features),
-    Check("T2", "GD, moving features", "numeric", "same bound with h_k changing", _moving),
+          "= -sum P q2 x(e^x-1) - lam||D||^2", lambda t: symbolic_flow_derivative()),
+    Check("T2", "Gronwall and step algebra", "symbolic", "identities hold", lambda t: symbolic_step_algebra()),
+    Check("T2", "GD, fixed features", "numeric", "||D_k+1|| <= (1-eta lam)||D_k|| every step", lambda t: _fixed_features(t.generator)),
+    Check("T2", "GD, moving features", "numeric", "same bound with h_k changing", lambda t: _moving(t.generator)),
     Check("T2", "flow derivative by finite diff.", "numeric",
-          "matches closed form; dV/dt <= -lam||du||^2", _flow_fd),
-    Check("T2", "stationary point", "numeric", "u1 = u2 and b1 = b2", _stationary),
-    Check("T2", "scope: frozen bias gap", "numeric", "rows part (T2 needs b in the flow)", _frozen_bias),
-    Check("T2", "scope: AdamW", "numeric", "some step does not contract", _adam),
+          "matches closed form; dV/dt <= -lam||du||^2", lambda t: _flow_fd(t.generator)),
+    Check("T2", "stationary point", "numeric", "u1 = u2 and b1 = b2", lambda t: _stationary(t.generator)),
+    Check("T2", "scope: frozen bias gap", "numeric", "rows part (T2 needs b in the flow)", lambda t: _frozen_bias(t.generator)),
+    Check("T2", "scope: AdamW", "numeric", "some step does not contract", lambda t: _adam(t.generator)),
     Check("T2", "Transformer, exact population GD", "empirical",
           "1a/1b output rows contract every step", _empirical),
 )
