@@ -19,9 +19,8 @@ from dhwt.errors import DhwtError
 from dhwt.languages.checks import (
     check_keys,
     need,
-    need_list,
+    need_kind,
     need_str,
-    need_table,
     normalised,
     probability,
 )
@@ -50,9 +49,10 @@ def build(spec: dict) -> tuple[list[SymbolClass], np.ndarray, np.ndarray]:
     return classes, strings, probs
 
 
-def _read_states(table: object, class_ids: dict[str, int]) -> dict[str, list[tuple[str, str, float]]]:
+def _read_states(table: object,
+                 class_ids: dict[str, int]) -> dict[str, list[tuple[str, str, float]]]:
     """{state: [(emitted class, next state, p), ...]} with per-state probabilities summing to 1."""
-    table = need_table(table, "'states'")
+    table = need_kind(table, dict, "'states'")
     if not table:
         raise DhwtError("the spec declares no states")
     states = {}
@@ -61,13 +61,13 @@ def _read_states(table: object, class_ids: dict[str, int]) -> dict[str, list[tup
         need_str(name, "a state name")
         if name == END:
             raise DhwtError(f"{END!r} is the reserved final state; it cannot be declared")
-        transitions = need_list(transitions, f"the transitions of {where}")
+        transitions = need_kind(transitions, list, f"the transitions of {where}")
         if not transitions:
             raise DhwtError(f"{where} has no transitions; every state must lead to {END!r}")
         read = []
         for i, entry in enumerate(transitions):
             at = f"transition {i} of {where}"
-            entry = need_table(entry, at)
+            entry = need_kind(entry, dict, at)
             check_keys(entry, TRANSITION_KEYS, at)
             emit = need_str(need(entry, "emit", at), f"'emit' of {at}")
             if emit not in class_ids:
@@ -125,7 +125,8 @@ def _enumeration_size(states: dict, start: str, graph: nx.DiGraph,
     return sums[start][0], sums[start][2]
 
 
-def _enumerate(states: dict, start: str, class_ids: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
+def _enumerate(states: dict, start: str,
+               class_ids: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
     """Expand all paths layer by layer (vectorised over the frontier); merge equal class strings."""
     names = list(states)
     index = {name: i for i, name in enumerate(names)}

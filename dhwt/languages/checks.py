@@ -29,17 +29,13 @@ def need(table: Mapping[str, object], key: str, where: str) -> object:
     return table[key]
 
 
-def need_table(value: object, where: str) -> dict:
-    """`value` as a TOML table (dict)."""
-    if not isinstance(value, dict):
-        raise DhwtError(f"{where} must be a table, got {_shown(value)}")
-    return value
+_KINDS = {dict: "a table", list: "an array", bool: "true or false"}
 
 
-def need_list(value: object, where: str) -> list:
-    """`value` as a TOML array (list)."""
-    if not isinstance(value, list):
-        raise DhwtError(f"{where} must be an array, got {_shown(value)}")
+def need_kind(value: object, kind: type, where: str):
+    """`value` if it is a TOML table (dict), array (list) or boolean, as `kind` asks."""
+    if not isinstance(value, kind):
+        raise DhwtError(f"{where} must be {_KINDS[kind]}, got {_shown(value)}")
     return value
 
 
@@ -54,13 +50,6 @@ def need_int(value: object, where: str, low: int, high: int) -> int:
     """`value` as an integer in [low, high]."""
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise DhwtError(f"{where} must be an integer from {low} to {high}, got {_shown(value)}")
-    return value
-
-
-def need_bool(value: object, where: str) -> bool:
-    """`value` as true/false."""
-    if not isinstance(value, bool):
-        raise DhwtError(f"{where} must be true or false, got {_shown(value)}")
     return value
 
 

@@ -16,11 +16,9 @@ from dhwt.errors import DhwtError
 from dhwt.languages.checks import (
     check_keys,
     need,
-    need_bool,
-    need_list,
+    need_kind,
     need_number,
     need_str,
-    need_table,
     normalised,
     probability,
 )
@@ -39,7 +37,7 @@ class SymbolClass:
 
 def read_classes(table: object, *, allow_maskable: bool) -> list[SymbolClass]:
     """The `[classes.NAME]` tables of a spec, validated, in spec order."""
-    table = need_table(table, "'classes'")
+    table = need_kind(table, dict, "'classes'")
     if not table:
         raise DhwtError("the spec declares no classes: the alphabet is empty")
     allowed = ("variants", "p", "skew") + (("maskable",) if allow_maskable else ())
@@ -49,15 +47,13 @@ def read_classes(table: object, *, allow_maskable: bool) -> list[SymbolClass]:
 def _read_class(name: str, entry: object, allowed: tuple[str, ...]) -> SymbolClass:
     where = f"class {name!r}"
     need_str(name, f"the name of {where}")
-    entry = need_table(entry, where)
+    entry = need_kind(entry, dict, where)
     check_keys(entry, allowed, where)
-    variants = tuple(
-        need_str(v, f"variant {i} of {where}")
-        for i, v in enumerate(need_list(need(entry, "variants", where), f"'variants' of {where}"))
-    )
+    given = need_kind(need(entry, "variants", where), list, f"'variants' of {where}")
+    variants = tuple(need_str(v, f"variant {i} of {where}") for i, v in enumerate(given))
     if not variants:
         raise DhwtError(f"{where} has no variants: every class needs at least one symbol")
-    maskable = need_bool(entry.get("maskable", True), f"'maskable' of {where}")
+    maskable = need_kind(entry.get("maskable", True), bool, f"'maskable' of {where}")
     return SymbolClass(name, variants, _variant_probs(entry, len(variants), where), maskable)
 
 
@@ -73,7 +69,7 @@ def _variant_probs(entry: dict, n: int, where: str) -> tuple[float, ...]:
         return ((1.0 - t) / 2.0, (1.0 + t) / 2.0)
     if "p" not in entry:
         return tuple(1.0 / n for _ in range(n))
-    given = need_list(entry["p"], f"'p' of {where}")
+    given = need_kind(entry["p"], list, f"'p' of {where}")
     if len(given) != n:
         raise DhwtError(f"'p' of {where} has {len(given)} entries for {n} variants")
     probs = [probability(p, f"p[{i}] of {where}") for i, p in enumerate(given)]
@@ -90,6 +86,7 @@ def check_symbols(classes: list[SymbolClass]) -> None:
                                 "token; bracketed names like [MASK] are reserved")
             if symbol in owner:
                 other = owner[symbol]
-                place = f"class {other!r}" if other == cls.name else f"classes {other!r} and {cls.name!r}"
+                place = (f"class {other!r}" if other == cls.name
+                         else f"classes {other!r} and {cls.name!r}")
                 raise DhwtError(f"duplicate symbol {symbol!r} in {place}: symbols must be unique")
             owner[symbol] = cls.name

@@ -27,7 +27,8 @@ def build(spec: dict) -> tuple[list[SymbolClass], np.ndarray, np.ndarray]:
     bits = read_classes(need(spec, "classes", "a parity spec"), allow_maskable=False)
     names = tuple(c.name for c in bits)
     if sorted(names) != sorted(BIT_CLASSES):
-        raise DhwtError(f"a parity spec declares exactly the classes '0' and '1', got {list(names)}")
+        raise DhwtError("a parity spec declares exactly the classes '0' and '1', "
+                        f"got {list(names)}")
     bits.sort(key=lambda c: c.name)
     n_variants = sum(len(c.variants) for c in bits)
     check_size(n_variants**n_bits, n_variants**n_bits * (n_bits + 1) ** 2)

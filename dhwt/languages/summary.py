@@ -31,7 +31,8 @@ def format_summary(language: Language, truths: dict[str, GroundTruth]) -> str:
     width = max(len(c.name) for c in language.classes)
     for cls in language.classes:
         variants = "  ".join(f"{v}: {p:.4g}" for v, p in zip(cls.variants, cls.probs))
-        lines.append(f"  {cls.name:<{width}}  {variants}{'' if cls.maskable else '  (never masked)'}")
+        note = "" if cls.maskable else "  (never masked)"
+        lines.append(f"  {cls.name:<{width}}  {variants}{note}")
     for objective in OBJECTIVES:
         lines += _objective_lines(truths[objective])
     return "\n".join(lines)

@@ -101,9 +101,11 @@ class Task:
             idx, string_weights = self._train, self._probs[self._train]
         else:
             if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-                raise DhwtError(f"batch_size must be a positive integer or None, got {batch_size!r}")
+                raise DhwtError("batch_size must be a positive integer or None, "
+                                f"got {batch_size!r}")
             u = torch.rand(batch_size, generator=generator, dtype=torch.float64)
-            pick = torch.searchsorted(self._train_cdf, u, right=True).clamp_max(len(self._train) - 1)
+            pick = torch.searchsorted(self._train_cdf, u, right=True)
+            pick = pick.clamp_max(len(self._train) - 1)
             idx, string_weights = self._train[pick], None
         tokens = self._draw(idx, generator)
         if self.objective == "clm":

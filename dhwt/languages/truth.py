@@ -170,7 +170,8 @@ def compute_truth(language: Language, objective: str) -> GroundTruth:
     else:
         ctx_rows, targets, weights = _clm_events(rows, probs, eos=n_sym)
     n_targets = n_sym + (objective == "clm")
-    keys, first, inverse = np.unique(row_keys(ctx_rows, n_sym + 1), return_index=True, return_inverse=True)
+    keys, first, inverse = np.unique(row_keys(ctx_rows, n_sym + 1), return_index=True,
+                                     return_inverse=True)
     contexts = ctx_rows[first]
     joint = np.bincount(inverse * n_targets + targets, weights=weights,
                         minlength=len(keys) * n_targets).reshape(len(keys), n_targets)

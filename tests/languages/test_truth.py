@@ -1,5 +1,5 @@
 """Exact ground truth (dhwt.languages.truth) against a brute-force oracle written here from the
-definitions alone (plain Python dicts, nothing shared with the package), and against closed forms."""
+definitions alone (plain Python dicts, nothing shared with the package), and closed forms."""
 
 from __future__ import annotations
 
@@ -101,7 +101,10 @@ def oracle(spec: dict, objective: str) -> dict:
         sem[s1, s2], sem_tv[s1, s2] = ok, worst
         gaps = [abs(cond[r].get(s1, 0) - cond[r].get(s2, 0)) for r in cond]
         cnd[s1, s2], cnd_abs[s1, s2] = max(gaps) <= TOL, max(gaps)
-    pair = lambda d, a, b: d[a, b] and d[b, a] if isinstance(d[a, b], bool) else max(d[a, b], d[b, a])  # noqa: E731
+
+    def pair(d, a, b):  # symmetric: a relation holds both ways, a distance is the larger one
+        return d[a, b] and d[b, a] if isinstance(d[a, b], bool) else max(d[a, b], d[b, a])
+
     return {
         "symbols": symbols,
         "context_p": context_p,
@@ -224,8 +227,8 @@ def test_contexts_and_conditionals_match_oracle(case):
     for i in range(len(truth.context_probs)):
         r = decode(truth, i)
         assert truth.context_probs[i] == pytest.approx(want["context_p"][r], abs=1e-12)
-        row = {("<eos>" if y == "[EOS]" else y): p for y, p in zip(truth.vocab, truth.conditionals[i])
-               if p > 0}
+        row = {(EOS if y == "[EOS]" else y): p
+               for y, p in zip(truth.vocab, truth.conditionals[i]) if p > 0}
         assert row.keys() == want["cond"][r].keys()
         for y, p in row.items():
             assert p == pytest.approx(want["cond"][r][y], abs=1e-12)
@@ -300,7 +303,8 @@ def test_skew_dose_response(skew):
 
 
 def test_paper_parity_relations():
-    kinds = {(p.first, p.second): p.kind for p in compute_truth(load_language("parity"), "mlm").pairs()}
+    truth = compute_truth(load_language("parity"), "mlm")
+    kinds = {(p.first, p.second): p.kind for p in truth.pairs()}
     assert kinds.pop(("0a", "0b")) == "sem only"  # DH violated
     assert kinds.pop(("1a", "1b")) == "sem and cnd"  # DH holds
     assert kinds.pop(("EVEN", "ODD")) == "cnd only"  # vacuously: never predicted
