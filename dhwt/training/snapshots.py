@@ -8,12 +8,14 @@ seeds (JSON list), vocab (JSON list; index = token id).
 from __future__ import annotations
 
 import json
-import os
 import re
+import struct
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, safe_open, save_file
+from safetensors.torch import load_file, safe_open
+
+from dhwt.training.checkpoint import atomic_write_bytes
 
 _NAME = re.compile(r"^step_(\d{7,})\.safetensors$")
 
@@ -25,17 +27,35 @@ def snapshot_path(directory: Path, step: int) -> Path:
 def save_snapshot(directory: Path, step: int, input_weight: torch.Tensor,
                   output_weight: torch.Tensor, *, tied: bool, seeds: list[int],
                   vocab: tuple[str, ...]) -> Path:
-    """Write one snapshot atomically (temporary file, then os.replace)."""
+    """Write one snapshot atomically (temporary file, then os.replace); equal inputs give equal
+    bytes."""
     directory.mkdir(parents=True, exist_ok=True)
     path = snapshot_path(directory, step)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tensors = {"input": input_weight.detach().float().contiguous().clone(),
-               "output": output_weight.detach().float().contiguous().clone()}
     metadata = {"step": str(step), "tied": "true" if tied else "false",
                 "seeds": json.dumps(list(seeds)), "vocab": json.dumps(list(vocab))}
-    save_file(tensors, str(tmp), metadata=metadata)
-    os.replace(tmp, path)
+    atomic_write_bytes(path, _safetensors_bytes(
+        {"input": input_weight, "output": output_weight}, metadata))
     return path
+
+
+def _safetensors_bytes(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> bytes:
+    """A float32 safetensors file with its header in a fixed order, so equal snapshots are equal
+    files (safetensors' own writer orders the metadata differently from process to process).
+
+    Format: 8-byte little-endian header length, the JSON header (padded with spaces to a
+    multiple of 8), then the tensors' little-endian bytes back to back.
+    """
+    header: dict[str, object] = {"__metadata__": metadata}
+    blobs, offset = [], 0
+    for name, tensor in tensors.items():
+        blob = tensor.detach().to(torch.float32).contiguous().numpy().astype("<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(tensor.shape),
+                        "data_offsets": [offset, offset + len(blob)]}
+        blobs.append(blob)
+        offset += len(blob)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text + b"".join(blobs)
 
 
 def load_snapshot(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, object]]:

@@ -66,3 +66,17 @@ def test_run_dir_created_whole_or_not_at_all(tmp_path):
     create_run_dir(run, "steps = 2\n", overwrite=True)
     assert (run / "config.toml").read_text() == "steps = 2\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
+def test_snapshot_bytes_are_reproducible_and_read_by_safetensors(tmp_path):
+    """Equal snapshots are equal files, and the safetensors library reads them (an independent
+    reader of the hand-written format)."""
+    from safetensors.numpy import load_file
+
+    x = torch.arange(24, dtype=torch.float32).view(2, 3, 4) / 7
+    a = save_snapshot(tmp_path / "a", 5, x, -x, tied=True, seeds=[1, 2], vocab=("p", "q", "r"))
+    b = save_snapshot(tmp_path / "b", 5, x.clone(), -x, tied=True, seeds=[1, 2],
+                      vocab=("p", "q", "r"))
+    assert a.read_bytes() == b.read_bytes()
+    arrays = load_file(str(a))
+    assert (arrays["input"] == x.numpy()).all() and (arrays["output"] == -x.numpy()).all()
