@@ -47,14 +47,23 @@ def row_keys(rows: np.ndarray, n_ids: int) -> np.ndarray:
     Rows are read as numbers in base n_ids + 1 when that fits in int64 (fast to sort and
     search), else as their bytes (big-endian uint16, compared like strings). Keys are only
     comparable between calls with the same n_ids and row width."""
-    base = n_ids + 1
     shifted = rows.astype(np.int64) + 1  # PAD (-1) -> 0
-    if base ** rows.shape[1] < 2**63:
-        return shifted @ (base ** np.arange(rows.shape[1] - 1, -1, -1, dtype=np.int64))
-    if base > 0xFFFF:
+    weights = key_weights(rows.shape[1], n_ids)
+    if weights is not None:
+        return shifted @ weights
+    if n_ids >= 0xFFFF:
         raise ValueError("row_keys takes fewer than 65535 ids")
     coded = np.ascontiguousarray(shifted.astype(">u2"))
     return coded.view(np.dtype((np.void, 2 * rows.shape[1]))).ravel()
+
+
+def key_weights(width: int, n_ids: int) -> np.ndarray | None:
+    """Place values of the integer keys of row_keys (id + 1 at position j counts
+    weights[j] times), or None when rows that wide are keyed by their bytes instead."""
+    base = n_ids + 1
+    if base**width >= 2**63:
+        return None
+    return base ** np.arange(width - 1, -1, -1, dtype=np.int64)
 
 
 def symbol_strings(language: Language) -> tuple[np.ndarray, np.ndarray]:

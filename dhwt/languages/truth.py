@@ -24,7 +24,7 @@ import networkx as nx
 import numpy as np
 
 from dhwt.errors import DhwtError
-from dhwt.languages.enumeration import PAD, row_keys, symbol_strings
+from dhwt.languages.enumeration import PAD, key_weights, row_keys, symbol_strings
 from dhwt.languages.language import (
     BOS,
     EOS,
@@ -249,14 +249,20 @@ def _semantic(contexts, keys, cond, log_cond, n_sym):
     ctx, pos = np.nonzero((contexts != PAD) & (contexts < n_sym))
     sym = contexts[ctx, pos].astype(np.int64)
     out = np.zeros((3, n_sym, n_sym))
+    weights = key_weights(contexts.shape[1], n_sym + 1)
     for lo in range(0, len(ctx), CHUNK):
         c, at, s1 = ctx[lo:lo + CHUNK], pos[lo:lo + CHUNK], sym[lo:lo + CHUNK]
-        swapped = contexts[c]
-        index = np.arange(len(c))
         before = s1 * n_rows + label[c]
+        if weights is None:  # keys are bytes: swap in a copy of the rows and key it
+            swapped, index = contexts[c], np.arange(len(c))
+        else:  # integer keys: a swap at `at` adds (s2 - s1) * weights[at]
+            blank, step = keys[c] - s1 * weights[at], weights[at]
         for s2 in range(n_sym):
-            swapped[index, at] = s2
-            query = row_keys(swapped, n_sym + 1)
+            if weights is None:
+                swapped[index, at] = s2
+                query = row_keys(swapped, n_sym + 1)
+            else:
+                query = blank + s2 * step
             idx = np.minimum(np.searchsorted(keys, query), len(keys) - 1)
             after = np.where(keys[idx] == query, label[idx], missing)
             seen = np.unique(before * (n_rows + 1) + after)
