@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import tempfile
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -73,10 +74,15 @@ def read_dataset(dataset_dir: str | Path) -> tuple[Language, np.ndarray]:
         raise DhwtError(f"{str(path)!r} is not a dataset directory (no {missing[0]}); write one "
                         f"with `dhwt synth --grammar NAME --out {path}`")
     language = load_language(str(path / "spec.toml"))
-    with np.load(path / "strings.npz") as data:
-        classes, probs, split = data["classes"], data["probs"], data["split"]
+    try:
+        with np.load(path / "strings.npz") as data:
+            classes, probs, split = data["classes"], data["probs"], data["split"]
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
+        raise DhwtError(f"{str(path / 'strings.npz')!r} is not a readable strings archive "
+                        f"({' '.join(str(exc).split())})") from None
     if (classes.shape != language.strings.shape or not (classes == language.strings).all()
-            or not np.allclose(probs, language.probs, rtol=0, atol=1e-12)):
+            or not np.allclose(probs, language.probs, rtol=0, atol=1e-12)
+            or split.shape != probs.shape or not np.isin(split, range(len(SPLITS))).all()):
         raise DhwtError(f"dataset {str(path)!r} is inconsistent: its spec.toml does not produce "
                         "the strings in strings.npz (was a file edited?)")
     return language, split

@@ -106,6 +106,29 @@ def test_edited_dataset_is_detected(tmp_path):
         load_task(tmp_path / "nothing", "mlm")
 
 
+@pytest.mark.parametrize("junk", [b"not a numpy archive", b"PK\x03\x04 broken zip"])
+def test_junk_strings_archive_is_a_user_error(tmp_path, junk):
+    out = tmp_path / "data"
+    write_dataset(load_language("parity", {"n_bits": 3}), out, valid_fraction=0.2,
+                  test_fraction=0.2, seed=14)
+    (out / "strings.npz").write_bytes(junk)
+    with pytest.raises(DhwtError, match="not a readable strings archive"):
+        load_task(out, "mlm")
+
+
+def test_archive_without_a_key_or_with_bad_splits_is_a_user_error(tmp_path):
+    out = tmp_path / "data"
+    language = load_language("parity", {"n_bits": 3})
+    write_dataset(language, out, valid_fraction=0.2, test_fraction=0.2, seed=14)
+    np.savez(out / "strings.npz", classes=language.strings, probs=language.probs)
+    with pytest.raises(DhwtError, match="not a readable strings archive"):
+        load_task(out, "mlm")
+    np.savez(out / "strings.npz", classes=language.strings, probs=language.probs,
+             split=np.full(len(language.probs), 7))
+    with pytest.raises(DhwtError, match="inconsistent"):
+        load_task(out, "mlm")
+
+
 def test_toml_writer_round_trips():
     data = {
         "name": "x", "n": 3, "f": 1e-05, "flag": False, "inf": float("inf"), "list": [1, 2.5],
