@@ -104,3 +104,16 @@ def test_row_keys_identify_rows_on_both_paths():
         for a, b in itertools.combinations(range(0, 500, 37), 2):
             assert (inverse[a] == inverse[b]) == bool((rows[a] == rows[b]).all())
         assert (unique[np.searchsorted(unique, keys)] == keys).all()
+
+
+def test_automaton_size_is_counted_before_enumerating(tmp_path):
+    # a chain of 30 two-variant positions: 2^30 symbol strings of length 30
+    lines = ['family = "automaton"', 'start = "s0"', "[classes.x]", 'variants = ["x1", "x2"]',
+             "[states]"]
+    lines += [f's{i} = [{{emit = "x", to = "{f"s{i + 1}" if i < 29 else "end"}", p = 1.0}}]'
+              for i in range(30)]
+    spec = tmp_path / "chain.toml"
+    spec.write_text("\n".join(lines))
+    with pytest.raises(DhwtError, match=f"would enumerate {2**30:,} symbol strings "
+                                        f"\\({2**30 * 900:,} context positions"):
+        load_language(str(spec))
