@@ -114,7 +114,8 @@ class _BatchSize(click.ParamType):
 @click.option("--checkpoint-every", type=int, metavar="N",
               help="Checkpoint every N steps (the last 2 are kept).  [default: 1000]")
 @click.option("--threads", type=int, metavar="N",
-              help="torch CPU threads (1 is fastest for tiny models).  [default: torch's]")
+              help="torch CPU threads; 1 is fastest for tiny models, raise it for large ones.  "
+                   "[default: 1]")
 @click.option("--config", "config_file", metavar="FILE.toml",
               type=click.Path(dir_okay=False),
               help="A TOML of TrainConfig keys (flat, as in a run's config.toml); flags override it.")

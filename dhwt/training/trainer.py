@@ -317,14 +317,13 @@ class Trainer:
 class _torch_settings:
     """Deterministic algorithms and the thread count for the run, restored afterwards."""
 
-    def __init__(self, threads: int | None) -> None:
+    def __init__(self, threads: int) -> None:
         self.threads = threads
 
     def __enter__(self) -> None:
         self.saved = (torch.are_deterministic_algorithms_enabled(), torch.get_num_threads())
         torch.use_deterministic_algorithms(True)
-        if self.threads is not None:
-            torch.set_num_threads(self.threads)
+        torch.set_num_threads(self.threads)
 
     def __exit__(self, *exc: object) -> None:
         torch.use_deterministic_algorithms(self.saved[0])

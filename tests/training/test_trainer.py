@@ -62,25 +62,25 @@ def _assert_same(a, b):
         assert a == b
 
 
-CONFIG = dict(seeds="1-2", steps=2000, eval_every=100, snapshot_every=250, checkpoint_every=400,
-              tie_schedule="untie@700,tie@1500:mean", lr=1e-2, lr_period=300, batch_size=16,
-              grad_clip=1.0, threads=1)
+CONFIG = dict(seeds="1-2", steps=800, eval_every=40, snapshot_every=100, checkpoint_every=160,
+              tie_schedule="untie@280,tie@600:mean", lr=1e-2, lr_period=120, batch_size=16,
+              grad_clip=1.0, tie_penalty=1e-3)
 
 
 def test_resume_continues_bit_for_bit(task, tmp_path, monkeypatch):
     config = TrainConfig(**CONFIG)
     train(config, task, tmp_path / "straight")
-    # killed at 1000 (checkpoint 800, tied->untied in between), then at 1630 (after the tie)
-    _interrupt_at(monkeypatch, 1000)
+    # killed at 400 (checkpoint 320, untie@280 before it), then at 650 (checkpoint 640, tie@600)
+    _interrupt_at(monkeypatch, 400)
     with pytest.raises(Interrupted):
         train(config, task, tmp_path / "resumed")
     lines = (tmp_path / "resumed" / "metrics.jsonl").read_text().splitlines()
-    assert json.loads(lines[-1])["step"] == 1000  # lines past the checkpoint exist, to be cut
-    _interrupt_at(monkeypatch, 1630)
+    assert json.loads(lines[-1])["step"] == 400  # lines past the checkpoint exist, to be cut
+    _interrupt_at(monkeypatch, 650)
     with pytest.raises(Interrupted):
         train(config, task, tmp_path / "resumed", resume=True)
     result = train(config, task, tmp_path / "resumed", resume=True)
-    assert result.step == 2000
+    assert result.step == 800
     straight = _final(tmp_path / "straight", config, task)
     resumed = _final(tmp_path / "resumed", config, task)
     _assert_same(straight[0]["model"], resumed[0]["model"])
