@@ -33,7 +33,7 @@ class TiedEmbeddings(nn.Module):
     def __init__(self, input_weight: torch.Tensor, output_weight: torch.Tensor | None = None):
         super().__init__()
         if input_weight.dim() != 3:
-            raise ValueError(f"input_weight must be (S, V, d), got shape {tuple(input_weight.shape)}")
+            raise ValueError(f"input_weight must be (S, V, d), got {tuple(input_weight.shape)}")
         if output_weight is not None and output_weight.shape != input_weight.shape:
             raise ValueError(
                 f"output_weight shape {tuple(output_weight.shape)} differs from input_weight "

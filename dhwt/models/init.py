@@ -25,7 +25,8 @@ def check_seeds(seeds: Sequence[int]) -> tuple[int, ...]:
     if not seeds:
         raise DhwtError("seeds must name at least one seed, got none")
     for seed in seeds:
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**63:
+        integer = isinstance(seed, (int, np.integer)) and not isinstance(seed, bool)
+        if not integer or not 0 <= seed < 2**63:
             raise DhwtError(f"a seed must be an integer in [0, 2**63), got {seed!r}")
     return tuple(int(s) for s in seeds)
 

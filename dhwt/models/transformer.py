@@ -6,6 +6,13 @@ members in the forward pass. Member s is drawn from generators derived from seed
 equals a solo model built with [seeds[s]]. The loss of an ensemble is the sum of the members'
 losses, so gradients never mix and AdamW (elementwise) trains each member as if alone.
 
+Layout. Inside, activations are feature-major, (S, d, T) with T = B * L tokens: every linear map
+is one bmm W @ x, LayerNorm reduces over dim 1 with the tokens contiguous, and the logits come out
+as (S, V, T). For tiny widths (the EXor model has d = 4, V = 7) this is several times faster than
+token-major (S, T, d), whose reductions run over a 4-wide innermost dim. `forward` and `hidden`
+return (S, B, L, ·) views of that memory; the fast loss is
+`F.cross_entropy(logits.permute(0, 3, 1, 2), targets)`, class dim 1, no copy.
+
 One layer with post-LN computes what torch.nn.TransformerEncoderLayer(batch_first=True,
 norm_first=False) computes; pre-LN what norm_first=True computes.
 """
@@ -42,16 +49,17 @@ def _zeros(members: int, width: int) -> nn.Parameter:
 
 
 def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-    """Per-member x @ W^T + b: x (S, ..., i), weight (S, o, i), bias (S, o) -> (S, ..., o)."""
-    flat = x.reshape(x.shape[0], -1, x.shape[-1])
-    out = torch.baddbmm(bias.unsqueeze(1), flat, weight.transpose(1, 2))
-    return out.view(*x.shape[:-1], weight.shape[1])
+    """Per-member W @ x + b: x (S, i, T), weight (S, o, i), bias (S, o) -> (S, o, T)."""
+    return torch.baddbmm(bias.unsqueeze(2), weight, x)
 
 
-def _layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> torch.Tensor:
-    """LayerNorm over the last dim with per-member affine weights: x (S, B, L, d), weight (S, d)."""
-    normed = F.layer_norm(x, x.shape[-1:], eps=eps)
-    return torch.addcmul(bias[:, None, None, :], normed, weight[:, None, None, :])
+def _layer_norm(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float
+) -> torch.Tensor:
+    """LayerNorm over the features of x (S, d, T) (biased variance, as torch), per-member affine."""
+    centred = x - x.mean(dim=1, keepdim=True)
+    scale = torch.rsqrt(centred.pow(2).mean(dim=1, keepdim=True) + eps)
+    return torch.addcmul(bias.unsqueeze(2), centred * scale, weight.unsqueeze(2))
 
 
 class Block(nn.Module):
@@ -73,27 +81,31 @@ class Block(nn.Module):
         self.norm1_weight, self.norm1_bias = _ones(members, d), _zeros(members, d)
         self.norm2_weight, self.norm2_bias = _ones(members, d), _zeros(members, d)
 
-    def forward(self, x: torch.Tensor, allowed: torch.Tensor | None, drop: Dropout) -> torch.Tensor:
-        """x (S, B, L, d) -> (S, B, L, d); allowed (S*B, 1, L, L) bool or None (see Transformer)."""
-        c = self.config
-        if c.norm == "post":
-            x = self._norm(x + self._attention(x, allowed, drop), 1)
+    def forward(
+        self, x: torch.Tensor, shape: tuple[int, int], allowed: torch.Tensor | None, drop: Dropout
+    ) -> torch.Tensor:
+        """x (S, d, T) -> (S, d, T) for T = B * L tokens, shape = (B, L); allowed (S*B, 1, L, L)
+        bool or None (see Transformer._allowed)."""
+        if self.config.norm == "post":
+            x = self._norm(x + self._attention(x, shape, allowed, drop), 1)
             return self._norm(x + self._feed_forward(x, drop), 2)
-        x = x + self._attention(self._norm(x, 1), allowed, drop)
+        x = x + self._attention(self._norm(x, 1), shape, allowed, drop)
         return x + self._feed_forward(self._norm(x, 2), drop)
 
     def _norm(self, x: torch.Tensor, which: int) -> torch.Tensor:
-        weight, bias = (
-            (self.norm1_weight, self.norm1_bias) if which == 1 else (self.norm2_weight, self.norm2_bias)
-        )
-        return _layer_norm(x, weight, bias, self.config.layer_norm_eps)
+        if which == 1:
+            return _layer_norm(x, self.norm1_weight, self.norm1_bias, self.config.layer_norm_eps)
+        return _layer_norm(x, self.norm2_weight, self.norm2_bias, self.config.layer_norm_eps)
 
-    def _attention(self, x: torch.Tensor, allowed: torch.Tensor | None, drop: Dropout) -> torch.Tensor:
+    def _attention(
+        self, x: torch.Tensor, shape: tuple[int, int], allowed: torch.Tensor | None, drop: Dropout
+    ) -> torch.Tensor:
         c = self.config
-        members, batch, length, d = x.shape
-        qkv = _linear(x, self.in_proj_weight, self.in_proj_bias)
-        qkv = qkv.view(members * batch, length, 3, c.n_heads, c.head_dim).permute(2, 0, 3, 1, 4)
-        q, k, v = qkv.unbind(0)
+        (members, d, _), (batch, length) = x.shape, shape
+        qkv = _linear(x, self.in_proj_weight, self.in_proj_bias)  # (S, 3d, T)
+        qkv = qkv.view(members, 3, c.n_heads, c.head_dim, batch, length).permute(1, 0, 4, 2, 5, 3)
+        qkv = qkv.reshape(3, members * batch, c.n_heads, length, c.head_dim).contiguous()
+        q, k, v = qkv.unbind(0)  # contiguous whatever S is, so SDPA takes the same path
         if c.dropout > 0 and self.training:
             scores = (q @ k.transpose(-2, -1)) / math.sqrt(c.head_dim)
             if allowed is None and c.causal:
@@ -105,7 +117,8 @@ class Block(nn.Module):
             heads = F.scaled_dot_product_attention(q, k, v, is_causal=c.causal)
         else:
             heads = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
-        heads = heads.transpose(1, 2).reshape(members, batch, length, d)
+        heads = heads.view(members, batch, c.n_heads, length, c.head_dim).permute(0, 2, 4, 1, 3)
+        heads = heads.reshape(members, d, -1)
         return drop(_linear(heads, self.out_proj_weight, self.out_proj_bias))
 
     def _feed_forward(self, x: torch.Tensor, drop: Dropout) -> torch.Tensor:
@@ -129,31 +142,29 @@ class Transformer(nn.Module):
         self.seeds = init.check_seeds(seeds)
         c, members = config, len(self.seeds)
         main = [init.member_generator(s, init.MAIN) for s in self.seeds]
-        table = lambda g: init.embedding_table(c.vocab_size, c.d_model, c.emb_init, c.emb_std, g)  # noqa: E731
-        input_weight = torch.stack([table(g) for g in main])
-        output_weight = (
-            None
-            if tied
-            else torch.stack([table(init.member_generator(s, init.OUTPUT)) for s in self.seeds])
+        def table(rows: int, generator: torch.Generator) -> torch.Tensor:
+            return init.embedding_table(rows, c.d_model, c.emb_init, c.emb_std, generator)
+
+        input_weight = torch.stack([table(c.vocab_size, g) for g in main])
+        output_weight = None if tied else torch.stack(
+            [table(c.vocab_size, init.member_generator(s, init.OUTPUT)) for s in self.seeds]
         )
         self.embeddings = TiedEmbeddings(input_weight, output_weight)
         if c.positions == "learned":
-            self.positions = _stacked(
-                lambda g: init.embedding_table(c.max_len, c.d_model, c.emb_init, c.emb_std, g), main
-            )
+            self.positions = _stacked(lambda g: table(c.max_len, g), main)
         elif c.positions == "sinusoidal":
             self.register_buffer(
                 "positions", init.sinusoidal_table(c.max_len, c.d_model), persistent=False
             )
         self.blocks = nn.ModuleList(Block(c, main) for _ in range(c.n_layers))
         if c.final_norm:
-            self.final_norm_weight, self.final_norm_bias = _ones(members, c.d_model), _zeros(members, c.d_model)
+            self.final_norm_weight = _ones(members, c.d_model)
+            self.final_norm_bias = _zeros(members, c.d_model)
         if c.output_bias:
             self.output_bias = _zeros(members, c.vocab_size)
         self.generators = [init.member_generator(s, init.DROPOUT) for s in self.seeds]
-        self.register_buffer(
-            "_row_offsets", torch.arange(members).view(members, 1, 1) * c.vocab_size, persistent=False
-        )
+        offsets = torch.arange(members).view(members, 1, 1) * c.vocab_size
+        self.register_buffer("_row_offsets", offsets, persistent=False)
 
     @property
     def members(self) -> int:
@@ -161,45 +172,55 @@ class Transformer(nn.Module):
         return len(self.seeds)
 
     def forward(self, inputs: torch.Tensor, padding: torch.Tensor | None = None) -> torch.Tensor:
-        """Logits (S, B, L, V) for inputs (S, B, L) long; padding (S, B, L) bool, True at pads."""
-        h = self.hidden(inputs, padding)
-        members, batch, length, d = h.shape
-        flat = h.reshape(members, batch * length, d)
-        out_t = self.embeddings.output_weight.transpose(1, 2)
+        """Logits (S, B, L, V) for inputs (S, B, L) long; padding (S, B, L) bool, True at pads.
+
+        A view of (S, V, B, L) memory: `logits.permute(0, 3, 1, 2)` is contiguous.
+        """
+        h = self._features(inputs, padding)
+        members, batch, length = inputs.shape
+        out = self.embeddings.output_weight
         if self.config.output_bias:
-            logits = torch.baddbmm(self.output_bias.unsqueeze(1), flat, out_t)
+            logits = torch.baddbmm(self.output_bias.unsqueeze(2), out, h)
         else:
-            logits = torch.bmm(flat, out_t)
-        return logits.view(members, batch, length, -1)
+            logits = torch.bmm(out, h)
+        return logits.view(members, -1, batch, length).permute(0, 2, 3, 1)
 
     def hidden(self, inputs: torch.Tensor, padding: torch.Tensor | None = None) -> torch.Tensor:
-        """The final hidden states h (S, B, L, d) that feed the logits.
+        """The final hidden states h (S, B, L, d) that feed the logits (a view of (S, d, B, L)).
 
         Outputs at padded positions are finite but meaningless (a padded query also attends to
         itself so no attention row is empty); outputs at real positions never see pads.
         """
+        h = self._features(inputs, padding)
+        members, batch, length = inputs.shape
+        return h.view(members, -1, batch, length).permute(0, 2, 3, 1)
+
+    def _features(self, inputs: torch.Tensor, padding: torch.Tensor | None) -> torch.Tensor:
+        """The final hidden states, feature-major: (S, d, B * L)."""
         c = self.config
         if inputs.dim() != 3 or inputs.shape[0] != self.members:
             raise ValueError(
                 f"inputs must be (S={self.members}, B, L), got shape {tuple(inputs.shape)}"
             )
-        members, _, length = inputs.shape
+        members, batch, length = inputs.shape
         if length > c.max_len:
             raise DhwtError(f"sequence length {length} exceeds the model's max_len {c.max_len}")
         if padding is not None and padding.shape != inputs.shape:
-            raise ValueError(f"padding shape {tuple(padding.shape)} differs from inputs shape {tuple(inputs.shape)}")
-        table = self.embeddings.input_weight
-        x = F.embedding(inputs + self._row_offsets, table.reshape(-1, c.d_model))
+            raise ValueError(
+                f"padding shape {tuple(padding.shape)} differs from inputs {tuple(inputs.shape)}"
+            )
+        table = self.embeddings.input_weight.reshape(-1, c.d_model)
+        x = F.embedding(inputs + self._row_offsets, table)  # (S, B, L, d)
         if c.emb_scale:
             x = x * math.sqrt(c.d_model)
         if c.positions == "learned":
             x = x + self.positions[:, None, :length]
         elif c.positions == "sinusoidal":
             x = x + self.positions[:length]
-        x = self._dropout(x)
+        x = self._dropout(x.view(members, batch * length, c.d_model).transpose(1, 2).contiguous())
         allowed = None if padding is None else self._allowed(padding)
         for block in self.blocks:
-            x = block(x, allowed, self._dropout)
+            x = block(x, (batch, length), allowed, self._dropout)
         if c.final_norm:
             x = _layer_norm(x, self.final_norm_weight, self.final_norm_bias, c.layer_norm_eps)
         return x

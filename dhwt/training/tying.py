@@ -104,7 +104,9 @@ def _parse_switch(item: str, text: str, steps: int) -> TieEvent:
         raise DhwtError(f"cannot read {item!r} in tie schedule {text!r}; {_GRAMMAR}")
     action, step_text, merge = match["action"], match["step"], match["merge"]
     if re.fullmatch(r"-\d+", step_text):
-        raise DhwtError(f"step {step_text} in {item!r} is negative; a switch step counts updates from 0")
+        raise DhwtError(
+            f"step {step_text} in {item!r} is negative; a switch step counts updates from 0"
+        )
     if not re.fullmatch(r"\d+", step_text):
         raise DhwtError(f"step {step_text!r} in {item!r} is not a whole number of updates")
     step = int(step_text)
