@@ -102,14 +102,17 @@ def minimise_inputs(data: BagData, E: np.ndarray, U: np.ndarray, lam: float,
 
 
 def descend_jointly(data: BagData, E: np.ndarray, U: np.ndarray, lam: float, steps: int,
-                    lr: float) -> tuple[np.ndarray, np.ndarray, float]:
-    """Plain gradient descent on (E, U) together; returns (E, U, final max |grad|)."""
+                    lr: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Plain gradient descent on (E, U) together. Returns the final (E, U) and, per iterate,
+    ||e1 - e2|| and the Frobenius norm of dJ/dE."""
     E, U = E.copy(), U.copy()
-    for _ in range(steps):
+    gaps, grads = [], []
+    for _ in range(steps + 1):
         gE, gU = gradients(data, E, U, lam)
+        gaps.append(float(np.linalg.norm(E[PAIR[0]] - E[PAIR[1]])))
+        grads.append(float(np.linalg.norm(gE)))
         E, U = E - lr * gE, U - lr * gU
-    gE, gU = gradients(data, E, U, lam)
-    return E, U, float(max(np.abs(gE).max(), np.abs(gU).max()))
+    return E, U, np.array(gaps), np.array(grads)
 
 
 def adamw_rows(data: BagData, E: np.ndarray, U: np.ndarray, lam: float, steps: int, lr: float = 0.02,

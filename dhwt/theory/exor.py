@@ -27,7 +27,7 @@ import torch
 
 from dhwt.theory import softmax_regression as sr
 from dhwt.theory.check import Outcome, skipped, verdict
-from dhwt.theory.t4_tying_conflict import merge_price, pair_divergence
+from dhwt.theory.t4_tying_conflict import bernoulli_kl, merge_price
 
 N_BITS = 4
 ROUND_OFF = 1e-12  # float64 slack per step, relative to the size of the output matrix
@@ -116,16 +116,18 @@ def _row_distance(matrix: torch.Tensor, i: int, j: int) -> float:
 # ---- T2 -------------------------------------------------------------------------------------
 
 
-def population_descent(seed: int, steps: int = 150, lam: float = 0.05, eta_max: float = 0.5) -> Outcome:
+def population_descent(seed: int, steps: int = 150, lam: float = 0.05, eta_max: float = 0.5,
+                       pairs: list[tuple[str, str]] | None = None) -> Outcome:
     """T2 on the package's Transformer: exact population GD of every parameter with coupled weight
     decay lam, step eta_k = min(eta_max, 0.95 / (lam + M_k^2/4)) with M_k = max_r ||h_k(r)||.
     Every conditionally equivalent pair of the truth (1a/1b; EVEN/ODD, never predicted) must
-    satisfy ||D_{k+1}|| <= (1 - eta_k lam) ||D_k|| at every step, while the features move."""
+    satisfy ||D_{k+1}|| <= (1 - eta_k lam) ||D_k|| at every step, while the features move.
+    `pairs` replaces the truth's cnd pairs (a test hands it a pair that is not cnd)."""
     need = missing("dhwt.models", "dhwt.languages")
     if need:
         return skipped(f"needs {need}")
     ctx = exor_contexts()
-    pairs = [(p.first, p.second) for p in ctx.truth.pairs() if p.cnd]
+    pairs = pairs or [(p.first, p.second) for p in ctx.truth.pairs() if p.cnd]
     model = untied_float64(seed, ctx)
     out = model.embeddings.output_weight
     start = {pair: _row_distance(out, ctx.index(pair[0]), ctx.index(pair[1])) for pair in pairs}
@@ -161,12 +163,13 @@ def population_descent(seed: int, steps: int = 150, lam: float = 0.05, eta_max: 
 # ---- T3 -------------------------------------------------------------------------------------
 
 
-def symmetric_input_rows(seed: int, steps: int = 100) -> Outcome:
+def symmetric_input_rows(seed: int, steps: int = 100, symmetric: bool = True) -> Outcome:
     """T3(a) and (b) on the package's Transformer: input rows 1b := 1a and 0b := 0a at init, then
     exact population training in float64, once by plain GD (step 0.5) and once by AdamW (lr 1e-2,
     weight decay 0.1, eps 1e-12). 1a/1b occur 1:1 (swap-invariant data): equal rows under both.
     0a is a 1/9-scaled copy of 0b: its gradient is exactly 1/9 of 0b's while the rows are equal,
-    so GD parts them and Adam, blind to a constant gradient scale, keeps them equal."""
+    so GD parts them and Adam, blind to a constant gradient scale, keeps them equal.
+    symmetric=False skips the copying (a test: the prediction then fails)."""
     need = missing("dhwt.models", "dhwt.languages")
     if need:
         return skipped(f"needs {need}")
@@ -176,9 +179,10 @@ def symmetric_input_rows(seed: int, steps: int = 100) -> Outcome:
     for method in ("gd", "adamw"):
         model = untied_float64(seed, ctx)
         table = model.embeddings.input_weight
-        with torch.no_grad():
-            table[0, one_b] = table[0, one_a]
-            table[0, zero_b] = table[0, zero_a]
+        if symmetric:
+            with torch.no_grad():
+                table[0, one_b] = table[0, one_a]
+                table[0, zero_b] = table[0, zero_a]
         if method == "adamw":
             optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, eps=1e-12, weight_decay=0.1)
         else:
@@ -203,13 +207,22 @@ def symmetric_input_rows(seed: int, steps: int = 100) -> Outcome:
 @dataclass(frozen=True)
 class Trained:
     """A model trained by dhwt.training, read back from its final checkpoint, in float64:
-    h (n, d) at the masked positions, output rows U (V, d), bias b (V,) or None, tied or not."""
+    h (n, d) at the masked positions, output rows U (V, d), bias b (V,) or None, and the logits
+    (n, V) its forward pass computes (not recomputed from h and U: the checks test that
+    the head really is U h + b)."""
 
     h: np.ndarray
     U: np.ndarray
     b: np.ndarray | None
+    logits: np.ndarray
     tied: bool
-    excess: float  # sum_r P(r) KL(p || q) over every context, nats
+
+    def excess(self, ctx: Contexts) -> float:
+        """sum_r P(r) KL(p(.|r) || q(.|r)) over every context, nats."""
+        log_q = self.logits - np.logaddexp.reduce(self.logits, axis=1, keepdims=True)
+        p = ctx.truth.conditionals
+        terms = np.where(p > 0, p * (np.log(np.where(p > 0, p, 1.0)) - log_q), 0.0)
+        return float(ctx.truth.context_probs @ terms.sum(axis=1))
 
 
 @lru_cache(maxsize=6)
@@ -236,11 +249,12 @@ def trained(seed: int, schedule: str, output_bias: bool, weight_decay: float) ->
     model.load_state_dict(state["model"])  # adopts the saved tying state
     model = model.double()
     ctx = exor_contexts()
+    with torch.no_grad():
+        logits = masked(model(ctx.inputs), ctx)[0].numpy()
     h = hidden_states(model, ctx)[0].numpy()
     U = model.embeddings.output_weight.detach()[0].numpy()
     b = model.output_bias.detach()[0].numpy() if output_bias else None
-    inst = sr.Instance(h, ctx.truth.context_probs, ctx.truth.conditionals)
-    return Trained(h, U, b, model.embeddings.tied, sr.excess(inst, U, b))
+    return Trained(h, U, b, logits, model.embeddings.tied)
 
 
 def _trainer_missing() -> str | None:
@@ -251,7 +265,7 @@ def _trainer_missing() -> str | None:
 def log_odds_points(run: Trained, ctx: Contexts, symbols: tuple[str, ...]) -> tuple[np.ndarray, ...]:
     """(x, y, w) over ordered pairs of distinct `symbols` and contexts where both have p > 0:
     x = the model's logit difference, y = the exact log-ratio, w = P(r)."""
-    logits = run.h @ run.U.T + (0.0 if run.b is None else run.b)
+    logits = run.logits
     xs, ys, ws = [], [], []
     for s in symbols:
         for t in symbols:
@@ -274,52 +288,57 @@ def weighted_fit(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[float, fl
 
 
 def log_odds_regression(seed: int) -> Outcome:
-    """T1 on a trained untied model: regress <u_s - u_t, h(r)> on log p(s|r)/p(t|r) over the
-    predicted symbols and contexts where both are possible; near the optimum slope ~ 1, R^2 ~ 1."""
+    """T1 on a trained untied model (no weight decay), see log_odds_outcome."""
     reason = _trainer_missing()
     if reason:
         return skipped(reason)
-    ctx = exor_contexts()
-    run = trained(seed, "untied", False, 0.0)
+    return log_odds_outcome(trained(seed, "untied", False, 0.0), exor_contexts())
+
+
+def log_odds_outcome(run: Trained, ctx: Contexts) -> Outcome:
+    """Regress the model's log-odds of s vs t on the exact log p(s|r)/p(t|r) over the predicted
+    symbols and the contexts where both are possible: near the optimum slope ~ 1 and R^2 ~ 1."""
     symbols = tuple(s for s in ctx.truth.symbols if s not in ctx.truth.never_predicted)
     slope, r2 = weighted_fit(*log_odds_points(run, ctx, symbols))
     return verdict(abs(slope - 1) <= 0.1 and r2 >= 0.95,
-                   f"slope {slope:.3f}, R^2 {r2:.4f} over {len(symbols)} symbols; excess CE {run.excess:.4f} nats")
+                   f"slope {slope:.3f}, R^2 {r2:.4f} over {len(symbols)} symbols; excess CE {run.excess(ctx):.4f} nats")
 
 
 # ---- T4 -------------------------------------------------------------------------------------
 
 
-def pair_instance(run: Trained, ctx: Contexts, first: str, second: str) -> tuple[sr.Instance, tuple[int, int]]:
-    """The contexts where both symbols are possible, as a softmax-regression instance."""
-    i, j = ctx.index(first), ctx.index(second)
-    both = (ctx.truth.conditionals[:, i] > 0) & (ctx.truth.conditionals[:, j] > 0)
-    inst = sr.Instance(run.h[both], ctx.truth.context_probs[both], ctx.truth.conditionals[both])
-    return inst, (i, j)
-
-
 def tying_conflict(seed: int, weight_decay: float = 0.1) -> Outcome:
-    """T4 on trained models (untied, tied, tied + output bias; AdamW weight decay 0.1 as in the
-    paper) for the EXor pair 0a/0b (c = 9). Bias-free models: the pair's excess is at least
-    B(||u0a - u0b||) (the theorem), and a model at the pair optimum (pair KL <= 1e-3) keeps
-    ||u0a - u0b|| >= 0.95 log 9 / min ||h|| (T1's bound, robust form). The bias run: reported."""
+    """T4 on models trained with AdamW weight decay 0.1 (the paper's): untied, tied, and tied with
+    an output bias; see tying_outcome."""
     reason = _trainer_missing()
     if reason:
         return skipped(reason)
-    ctx = exor_contexts()
+    runs = [(schedule + (" + bias" if bias else ""), trained(seed, schedule, bias, weight_decay))
+            for schedule, bias in (("untied", False), ("tied", False), ("tied", True))]
+    return tying_outcome(runs, exor_contexts())
+
+
+def tying_outcome(runs: list[tuple[str, Trained]], ctx: Contexts) -> Outcome:
+    """For the EXor pair 0a/0b (c = 9) in each run without a bias: the pair's divergence, computed
+    from the model's own logits, is at least B(||u0a - u0b||) (the theorem, which needs the head to
+    be U h with no bias), and a run at the pair optimum (pair KL <= 1e-3) keeps
+    ||u0a - u0b|| >= 0.95 log 9 / min ||h|| (T1's bound). Runs with a bias: reported only."""
     parts, ok = [], True
-    for schedule, bias in (("untied", False), ("tied", False), ("tied", True)):
-        run = trained(seed, schedule, bias, weight_decay)
-        inst, (i, j) = pair_instance(run, ctx, "0a", "0b")
+    i, j = ctx.index("0a"), ctx.index("0b")
+    both = (ctx.truth.conditionals[:, i] > 0) & (ctx.truth.conditionals[:, j] > 0)
+    p_i, p_j = ctx.truth.conditionals[both, i], ctx.truth.conditionals[both, j]
+    weights = ctx.truth.context_probs[both] * (p_i + p_j)
+    for name, run in runs:
         distance = float(np.linalg.norm(run.U[i] - run.U[j]))
         one = float(np.linalg.norm(run.U[ctx.index("1a")] - run.U[ctx.index("1b")]))
-        needed = np.log(9) / float(np.linalg.norm(inst.features, axis=1).min())
-        name = schedule + (" + bias" if bias else "")
-        if bias:
-            gap = float(run.b[i] - run.b[j])
-            parts.append(f"{name}: d0 {distance:.2f}, b0a-b0b {gap:.2f} (-log 9 = -2.20)")
+        if run.b is not None:
+            parts.append(f"{name}: d0 {distance:.2f}, b0a-b0b {run.b[i] - run.b[j]:.2f} (-log 9 = -2.20), d1 {one:.2f}")
             continue
-        divergence, price = pair_divergence(inst, run.U, (i, j)), merge_price(inst, distance, (i, j))
+        inst = sr.Instance(run.h[both], ctx.truth.context_probs[both], ctx.truth.conditionals[both])
+        x = run.logits[both, i] - run.logits[both, j]
+        divergence = float(weights @ bernoulli_kl(np.log(p_i / p_j), x))
+        price = merge_price(inst, distance, (i, j))
+        needed = np.log(9) / float(np.linalg.norm(inst.features, axis=1).min())
         ok &= divergence >= price - 1e-9
         ok &= divergence > 1e-3 or distance >= 0.95 * needed
         parts.append(f"{name}: d0 {distance:.2f} >= log9/min||h|| {needed:.2f}, pair KL {divergence:.0e} "

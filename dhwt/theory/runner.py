@@ -13,7 +13,7 @@ from dhwt.errors import DhwtError
 from dhwt.theory.check import Check, Outcome
 from dhwt.theory.registry import select
 
-COLUMNS = ("theorem", "kind", "check", "prediction", "measured", "result")
+COLUMNS = ("theorem", "kind", "check", "prediction", "measured", "result", "s")
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,7 @@ class Row:
 
     def cells(self) -> tuple[str, ...]:
         c, o = self.check, self.outcome
-        return (c.theorem, c.kind, c.name, c.prediction, o.measured, o.status.upper())
+        return (c.theorem, c.kind, c.name, c.prediction, o.measured, o.status.upper(), f"{self.seconds:.1f}")
 
 
 def run_check(check: Check, seed: int) -> Row:

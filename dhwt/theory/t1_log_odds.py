@@ -166,13 +166,16 @@ def _bound_check(gen: np.random.Generator) -> Outcome:
     return numeric_bound(inst, gen.normal(size=(N_TARGETS, WIDTH)))
 
 
-def _cnd_full_span(gen: np.random.Generator) -> Outcome:
-    inst, _ = realisable_instance(gen)
-    return numeric_cnd_distance(inst, gen.normal(size=(N_TARGETS, WIDTH)), lam=0.0, expected=0.0)
+def numeric_cnd_equal(gen: np.random.Generator, rank: int | None = None, lam: float = 0.0) -> Outcome:
+    """(b) with full span (rank None), (e1) with lam > 0: the cnd pair's rows are equal at the optimum."""
+    inst, _ = realisable_instance(gen, rank=rank)
+    return numeric_cnd_distance(inst, gen.normal(size=(N_TARGETS, WIDTH)), lam=lam, expected=0.0)
 
 
-def _cnd_deficient_span(gen: np.random.Generator) -> Outcome:
-    inst, _ = realisable_instance(gen, rank=2)
+def numeric_span_counterexample(gen: np.random.Generator, rank: int | None = 2) -> Outcome:
+    """(f): features of rank 2 in R^4, lam = 0: an exact optimum with u1 != u2 (the distance is
+    the initial component orthogonal to the span). With full span there is none: fail."""
+    inst, _ = realisable_instance(gen, rank=rank)
     U0 = gen.normal(size=(N_TARGETS, WIDTH))
     hidden = float(np.linalg.norm(orthogonal_part(inst.features, U0[CND_PAIR[0]] - U0[CND_PAIR[1]])))
     found = numeric_cnd_distance(inst, U0, lam=0.0, expected=hidden)
@@ -182,11 +185,6 @@ def _cnd_deficient_span(gen: np.random.Generator) -> Outcome:
         found.passed and optimal and hidden > 0.1,
         f"{found.measured.split(' (')[0]} = ||P_perp(u1(0)-u2(0))||, excess CE {sr.excess(inst, U):.0e}",
     )
-
-
-def _cnd_weight_decay(gen: np.random.Generator) -> Outcome:
-    inst, _ = realisable_instance(gen, rank=2)
-    return numeric_cnd_distance(inst, gen.normal(size=(N_TARGETS, WIDTH)), lam=0.1, expected=0.0)
 
 
 def _empirical(trial: Trial) -> Outcome:
@@ -207,11 +205,11 @@ CHECKS = (
     Check("T1", "distance bound, c = 9", "numeric",
           "||u1-u2|| >= |log 9| / min||h||", lambda t: _bound_check(t.generator)),
     Check("T1", "cnd pair, span = R^d", "numeric",
-          "u1 = u2 at the optimum", lambda t: _cnd_full_span(t.generator)),
+          "u1 = u2 at the optimum", lambda t: numeric_cnd_equal(t.generator)),
     Check("T1", "cnd pair, span < R^d, no decay", "numeric",
-          "u1 != u2 at an exact optimum", lambda t: _cnd_deficient_span(t.generator)),
+          "u1 != u2 at an exact optimum", lambda t: numeric_span_counterexample(t.generator)),
     Check("T1", "cnd pair, span < R^d, decay 0.1", "numeric",
-          "u1 = u2 at the regularised optimum", lambda t: _cnd_weight_decay(t.generator)),
+          "u1 = u2 at the regularised optimum", lambda t: numeric_cnd_equal(t.generator, rank=2, lam=0.1)),
     Check("T1", "trained EXor log-odds", "empirical",
           "slope 1 +- 0.1, R^2 >= 0.95", _empirical, full_only=True),
 )

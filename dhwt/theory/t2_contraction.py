@@ -55,7 +55,15 @@ def symbolic_signs(
     return verdict(ok, "x(e^x-1) >= 0 and tanh bound proved" if ok else f"sign: {first}, tanh: {second}")
 
 
-def symbolic_flow_derivative(V: int = 3, d: int = 2, contexts: int = 2) -> Outcome:
+FlowClaim = Callable[[sp.Expr, sp.Expr, sp.Expr], sp.Expr]
+
+
+def _stated_flow_term(P: sp.Expr, q2: sp.Expr, x: sp.Expr) -> sp.Expr:
+    return -P * q2 * x * (sp.exp(x) - 1)
+
+
+def symbolic_flow_derivative(claim: FlowClaim = _stated_flow_term, V: int = 3, d: int = 2,
+                             contexts: int = 2) -> Outcome:
     """Exactly, on a symbolic instance with p1 = p2: along U' = -grad J (J = CE + lam/2||U||^2),
     d/dt 1/2 ||u1-u2||^2 = -sum_r P(r) q2 x (e^x - 1) - lam ||u1-u2||^2, x = <u1-u2, h(r)>."""
     U = sp.Matrix(V, d, lambda i, j: sp.Symbol(f"u{i}{j}", real=True))
@@ -73,7 +81,7 @@ def symbolic_flow_derivative(V: int = 3, d: int = 2, contexts: int = 2) -> Outco
         J += P[r] * sum(-truth[k] * (z[k] - log_normaliser) for k in range(V))
         x = z[0] - z[1]
         q2 = sp.exp(z[1]) / sum(sp.exp(z[k]) for k in range(V))
-        rhs += -P[r] * q2 * x * (sp.exp(x) - 1)
+        rhs += claim(P[r], q2, x)
     delta = U.row(0) - U.row(1)
     flow = -(sp.Matrix([[sp.diff(J, U[0, j]) - sp.diff(J, U[1, j]) for j in range(d)]]))
     lhs = (delta * flow.T)[0]
@@ -82,7 +90,7 @@ def symbolic_flow_derivative(V: int = 3, d: int = 2, contexts: int = 2) -> Outco
     return verdict(ok, f"identity {'proved' if ok else 'NOT proved'} (V={V}, d={d}, {contexts} contexts)")
 
 
-def symbolic_step_algebra() -> Outcome:
+def symbolic_step_algebra(bracket: Callable[[sp.Expr], sp.Expr] = lambda theta: 2 - 2 * theta) -> Outcome:
     """Gronwall: (y e^{2 lam t})' = (y' + 2 lam y) e^{2 lam t}; and the discrete step: with
     A = <D,G> >= 0, ||G||^2 <= M^2 A / 2 and eta = theta / (lam + M^2/4), 0 <= theta <= 1,
     ||(1-eta lam) D - eta G||^2 <= (1-eta lam)^2 ||D||^2 - eta A (2 - 2 theta)."""
@@ -92,9 +100,9 @@ def symbolic_step_algebra() -> Outcome:
                            (sp.diff(y(t), t) + 2 * lam * y(t)) * sp.exp(2 * lam * t))
     eta = theta / (lam + M**2 / 4)
     expanded = (1 - eta * lam) ** 2 * N - 2 * eta * (1 - eta * lam) * A + eta**2 * (M**2 * A / 2)
-    bracket = is_identity(expanded, (1 - eta * lam) ** 2 * N - eta * A * (2 - 2 * theta))
-    ok = gronwall and bracket
-    return verdict(ok, "both proved" if ok else f"gronwall: {gronwall}, step: {bracket}")
+    step = is_identity(expanded, (1 - eta * lam) ** 2 * N - eta * A * bracket(theta))
+    ok = gronwall and step
+    return verdict(ok, "both proved" if ok else f"gronwall: {gronwall}, step: {step}")
 
 
 # ---- numeric --------------------------------------------------------------------------------
@@ -131,7 +139,7 @@ def descend(
         h = inst.features if features is None else features(k)
         current = sr.Instance(h, inst.weights, inst.truth)
         step_ok &= eta * (lam + sr.feature_bound(current) ** 2 / 4) <= 1 + 1e-12
-        gU, _ = sr.gradient(current, U, None, lam) if bias is None else _gradient_frozen_bias(current, U, bias, lam)
+        gU, _ = sr.gradient(current, U, bias, lam)  # a given bias enters the logits, never moves
         U = U - eta * gU
         distances.append(float(np.linalg.norm(U[pair[0]] - U[pair[1]])))
         allowed = (1 - eta * lam) * distances[-2]
@@ -139,11 +147,6 @@ def descend(
         if distances[-2] > 1e-9:
             worst = max(worst, distances[-1] / allowed)
     return Descent(np.array(distances), worst, excess, step_ok)
-
-
-def _gradient_frozen_bias(inst: sr.Instance, U: np.ndarray, bias: np.ndarray, lam: float) -> tuple[np.ndarray, None]:
-    residual = inst.weights[:, None] * (sr.probabilities(inst.features, U, bias) - inst.truth)
-    return residual.T @ inst.features + lam * U, None
 
 
 def contraction_outcome(run: Descent) -> Outcome:
@@ -166,10 +169,23 @@ def largest_step(inst: sr.Instance, lam: float, bound: float | None = None) -> f
     return 1.0 / (lam + M**2 / 4)
 
 
-def _fixed_features(gen: np.random.Generator) -> Outcome:
-    inst = cnd_instance(gen)
-    run = descend(inst, gen.normal(size=(N_TARGETS, WIDTH)), LAM, STEPS, largest_step(inst, LAM))
+def numeric_fixed_features(gen: np.random.Generator, ratio: float = 1.0, step_factor: float = 1.0) -> Outcome:
+    """GD with fixed features at step_factor times the largest allowed step; ratio 1 is a cnd pair."""
+    inst = cnd_instance(gen, ratio)
+    run = descend(inst, gen.normal(size=(N_TARGETS, WIDTH)), LAM, STEPS, step_factor * largest_step(inst, LAM))
     return contraction_outcome(run)
+
+
+def numeric_step_too_large(gen: np.random.Generator, factor: float = 2.0) -> Outcome:
+    """Scope of (b): the step condition is nearly sharp. Features almost parallel, p1 = p2 = 0.49
+    (so q1 + q2 ~ 1): at `factor` times the allowed step, some step fails to contract."""
+    base = gen.normal(size=WIDTH)
+    features = base + 0.05 * gen.normal(size=(N_CONTEXTS, WIDTH))
+    truth = np.full((N_CONTEXTS, N_TARGETS), 0.005)
+    truth[:, PAIR[0]] = truth[:, PAIR[1]] = 0.49
+    inst = sr.Instance(features, sr.random_weights(gen, N_CONTEXTS), truth / truth.sum(axis=1, keepdims=True))
+    run = descend(inst, 0.01 * gen.normal(size=(N_TARGETS, WIDTH)), LAM, 300, factor * largest_step(inst, LAM))
+    return verdict(run.worst_excess > 0, f"{factor:g}x the step: worst ratio {run.worst_ratio:.2f} (> 1 breaks the bound)")
 
 
 def moving_features(gen: np.random.Generator, base: np.ndarray, bound: float) -> Callable[[int], np.ndarray]:
@@ -183,11 +199,13 @@ def moving_features(gen: np.random.Generator, base: np.ndarray, bound: float) ->
     return lambda k: path[k]
 
 
-def _moving(gen: np.random.Generator) -> Outcome:
-    inst = cnd_instance(gen)
+def numeric_moving_features(gen: np.random.Generator, ratio: float = 1.0) -> Outcome:
+    """GD while the features wander (random walk inside the ball of radius 3)."""
+    inst = cnd_instance(gen, ratio)
     bound = 3.0
     walk = moving_features(gen, inst.features, bound)
-    run = descend(inst, gen.normal(size=(N_TARGETS, WIDTH)), LAM, STEPS, largest_step(inst, LAM, bound), features=walk)
+    run = descend(inst, gen.normal(size=(N_TARGETS, WIDTH)), LAM, STEPS, largest_step(inst, LAM, bound),
+                  features=walk)
     return contraction_outcome(run)
 
 
@@ -218,10 +236,12 @@ def flow_derivative_fd(inst: sr.Instance, U: np.ndarray, b: np.ndarray | None, l
     return numeric, closed, float(lam * du @ du)
 
 
-def _flow_fd(gen: np.random.Generator) -> Outcome:
+def numeric_flow_derivative(gen: np.random.Generator, ratio: float = 1.0) -> Outcome:
+    """At 40 random points (odd ones with an undecayed bias): finite-difference dV/dt equals the
+    closed form of the proof and is <= -lam ||u1-u2||^2."""
     worst_gap, worst_margin = 0.0, np.inf
     for trial in range(40):
-        inst = cnd_instance(gen)
+        inst = cnd_instance(gen, ratio)
         U = 2 * gen.normal(size=(N_TARGETS, WIDTH))
         b = gen.normal(size=N_TARGETS) if trial % 2 else None  # odd trials: undecayed bias in V
         numeric, closed, floor = flow_derivative_fd(inst, U, b, LAM)
@@ -231,8 +251,9 @@ def _flow_fd(gen: np.random.Generator) -> Outcome:
     return verdict(ok, f"fd vs closed form {worst_gap:.1e}; min(-lam||du||^2 - dV/dt) {worst_margin:.2e}")
 
 
-def _stationary(gen: np.random.Generator) -> Outcome:
-    inst = cnd_instance(gen)
+def numeric_stationary(gen: np.random.Generator, ratio: float = 1.0) -> Outcome:
+    """Stationary points of the regularised objective with a bias (decayed or not): u1 = u2, b1 = b2."""
+    inst = cnd_instance(gen, ratio)
     worst = 0.0
     for lam_bias in (LAM, 0.0):
         U, b, _ = sr.newton(inst, gen.normal(size=(N_TARGETS, WIDTH)), gen.normal(size=N_TARGETS), LAM, lam_bias)
@@ -240,15 +261,16 @@ def _stationary(gen: np.random.Generator) -> Outcome:
     return verdict(worst <= 1e-9, f"max(||u1-u2||, |b1-b2|) = {worst:.1e} (bias decayed / not)")
 
 
-def _frozen_bias(gen: np.random.Generator) -> Outcome:
+def numeric_frozen_bias(gen: np.random.Generator, gap: float = 1.0) -> Outcome:
+    """Scope of (c): a frozen bias gap makes equal rows of a cnd pair part (gap 0: they do not)."""
     inst = cnd_instance(gen)
     U0 = gen.normal(size=(N_TARGETS, WIDTH))
     U0[PAIR[0]] = U0[PAIR[1]]
     bias = np.zeros(N_TARGETS)
-    bias[PAIR[0]] = 1.0
+    bias[PAIR[0]] = gap
     run = descend(inst, U0, LAM, 300, largest_step(inst, LAM), bias=bias)
     grew = run.distances[-1] > 1e-3
-    return verdict(grew and run.worst_excess > 0, f"||u1-u2|| 0 -> {run.distances[-1]:.3f} (rows part, bias gap 1)")
+    return verdict(grew and run.worst_excess > 0, f"||u1-u2|| 0 -> {run.distances[-1]:.3f} (bias gap {gap:g})")
 
 
 def adam_distances(inst: sr.Instance, U0: np.ndarray, lam: float, steps: int, lr: float = 0.05,
@@ -266,9 +288,14 @@ def adam_distances(inst: sr.Instance, U0: np.ndarray, lam: float, steps: int, lr
     return np.array(out)
 
 
-def _adam(gen: np.random.Generator) -> Outcome:
+def numeric_adam(gen: np.random.Generator, equal_start: bool = False) -> Outcome:
+    """Scope: AdamW on a cnd pair from a random start has steps that do not contract. (From equal
+    rows it keeps them equal, see T3 (a), and finds none.)"""
     inst = cnd_instance(gen)
-    d = adam_distances(inst, gen.normal(size=(N_TARGETS, WIDTH)), LAM, 1000)
+    U0 = gen.normal(size=(N_TARGETS, WIDTH))
+    if equal_start:
+        U0[PAIR[0]] = U0[PAIR[1]]
+    d = adam_distances(inst, U0, LAM, 1000)
     rises = np.flatnonzero(d[1:] > d[:-1] * (1 - 0.05 * LAM))  # GD would shrink by >= (1-lr lam)
     return verdict(rises.size > 0, f"{rises.size} of 1000 steps fail the contraction"
                    + (f" (first at step {rises[0] + 1}); final ||D|| {d[-1]:.1e}" if rises.size else ""))
@@ -286,13 +313,15 @@ CHECKS = (
     Check("T2", "derivative along the flow", "symbolic",
           "= -sum P q2 x(e^x-1) - lam||D||^2", lambda t: symbolic_flow_derivative()),
     Check("T2", "Gronwall and step algebra", "symbolic", "identities hold", lambda t: symbolic_step_algebra()),
-    Check("T2", "GD, fixed features", "numeric", "||D_k+1|| <= (1-eta lam)||D_k|| every step", lambda t: _fixed_features(t.generator)),
-    Check("T2", "GD, moving features", "numeric", "same bound with h_k changing", lambda t: _moving(t.generator)),
+    Check("T2", "GD, fixed features", "numeric", "||D_k+1|| <= (1-eta lam)||D_k|| every step", lambda t: numeric_fixed_features(t.generator)),
+    Check("T2", "GD, moving features", "numeric", "same bound with h_k changing", lambda t: numeric_moving_features(t.generator)),
     Check("T2", "flow derivative by finite diff.", "numeric",
-          "matches closed form; dV/dt <= -lam||du||^2", lambda t: _flow_fd(t.generator)),
-    Check("T2", "stationary point", "numeric", "u1 = u2 and b1 = b2", lambda t: _stationary(t.generator)),
-    Check("T2", "scope: frozen bias gap", "numeric", "rows part (T2 needs b in the flow)", lambda t: _frozen_bias(t.generator)),
-    Check("T2", "scope: AdamW", "numeric", "some step does not contract", lambda t: _adam(t.generator)),
+          "matches closed form; dV/dt <= -lam||du||^2", lambda t: numeric_flow_derivative(t.generator)),
+    Check("T2", "stationary point", "numeric", "u1 = u2 and b1 = b2", lambda t: numeric_stationary(t.generator)),
+    Check("T2", "scope: step 2x too large", "numeric", "contraction fails (condition nearly sharp)",
+          lambda t: numeric_step_too_large(t.generator)),
+    Check("T2", "scope: frozen bias gap", "numeric", "rows part (T2 needs b in the flow)", lambda t: numeric_frozen_bias(t.generator)),
+    Check("T2", "scope: AdamW", "numeric", "some step does not contract", lambda t: numeric_adam(t.generator)),
     Check("T2", "Transformer, exact population GD", "empirical",
           "1a/1b output rows contract every step", _empirical),
 )

@@ -52,7 +52,7 @@ def symbolic_swap_invariance(pi: sp.Expr = sp.Rational(1, 2), expect_invariant: 
     return verdict(invariant, f"pi={pi}: J(E) - J(swap E) {'= 0 identically' if invariant else 'NOT 0'}")
 
 
-def symbolic_convexity(V: int = 3) -> Outcome:
+def symbolic_convexity(V: int = 3, half: sp.Expr = sp.Rational(1, 2)) -> Outcome:
     """v^T (diag q - q q^T) v = 1/2 sum_ij q_i q_j (v_i - v_j)^2 >= 0 when sum q = 1: the Hessian of
     log-sum-exp is PSD, so CE is convex in logits that are linear in E."""
     q = sp.symbols(f"q0:{V}", positive=True)
@@ -60,7 +60,7 @@ def symbolic_convexity(V: int = 3) -> Outcome:
     last = 1 - sum(q[:-1])
     qs = [*q[:-1], last]
     form = sum(qs[i] * v[i] ** 2 for i in range(V)) - sum(qs[i] * v[i] for i in range(V)) ** 2
-    squares = sp.Rational(1, 2) * sum(qs[i] * qs[j] * (v[i] - v[j]) ** 2 for i in range(V) for j in range(V))
+    squares = half * sum(qs[i] * qs[j] * (v[i] - v[j]) ** 2 for i in range(V) for j in range(V))
     ok = is_identity(form, squares)
     return verdict(ok, f"variance identity {'proved' if ok else 'NOT proved'} (V={V})")
 
@@ -93,23 +93,23 @@ def numeric_equal_rows(gen: np.random.Generator, pi: float = 0.5) -> Outcome:
 
 
 def numeric_joint_stationary(gen: np.random.Generator, pi: float = 0.5) -> Outcome:
-    """Equal frequencies: a stationary point of J(E, U) reached by joint GD has e1 = e2."""
+    """(d) along joint GD on (E, U): J(., U) is lam-strongly convex with its minimiser on e1 = e2,
+    so at every iterate ||e1 - e2|| <= sqrt(2) ||dJ/dE||_F / lam; at a stationary point e1 = e2."""
     data = bm.bag_language(bm.random_table(gen), pi)
     E0 = gen.normal(size=(len(bm.TOKENS), WIDTH))
     U0 = gen.normal(size=(data.truth.shape[1], WIDTH))
-    E, _, grad = bm.descend_jointly(data, E0, U0, LAM, steps=6000, lr=0.5)
-    gap = float(np.linalg.norm(E[0] - E[1]))
-    # at a point with max |grad| = g, strong convexity in E bounds the distance to the minimiser
-    ok = grad < 1e-10 and gap <= max(EQUAL, 10 * grad / LAM)
-    return verdict(ok, f"||e1-e2|| = {gap:.1e} at |grad| {grad:.0e} (pi={pi}; start {np.linalg.norm(E0[0]-E0[1]):.2f})")
+    _, _, gaps, grads = bm.descend_jointly(data, E0, U0, LAM, steps=3000, lr=0.5)
+    slack = float(np.min(np.sqrt(2) * grads / LAM - gaps))
+    return verdict(slack >= -1e-12, f"min(sqrt2|grad_E|/lam - ||e1-e2||) = {slack:.1e}; "
+                                    f"||e1-e2|| {gaps[0]:.2f} -> {gaps[-1]:.0e} at |grad_E| {grads[-1]:.0e} (pi={pi})")
 
 
-def numeric_symmetric_init(gen: np.random.Generator, pi: float = 0.5) -> Outcome:
+def numeric_symmetric_init(gen: np.random.Generator, pi: float = 0.5, eps: float = 1e-12) -> Outcome:
     """Equal frequencies, e1(0) = e2(0): full-batch AdamW keeps e1(t) = e2(t) for every step."""
     data = bm.bag_language(bm.random_table(gen), pi)
     E0 = gen.normal(size=(len(bm.TOKENS), WIDTH))
     E0[bm.PAIR[1]] = E0[bm.PAIR[0]]
-    worst = bm.adamw_rows(data, E0, gen.normal(size=(data.truth.shape[1], WIDTH)), lam=0.1, steps=400)
+    worst = bm.adamw_rows(data, E0, gen.normal(size=(data.truth.shape[1], WIDTH)), lam=0.1, steps=400, eps=eps)
     return verdict(worst <= 1e-12, f"max_t ||e1(t)-e2(t)|| = {worst:.1e} over 400 AdamW steps (pi={pi})")
 
 
@@ -122,8 +122,8 @@ def numeric_scaled_copy(gen: np.random.Generator, pi: float = 0.1) -> Outcome:
     E0[bm.PAIR[1]] = E0[bm.PAIR[0]]
     U0 = gen.normal(size=(data.truth.shape[1], WIDTH))
     adam = bm.adamw_rows(data, E0, U0, lam=0.1, steps=400)
-    E, _, _ = bm.descend_jointly(data, E0, U0, LAM, steps=400, lr=0.5)
-    gd = float(np.linalg.norm(E[bm.PAIR[0]] - E[bm.PAIR[1]]))
+    _, _, gaps, _ = bm.descend_jointly(data, E0, U0, LAM, steps=400, lr=0.5)
+    gd = float(gaps[-1])
     return verdict(adam <= 1e-9 and gd > 1e-3, f"max_t ||e1-e2||: AdamW {adam:.0e}; GD ends at {gd:.3f} (pi={pi})")
 
 
@@ -150,7 +150,7 @@ CHECKS = (
     Check("T3", "frequency obstruction", "symbolic", "pi1 != pi2 => G = e = 0",
           lambda t: symbolic_frequency_obstruction()),
     Check("T3", "bag model, min over E", "numeric", "e1 = e2 (pi = 1/2)", lambda t: numeric_equal_rows(t.generator)),
-    Check("T3", "bag model, joint GD", "numeric", "e1 = e2 at stationarity", lambda t: numeric_joint_stationary(t.generator)),
+    Check("T3", "bag model, joint GD", "numeric", "||e1-e2|| <= sqrt2 |grad_E|/lam", lambda t: numeric_joint_stationary(t.generator)),
     Check("T3", "symmetric init, AdamW", "numeric", "e1(t) = e2(t) for all t", lambda t: numeric_symmetric_init(t.generator)),
     Check("T3", "scaled copy, pi = 0.1", "numeric", "GD parts e1, e2; AdamW keeps them",
           lambda t: numeric_scaled_copy(t.generator)),

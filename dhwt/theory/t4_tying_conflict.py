@@ -87,34 +87,34 @@ def exor_numbers(c: sp.Expr = sp.Integer(9)) -> tuple[sp.Expr, sp.Expr]:
     return sp.log(c), s * sp.log(2 * s) + (1 - s) * sp.log(2 * (1 - s))
 
 
-def symbolic_exor_numbers() -> Outcome:
+def symbolic_exor_numbers(c: sp.Expr = sp.Integer(9)) -> Outcome:
     """For the EXor 0-bit pair, c = 9: log 9 = 2.1972..., kl(0.9 || 0.5) = 0.3681... nats."""
-    log_c, kl = exor_numbers()
+    log_c, kl = exor_numbers(c)
     expected_kl = sp.Rational(9, 10) * sp.log(sp.Rational(9, 5)) + sp.Rational(1, 10) * sp.log(sp.Rational(1, 5))
     ok = is_identity(kl, expected_kl) and abs(float(log_c) - 2.1972245773) < 1e-9
     return verdict(ok, f"log 9 = {float(log_c):.4f}, kl(0.9||0.5) = {float(kl):.4f}")
 
 
-def symbolic_bias_escape() -> Outcome:
-    """With a bias: u1 = u2 and b1 - b2 = log c give log q1/q2 = log c for every h: no distance."""
+def symbolic_bias_escape(gap: Callable[[sp.Expr], sp.Expr] = sp.log) -> Outcome:
+    """With a bias: u1 = u2 and b1 - b2 = gap(c) = log c give log q1/q2 = log c for every h."""
     V, d = 3, 2
     U = sp.Matrix(V, d, lambda i, j: sp.Symbol(f"u{0 if i < 2 else i}{j}", real=True))
     h = sp.Matrix(d, 1, lambda i, _: sp.Symbol(f"h{i}", real=True))
     c = sp.Symbol("c", positive=True)
-    b = sp.Matrix([sp.log(c) + sp.Symbol("b1", real=True), sp.Symbol("b1", real=True), sp.Symbol("b2", real=True)])
+    b = sp.Matrix([gap(c) + sp.Symbol("b1", real=True), sp.Symbol("b1", real=True), sp.Symbol("b2", real=True)])
     z = U * h + b
     normaliser = sum(sp.exp(z[k]) for k in range(V))
     ok = (U.row(0) == U.row(1)) and is_identity(sp.log(sp.exp(z[0]) / normaliser) - sp.log(sp.exp(z[1]) / normaliser), sp.log(c))
     return verdict(ok, f"log q1/q2 = log c with u1 = u2: {'proved' if ok else 'NOT proved'}")
 
 
-def symbolic_layernorm(d: int = 4) -> Outcome:
+def symbolic_layernorm(d: int = 4, claimed: int | None = None) -> Outcome:
     """||x_hat||^2 = d for x_hat = (x - mean) / std (eps = 0): post-LN hidden states obey
     ||h|| <= sqrt(d) max|gamma| + ||beta||, a model-side bound on max ||h(r)||."""
     xs = sp.symbols(f"x0:{d}", real=True)
     mean = sum(xs) / d
     var = sum((x - mean) ** 2 for x in xs) / d
-    ok = is_identity(sp.simplify(sum((x - mean) ** 2 / var for x in xs)), sp.Integer(d))
+    ok = is_identity(sp.simplify(sum((x - mean) ** 2 / var for x in xs)), sp.Integer(d if claimed is None else claimed))
     return verdict(ok, f"||x_hat||^2 = {d} {'proved' if ok else 'NOT proved'}")
 
 
@@ -133,15 +133,20 @@ def project_pair(U: np.ndarray, distance: float, pair: tuple[int, int] = RATIO_P
     return U
 
 
+def price_slack(inst: sr.Instance, U: np.ndarray, b: np.ndarray | None = None) -> float:
+    """min(excess - pair divergence, pair divergence - B(||u1 - u2||)): >= 0 for a bias-free model."""
+    divergence = pair_divergence(inst, U, b=b)
+    gap = float(np.linalg.norm(U[RATIO_PAIR[0]] - U[RATIO_PAIR[1]]))
+    return min(sr.excess(inst, U, b) - divergence, divergence - merge_price(inst, gap))
+
+
 def price_along_descent(inst: sr.Instance, U0: np.ndarray, distance: float, steps: int = 400,
                         lr: float = 0.5) -> tuple[float, float]:
-    """Projected GD with ||u1-u2|| <= distance; returns (min_k excess_k - B(||D_k||), final excess/B(distance))."""
+    """Projected GD with ||u1-u2|| <= distance; returns (min_k price_slack(U_k), final excess/B(distance))."""
     U = project_pair(U0, distance)
     slack = np.inf
     for _ in range(steps):
-        excess = sr.excess(inst, U)
-        gap = float(np.linalg.norm(U[RATIO_PAIR[0]] - U[RATIO_PAIR[1]]))
-        slack = min(slack, excess - pair_divergence(inst, U), pair_divergence(inst, U) - merge_price(inst, gap))
+        slack = min(slack, price_slack(inst, U))
         gU, _ = sr.gradient(inst, U)
         U = project_pair(U - lr * gU, distance)
     price = merge_price(inst, distance)
@@ -158,11 +163,11 @@ def numeric_price(gen: np.random.Generator, distances: tuple[float, ...] = (0.0,
     return verdict(worst >= -1e-12, f"min slack {worst:.1e}; final excess/B = {', '.join(f'{t:.2f}' for t in tight)}")
 
 
-def numeric_merge_tight(gen: np.random.Generator) -> Outcome:
+def numeric_merge_tight(gen: np.random.Generator, shift: float = np.log((1 + RATIO) / 2)) -> Outcome:
     """delta = 0 is attained: rows merged at u* + log((1+c)/2) e_const realise the bound exactly."""
     inst, star = realisable_instance(gen)
     merged = star.copy()
-    merged[RATIO_PAIR[0]] = merged[RATIO_PAIR[1]] = star[RATIO_PAIR[1]] + np.log((1 + RATIO) / 2) * np.eye(WIDTH)[-1]
+    merged[RATIO_PAIR[0]] = merged[RATIO_PAIR[1]] = star[RATIO_PAIR[1]] + shift * np.eye(WIDTH)[-1]
     excess, price = sr.excess(inst, merged), merge_price(inst, 0.0)
     w = float(np.sum(inst.weights * (inst.truth[:, RATIO_PAIR[0]] + inst.truth[:, RATIO_PAIR[1]])))
     closed = w * float(exor_numbers(sp.Integer(int(RATIO)))[1])
@@ -170,13 +175,13 @@ def numeric_merge_tight(gen: np.random.Generator) -> Outcome:
     return verdict(ok, f"excess {excess:.6f} = B(0) {price:.6f} = w kl(0.9||0.5) {closed:.6f}")
 
 
-def numeric_bias_escape(gen: np.random.Generator, lam: float = 1e-6) -> Outcome:
+def numeric_bias_escape(gen: np.random.Generator, lam: float = 1e-6, lam_bias: float = 0.0) -> Outcome:
     """With an undecayed bias and tiny weight decay on U, the optimum carries log c in the bias:
     u1 ~ u2 and b1 - b2 ~ log 9 at ~zero excess, far below T1's no-bias distance bound."""
     inst, _ = realisable_instance(gen)
     features = inst.features[:, :-1]  # drop the constant coordinate: the bias plays its part
     inst = sr.Instance(features, inst.weights, inst.truth)
-    U, b, _ = sr.newton(inst, gen.normal(size=(N_TARGETS, WIDTH - 1)), np.zeros(N_TARGETS), lam=lam)
+    U, b, _ = sr.newton(inst, gen.normal(size=(N_TARGETS, WIDTH - 1)), np.zeros(N_TARGETS), lam=lam, lam_bias=lam_bias)
     gap = float(np.linalg.norm(U[RATIO_PAIR[0]] - U[RATIO_PAIR[1]]))
     bias_gap = float(b[RATIO_PAIR[0]] - b[RATIO_PAIR[1]])
     no_bias_bound = np.log(RATIO) / np.linalg.norm(features, axis=1).min()

@@ -1,0 +1,173 @@
+"""Every check can fail: handed a wrong claim, or an instance that violates the hypothesis the
+theorem needs, it reports FAIL. (A check that cannot fail would prove nothing.)"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import sympy as sp
+
+from dhwt.theory import softmax_regression as sr
+from dhwt.theory import t1_log_odds as t1
+from dhwt.theory import t2_contraction as t2
+from dhwt.theory import t3_input_symmetry as t3
+from dhwt.theory import t4_tying_conflict as t4
+
+
+def rng(seed: int = 3) -> np.random.Generator:
+    return np.random.default_rng(seed)
+
+
+def fails(outcome) -> bool:
+    return outcome.status == "fail"
+
+
+# ---- T1 -------------------------------------------------------------------------------------
+
+
+def test_t1_symbolic_checks_reject_wrong_claims():
+    assert fails(t1.symbolic_log_odds(lambda U, h, b: ((U.row(0) - U.row(1)) * h)[0]))  # bias dropped
+    assert fails(t1.symbolic_cauchy_schwarz(lambda a, c: [(sp.Integer(1), a[0] * c[1] - a[1] * c[0])]))
+    assert fails(t1.symbolic_cauchy_schwarz(
+        lambda a, c: [(sp.Integer(-1), a[i] * c[j] - a[j] * c[i]) for i in range(4) for j in range(i + 1, 4)]))
+    assert fails(t1.symbolic_gibbs(lambda x: x - sp.log(x)))
+
+
+def test_t1_identity_fails_off_the_truth():
+    inst, _ = t1.realisable_instance(rng())
+    U0 = rng(4).normal(size=(t1.N_TARGETS, t1.WIDTH))
+    assert fails(t1.numeric_identity(inst, U0, lam=0.1))  # a weight-decayed optimum is not the truth
+    g = rng(5)  # a truth no softmax regression on these features realises
+    unrealisable = sr.Instance(inst.features, inst.weights, g.dirichlet(np.ones(t1.N_TARGETS), size=len(inst.weights)))
+    assert fails(t1.numeric_identity(unrealisable, U0))
+
+
+def test_t1_bound_fails_with_an_output_bias():
+    g = rng()
+    features = g.normal(size=(t1.N_CONTEXTS, t1.WIDTH))
+    star, bias = g.normal(size=(t1.N_TARGETS, t1.WIDTH)), g.normal(size=t1.N_TARGETS)
+    star[0] = star[1]
+    bias[0] = bias[1] + np.log(9)  # constant ratio 9 carried by the bias alone
+    inst = sr.Instance(features, sr.random_weights(g, t1.N_CONTEXTS), sr.probabilities(features, star, bias))
+    assert fails(t1.numeric_bound(inst, g.normal(size=star.shape), b0=np.zeros(t1.N_TARGETS)))
+
+
+def test_t1_span_claims_fail_when_the_span_hypothesis_is_swapped():
+    assert fails(t1.numeric_cnd_equal(rng(), rank=2, lam=0.0))  # deficient span, no decay: unequal
+    assert fails(t1.numeric_span_counterexample(rng(), rank=None))  # full span: no counterexample
+
+
+def test_t1_empirical_outcome_fails_on_an_uncalibrated_model():
+    exor = pytest.importorskip("dhwt.theory.exor")
+    pytest.importorskip("dhwt.languages")
+    ctx = exor.exor_contexts()
+    g = rng()
+    h = g.normal(size=(len(ctx.positions), 4))
+    U = g.normal(size=(len(ctx.truth.vocab), 4))
+    fake = exor.Trained(h, U, None, h @ U.T, tied=False)
+    assert fails(exor.log_odds_outcome(fake, ctx))
+
+
+# ---- T2 -------------------------------------------------------------------------------------
+
+
+def test_t2_symbolic_checks_reject_wrong_claims():
+    assert fails(t2.symbolic_odds_gap(lambda q1, q2, x: q2 * (sp.exp(x) + 1)))
+    assert fails(t2.symbolic_signs(lambda x: x * (sp.exp(x) - 2)))
+    assert fails(t2.symbolic_flow_derivative(lambda P, q2, x: P * q2 * x * (sp.exp(x) - 1)))
+    assert fails(t2.symbolic_step_algebra(lambda theta: 2 - theta))
+
+
+def test_t2_contraction_fails_for_a_pair_that_is_not_cnd():
+    assert fails(t2.numeric_fixed_features(rng(), ratio=9.0))
+    assert fails(t2.numeric_moving_features(rng(), ratio=9.0))
+    assert fails(t2.numeric_flow_derivative(rng(), ratio=9.0))
+    assert fails(t2.numeric_stationary(rng(), ratio=9.0))
+
+
+def test_t2_contraction_check_refuses_a_step_outside_the_theorem():
+    assert fails(t2.numeric_fixed_features(rng(), step_factor=4.0))
+
+
+def test_t2_scope_checks_fail_when_their_counterexample_is_removed():
+    assert fails(t2.numeric_step_too_large(rng(), factor=1.0))
+    assert fails(t2.numeric_frozen_bias(rng(), gap=0.0))
+    assert fails(t2.numeric_adam(rng(), equal_start=True))
+
+
+def test_t2_empirical_fails_for_a_pair_that_is_not_cnd():
+    exor = pytest.importorskip("dhwt.theory.exor")
+    if exor.missing("dhwt.models", "dhwt.languages"):
+        pytest.skip("needs dhwt.models and dhwt.languages")
+    assert fails(exor.population_descent(0, steps=60, pairs=[("0a", "0b")]))
+
+
+# ---- T3 -------------------------------------------------------------------------------------
+
+
+def test_t3_symbolic_checks_reject_wrong_claims():
+    assert fails(t3.symbolic_swap_invariance(sp.Rational(1, 10), expect_invariant=True))
+    assert fails(t3.symbolic_swap_invariance(sp.Rational(1, 2), expect_invariant=False))
+    assert fails(t3.symbolic_convexity(half=sp.Integer(1)))
+    assert fails(t3.symbolic_frequency_obstruction(sp.Rational(1, 2), sp.Rational(1, 2)))
+
+
+def test_t3_equal_rows_fail_without_equal_frequencies():
+    assert fails(t3.numeric_equal_rows(rng(), pi=0.1))
+    assert fails(t3.numeric_joint_stationary(rng(), pi=0.1))
+    assert fails(t3.numeric_symmetric_init(rng(), pi=0.1, eps=1.0))  # Adam far from scale-blind
+
+
+def test_t3_scope_checks_fail_with_equal_frequencies():
+    assert fails(t3.numeric_scaled_copy(rng(), pi=0.5))
+    assert fails(t3.numeric_unequal_frequency(rng(), pi=0.5))
+
+
+def test_t3_empirical_fails_without_a_symmetric_start():
+    exor = pytest.importorskip("dhwt.theory.exor")
+    if exor.missing("dhwt.models", "dhwt.languages"):
+        pytest.skip("needs dhwt.models and dhwt.languages")
+    assert fails(exor.symmetric_input_rows(0, steps=5, symmetric=False))
+
+
+# ---- T4 -------------------------------------------------------------------------------------
+
+
+def test_t4_symbolic_checks_reject_wrong_claims():
+    p1, p2, q1, q2 = sp.symbols("p1 p2 q1 q2", positive=True)
+    assert fails(t4.symbolic_chain_rule(lambda: p1 * sp.log(p1 / q1) + p2 * sp.log(p2 / q2)))
+    assert fails(t4.symbolic_bernoulli_slope(lambda a, x: 1 / (1 + sp.exp(-a)) - 1 / (1 + sp.exp(-x))))
+    assert fails(t4.symbolic_exor_numbers(sp.Integer(8)))
+    assert fails(t4.symbolic_bias_escape(lambda c: sp.Integer(0)))
+    assert fails(t4.symbolic_layernorm(claimed=5))
+
+
+def test_t4_price_fails_for_a_model_with_an_output_bias():
+    inst, star = t1.realisable_instance(rng())
+    features = inst.features[:, :-1]
+    U, b = star[:, :-1].copy(), star[:, -1].copy()  # the constant coordinate becomes a bias
+    inst = sr.Instance(features, inst.weights, inst.truth)
+    assert sr.excess(inst, U, b) < 1e-12  # exact, with u1 = u2 ...
+    assert np.allclose(U[0], U[1])
+    assert t4.price_slack(inst, U, b) < -1e-3  # ... so the no-bias price B(0) > 0 is not paid
+
+
+def test_t4_tightness_and_bias_escape_fail_when_broken():
+    assert fails(t4.numeric_merge_tight(rng(), shift=0.0))
+    assert fails(t4.numeric_bias_escape(rng(), lam_bias=10.0))
+
+
+def test_t4_empirical_outcome_fails_when_the_head_has_a_hidden_bias():
+    exor = pytest.importorskip("dhwt.theory.exor")
+    pytest.importorskip("dhwt.languages")
+    ctx = exor.exor_contexts()
+    g = rng()
+    h = g.normal(size=(len(ctx.positions), 4))
+    U = g.normal(size=(len(ctx.truth.vocab), 4))
+    i, j = ctx.index("0a"), ctx.index("0b")
+    U[i] = U[j]
+    hidden_bias = np.zeros(len(ctx.truth.vocab))
+    hidden_bias[i] = -np.log(9)
+    # claims no bias (b=None) but its logits carry one: the pair is calibrated at distance 0
+    fake = exor.Trained(h, U, None, h @ U.T + hidden_bias, tied=True)
+    assert fails(exor.tying_outcome([("fake", fake)], ctx))

@@ -1,0 +1,57 @@
+"""The default-mode empirical checks (exact population training of the package's Transformer)
+pass when their dependencies exist; a missing dependency is a skip, never a pass."""
+
+from __future__ import annotations
+
+import pytest
+
+from dhwt.theory import exor
+from dhwt.theory.registry import select
+
+DEFAULT_EMPIRICAL = [c for c in select(full=False) if c.kind == "empirical"]
+
+
+@pytest.mark.parametrize("check", DEFAULT_EMPIRICAL, ids=[f"{c.theorem}/{c.name}" for c in DEFAULT_EMPIRICAL])
+def test_default_empirical_check(check):
+    if exor.missing("dhwt.models", "dhwt.languages"):
+        pytest.skip("needs dhwt.models and dhwt.languages")
+    outcome = check.run(check.trial(0))
+    assert outcome.status == "pass", outcome.measured
+
+
+def test_missing_dependency_reports_skipped(monkeypatch):
+    monkeypatch.setattr(exor, "missing", lambda *modules: "dhwt.training.trainer")
+    for run in (exor.log_odds_regression, exor.tying_conflict):
+        outcome = run(0)
+        assert outcome.status == "skipped" and "needs trainer" in outcome.measured
+    for run in (exor.population_descent, exor.symmetric_input_rows):
+        assert run(0).status == "skipped"
+
+
+def test_population_loss_is_the_mean_loss_over_sampled_batches(tmp_path):
+    """A second implementation: the trainer's batches (variants and masks drawn afresh) and its
+    loss, averaged over many draws, approach the exact population loss."""
+    if exor.missing("dhwt.models", "dhwt.languages", "dhwt.training.ensemble"):
+        pytest.skip("needs dhwt.models, dhwt.languages and dhwt.training")
+    import torch
+
+    from dhwt.languages import load_language, load_task, write_dataset
+    from dhwt.training.ensemble import member_losses, repeat_batch
+
+    write_dataset(load_language("parity", {"n_bits": exor.N_BITS}), tmp_path / "data",
+                  valid_fraction=0.0, test_fraction=0.0, seed=14)
+    task = load_task(tmp_path / "data", "mlm")
+    ctx = exor.exor_contexts()
+    model = exor.untied_float64(3, ctx)
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        model.embeddings.output_weight.mul_(0.2)  # milder logits: less spread between draws
+        exact = float(exor.population_loss(model, ctx)[0])
+        draws = []
+        for _ in range(150):
+            batch = repeat_batch(task.train_batch(generator, None), 1)
+            draws.append(float(member_losses(model(batch.inputs, batch.padding), batch)[0][0]))
+    mean, err = float(sum(draws) / len(draws)), float(torch.tensor(draws).std() / len(draws) ** 0.5)
+    assert abs(mean - exact) < 4 * err + 1e-9, (mean, exact, err)
+    assert err < 0.01 * exact  # the comparison is sharp enough to catch a mis-weighted loss
+
