@@ -94,7 +94,8 @@ def latest_checkpoint(directory: Path) -> tuple[Path, dict[str, object]]:
     """
     paths = list_checkpoints(directory)
     if not paths:
-        raise DhwtError(f"no checkpoint to resume from in {directory}")
+        raise DhwtError(f"no checkpoint to resume from in {directory}; start the run again with "
+                        "--overwrite")
     try:
         return paths[-1], load_checkpoint(paths[-1])
     except DhwtError as exc:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from dhwt.errors import DhwtError
-from dhwt.languages import load_language, load_task, write_dataset
+from dhwt.languages import Task, load_language, load_task, write_dataset
 from dhwt.training import run_dir as layout
 from dhwt.training.config import TrainConfig
 from dhwt.training.trainer import RunResult, Trainer, train
@@ -60,7 +60,7 @@ def train_command(options: dict[str, object], *, config_file: str | None, out: s
     return Trainer(config, _load(config, run_dir), run_dir).run(resume=False)
 
 
-def _load(config: TrainConfig, run_dir: Path):
+def _load(config: TrainConfig, run_dir: Path) -> Task:
     """The run's Task: RUN_DIR/data for a grammar-built run, else the dataset `config.data`."""
     data = run_dir / layout.DATA if config.grammar is not None else Path(str(config.data))
     if not data.is_dir():

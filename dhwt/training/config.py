@@ -18,14 +18,12 @@ from pathlib import Path
 
 from dhwt.errors import DhwtError
 from dhwt.languages.tomlwrite import dumps
+from dhwt.models import ModelConfig
 from dhwt.training.tying import TieSchedule
 
 OBJECTIVES = ("mlm", "clm")
-ACTIVATIONS = ("gelu", "relu")
-NORMS = ("post", "pre")
-POSITIONS = ("none", "learned", "sinusoidal")
-EMB_INITS = ("normal", "xavier")
-INITS = ("torch", "xavier")
+MODEL_FIELDS = ("d_model", "n_layers", "n_heads", "d_ff", "dropout", "activation", "norm",
+                "final_norm", "positions", "output_bias", "emb_init", "emb_std", "emb_scale", "init")
 LR_SCHEDULES = ("constant", "cosine", "periodic-cosine")
 FULL_BATCH = "full"
 
@@ -111,7 +109,8 @@ class TrainConfig:
     valid_fraction: float = 0.1
     test_fraction: float = 0.1
     split_seed: int = 14
-    # model (defaults: the paper's EXor transformer)
+    # model: the fields of dhwt.models.ModelConfig that are not set by the task (MODEL_FIELDS);
+    # defaults: the paper's EXor transformer
     d_model: int = 4
     n_layers: int = 1
     n_heads: int = 1
@@ -154,29 +153,19 @@ class TrainConfig:
         if self.batch_size == FULL_BATCH:
             self.batch_size = None
         _check_choice("objective", self.objective, OBJECTIVES)
-        _check_choice("activation", self.activation, ACTIVATIONS)
-        _check_choice("norm", self.norm, NORMS)
-        _check_choice("positions", self.positions, POSITIONS)
-        _check_choice("emb_init", self.emb_init, EMB_INITS)
-        _check_choice("init", self.init, INITS)
         _check_choice("lr_schedule", self.lr_schedule, LR_SCHEDULES)
-        for name in ("d_model", "n_layers", "n_heads", "d_ff", "steps", "lr_period",
-                     "eval_every", "snapshot_every", "checkpoint_every", "threads"):
+        for name in ("steps", "lr_period", "eval_every", "snapshot_every", "checkpoint_every",
+                     "threads"):
             _check_int(name, getattr(self, name), low=1)
         if self.batch_size is not None:
             _check_int("batch_size", self.batch_size, low=1)
         _check_int("warmup_steps", self.warmup_steps, low=0)
         _check_int("split_seed", self.split_seed, low=0)
-        for name in ("final_norm", "output_bias", "emb_scale"):
-            if not isinstance(getattr(self, name), bool):
-                raise DhwtError(f"{name} must be true or false, got {getattr(self, name)!r}")
         _check_float("lr", self.lr, low=0.0, low_open=True)
         _check_float("lr_min", self.lr_min, low=0.0)
-        _check_float("emb_std", self.emb_std, low=0.0, low_open=True)
         _check_float("eps", self.eps, low=0.0, low_open=True)
         _check_float("weight_decay", self.weight_decay, low=0.0)
         _check_float("tie_penalty", self.tie_penalty, low=0.0)
-        _check_float("dropout", self.dropout, low=0.0, high=1.0, high_open=True)
         _check_float("beta1", self.beta1, low=0.0, high=1.0, high_open=True)
         _check_float("beta2", self.beta2, low=0.0, high=1.0, high_open=True)
         _check_float("valid_fraction", self.valid_fraction, low=0.0, high=1.0, high_open=True)
@@ -193,8 +182,7 @@ class TrainConfig:
         if self.tie_penalty and schedule.initial_tied and not schedule.events:
             raise DhwtError(f"tie_penalty {self.tie_penalty} has no effect with tie_schedule "
                             f"{self.tie_schedule!r}: the embeddings are never untied")
-        if self.d_model % self.n_heads:
-            raise DhwtError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
+        self.model_config(vocab_size=1, max_len=1, causal=False)  # validates the model fields
         if self.lr_min > self.lr:
             raise DhwtError(f"lr_min ({self.lr_min}) must not exceed lr ({self.lr})")
         if self.warmup_steps >= self.steps:
@@ -203,6 +191,11 @@ class TrainConfig:
         if self.valid_fraction + self.test_fraction >= 1.0:
             raise DhwtError(f"valid_fraction + test_fraction must leave training strings, got "
                             f"{self.valid_fraction} + {self.test_fraction}")
+
+    def model_config(self, *, vocab_size: int, max_len: int, causal: bool) -> ModelConfig:
+        """The ModelConfig of these model fields for a task's vocabulary and length."""
+        return ModelConfig(vocab_size=vocab_size, max_len=max_len, causal=causal,
+                           **{name: getattr(self, name) for name in MODEL_FIELDS})
 
     @classmethod
     def from_dict(cls, values: dict[str, object], source: str = "config") -> TrainConfig:

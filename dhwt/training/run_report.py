@@ -10,15 +10,19 @@ import os
 from collections import defaultdict
 from pathlib import Path
 
+from dhwt.languages import GroundTruth
 from dhwt.training.config import TrainConfig, format_seeds
+from dhwt.training.tying import TieEvent
 
 SPLITS = ("train", "valid", "train_fresh")
 FIGURE = "figures/training.png"
 
 
-def write_figure(records: list[dict[str, object]], path: Path, truth) -> None:
+def write_figure(records: list[dict[str, object]], path: Path, truth: GroundTruth,
+                 events: tuple[TieEvent, ...] = ()) -> None:
     """Loss and accuracy against step: one line per member and split; the task's Bayes optimum
-    (dashed) and the unigram baseline of always predicting the target marginal (dotted)."""
+    (dashed), the unigram baseline of always predicting the target marginal (dotted) and the
+    tie-schedule switches (vertical lines)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -43,6 +47,10 @@ def write_figure(records: list[dict[str, object]], path: Path, truth) -> None:
                    label=f"Bayes optimum {bayes:.3f}")
         ax.axhline(marginal, color="grey", linestyle=":", linewidth=1,
                    label=f"unigram baseline {marginal:.3f}")
+        for event in events:
+            ax.axvline(event.step, color="purple", linewidth=0.8, alpha=0.6)
+            ax.annotate(str(event), (event.step, 1), xycoords=("data", "axes fraction"),
+                        fontsize="small", color="purple", rotation=90, va="top", ha="right")
         ax.set_xlabel("step")
         ax.set_ylabel(metric)
         ax.legend(fontsize="small")
@@ -53,7 +61,8 @@ def write_figure(records: list[dict[str, object]], path: Path, truth) -> None:
     os.replace(tmp, path)
 
 
-def write_report(path: Path, config: TrainConfig, final: list[dict[str, object]], truth) -> None:
+def write_report(path: Path, config: TrainConfig, final: list[dict[str, object]],
+                 truth: GroundTruth) -> None:
     """report.md: the config in brief, final metrics per member against the task's Bayes optimum
     (from its ground truth), pointers to the figure and the files."""
     data = (f"grammar `{config.grammar}` (dataset in `data/`)" if config.grammar is not None

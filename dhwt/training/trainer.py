@@ -13,6 +13,12 @@ draws from the global RNGs (their states are checkpointed all the same).
 
 Per update the loss is sum_i sum(weights_i * CE_i) (+ tie_penalty * sum_i gap_i while untied).
 
+metrics.jsonl: per evaluated step, one line per member and split with step, member (index),
+seed, split ("train" and "valid": the task's fixed evaluation batches over every string and
+loss position; "train_fresh": a new training batch from the member's draw stream), loss
+(sum of weights * CE), accuracy (sum of weights * [argmax == target]), lr (the lr of the next
+update, lr_at(step)), tied, and gap (||E_in - E_out||^2 of the member).
+
 Resume. A checkpoint holds the model (with its tying state), the optimizer, the step and every RNG
 state. Resuming from step N cuts metrics.jsonl back to the lines of steps <= N and deletes
 snapshots of later steps, then runs on; the result equals an uninterrupted run bit for bit.
@@ -35,7 +41,7 @@ import torch
 from tqdm import tqdm
 
 from dhwt.errors import DhwtError
-from dhwt.languages.batch import Batch
+from dhwt.languages import Batch, Task
 from dhwt.models import ModelConfig, Transformer
 from dhwt.models.init import member_generator
 from dhwt.training import run_dir as layout
@@ -65,7 +71,7 @@ class RunResult:
     seconds: float
 
 
-def train(config: TrainConfig, task, run_dir: str | Path, resume: bool = False, *,
+def train(config: TrainConfig, task: Task, run_dir: str | Path, resume: bool = False, *,
           overwrite: bool = False) -> RunResult:
     """Train `config.seeds` on `task` into `run_dir`; return when `config.steps` are done.
 
@@ -97,25 +103,19 @@ def check_resumable(run_dir: Path, config: TrainConfig) -> None:
                             f"configured with {saved[key]!r} (see {saved_path})")
 
 
-def model_config(config: TrainConfig, task) -> ModelConfig:
+def model_config(config: TrainConfig, task: Task) -> ModelConfig:
     """The model for `task` with the architecture `config` asks for."""
     if task.objective != config.objective:
         raise DhwtError(f"the task's objective is {task.objective!r} but the config asks for "
                         f"{config.objective!r}")
-    return ModelConfig(
-        vocab_size=len(task.vocab), max_len=task.seq_len, d_model=config.d_model,
-        n_layers=config.n_layers, n_heads=config.n_heads, d_ff=config.d_ff,
-        dropout=config.dropout, activation=config.activation, norm=config.norm,
-        final_norm=config.final_norm, positions=config.positions,
-        causal=config.objective == "clm", output_bias=config.output_bias,
-        emb_init=config.emb_init, emb_std=config.emb_std, emb_scale=config.emb_scale,
-        init=config.init)
+    return config.model_config(vocab_size=len(task.vocab), max_len=task.seq_len,
+                               causal=config.objective == "clm")
 
 
 class Trainer:
     """One run's live state. Building it validates everything (model, schedule, data splits)."""
 
-    def __init__(self, config: TrainConfig, task, run_dir: Path) -> None:
+    def __init__(self, config: TrainConfig, task: Task, run_dir: Path) -> None:
         self.config, self.task, self.run_dir = config, task, Path(run_dir)
         self.schedule = TieSchedule.parse(config.tie_schedule, config.steps)
         self.model = Transformer(model_config(config, task), config.seeds,
@@ -160,7 +160,7 @@ class Trainer:
                 writer.close()
         records = read_metrics(metrics_path)
         final = [r for r in records if r["step"] == self.config.steps]
-        write_figure(records, self.run_dir / FIGURE, self.task.truth)
+        write_figure(records, self.run_dir / FIGURE, self.task.truth, self.schedule.events)
         write_report(self.run_dir / layout.REPORT, self.config, final, self.task.truth)
         assert self.last_checkpoint is not None
         return RunResult(self.run_dir, self.step, final, self.last_checkpoint,
@@ -242,10 +242,10 @@ class Trainer:
         return stack_batches([self.task.train_batch(g, self.config.batch_size) for g in generators])
 
     def _guard(self, values: torch.Tensor, what: str) -> None:
-        """Stop with a clear error if any member's `values` is not finite."""
-        finite = torch.isfinite(values.detach())
-        if not bool(finite.all()):
-            i = int((~finite).nonzero()[0, 0])
+        """Stop with a clear error if any member's value in `values` (S,) is nan or inf."""
+        values = values.detach()
+        if not bool(torch.isfinite(values).all()):
+            i = int((~torch.isfinite(values)).nonzero()[0, 0])
             bad = "nan" if math.isnan(float(values[i])) else "inf"
             raise DhwtError(f"{what} became {bad} at step {self.step} (member seed "
                             f"{self.config.seeds[i]}); last good checkpoint: "
@@ -255,9 +255,11 @@ class Trainer:
     def _guard_weights(self) -> None:
         """Stop before recording a state whose weights are not all finite."""
         with torch.no_grad():
-            per_member = torch.stack([p.reshape(p.shape[0], -1).abs().sum(1)
-                                      for p in self.model.parameters()]).sum(0)
-        self._guard(per_member, "a weight")
+            flat = [p.reshape(p.shape[0], -1) for p in self.model.parameters()]
+            nan = torch.stack([f.isnan().any(1) for f in flat]).any(0)
+            inf = torch.stack([f.isinf().any(1) for f in flat]).any(0)
+        marks = torch.where(nan, math.nan, torch.where(inf, math.inf, 0.0))
+        self._guard(marks, "a weight")
 
     def _checkpoint(self) -> None:
         names = {id(p): n for n, p in self.model.named_parameters()}
@@ -304,7 +306,7 @@ class Trainer:
         self.model.set_rng_state(rng["dropout"])
         torch.set_rng_state(rng["torch"])
         _set_numpy_state(rng["numpy"])
-        random.setstate(_as_tuples(rng["python"]))
+        random.setstate(rng["python"])
         self.step = int(state["step"])
         self.last_checkpoint = path
 
@@ -340,7 +342,3 @@ def _set_numpy_state(state: list[object]) -> None:
     name, keys, pos, has_gauss, gauss = state
     np.random.set_state((name, np.array(keys, dtype=np.uint32), pos, has_gauss, gauss))
 
-
-def _as_tuples(value: object) -> object:
-    """random.setstate wants tuples where a round trip may have given lists."""
-    return tuple(_as_tuples(v) for v in value) if isinstance(value, (list, tuple)) else value

@@ -162,7 +162,11 @@ def test_run_directory_layout_and_report(task, tmp_path):
 
 def test_resume_refuses_a_different_config_and_a_truncated_checkpoint(task, tmp_path):
     config = TrainConfig(steps=20, checkpoint_every=10, threads=1)
-    train(config, task, tmp_path / "run")
+    first = train(config, task, tmp_path / "run")
+    metrics = (tmp_path / "run" / "metrics.jsonl").read_text()
+    again = train(config, task, tmp_path / "run", resume=True)  # a finished run: nothing to do
+    assert again.final_metrics == first.final_metrics and again.step == 20
+    assert (tmp_path / "run" / "metrics.jsonl").read_text() == metrics
     with pytest.raises(DhwtError, match=r"cannot resume .* with steps = 40: the run was configured "
                                         r"with 20"):
         train(TrainConfig(steps=40, checkpoint_every=10, threads=1), task, tmp_path / "run",
