@@ -142,6 +142,9 @@ def train_cmd(config_file: str | None, out: str, overwrite: bool, resume: bool,
       dhwt train --grammar parity --tie-schedule untie@5000 --steps 10000 --out runs/u5k
       dhwt train --data data/parity --seeds 42-46 --config exor.toml --out runs/exor
       dhwt train --out runs/u5k --resume
+
+    A killed or interrupted run continues with `--out RUN_DIR --resume` and ends exactly as an
+    uninterrupted one would; flags given with --resume may repeat the run's values, not change them.
     """
     from dhwt.training.command import train_command
 
