@@ -8,8 +8,10 @@ The language (case-insensitive, spaces ignored):
 
 A schedule of switches starts in the state its first switch leaves (untie@N starts tied); it may
 be opened by `tied` or `untied` to say so explicitly. A switch at step N is applied after N
-optimizer updates, before update N + 1. `tie` merges the two matrices by the mean unless told
-otherwise: (E_in + E_out) / 2 is the one matrix closest to both (least total squared change).
+optimizer updates, before update N + 1 (so untie@0 trains untied from an output matrix that
+copies the input one, while `untied` draws the output matrix independently). `tie` merges the two
+matrices by the mean unless told otherwise: (E_in + E_out) / 2 is the one matrix closest to both
+(least total squared change).
 
 `apply_switch` flips the model's `TiedEmbeddings` and carries the optimizer along, which is what
 the paper's tie-then-untie prototype missed (its new output matrix never reached the optimizer).
@@ -63,7 +65,7 @@ class TieSchedule:
             raise DhwtError(f"a tie schedule needs a positive number of steps, got {steps!r}")
         if not isinstance(text, str) or not text.strip():
             raise DhwtError(f"tie schedule is empty; {_GRAMMAR}")
-        items = [item for item in re.sub(r"\s+", "", text.lower()).split(",")]
+        items = re.sub(r"\s+", "", text.lower()).split(",")
         if "" in items:
             raise DhwtError(f"tie schedule {text!r} has an empty item between commas; {_GRAMMAR}")
         opening = items[0] if items[0] in ("tied", "untied") else None
