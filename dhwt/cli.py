@@ -184,6 +184,32 @@ def verify_theorems_cmd(full: bool, only: str | None, seed: int) -> int:
     return verify_theorems(only=only, full=full, seed=seed, echo=click.echo)
 
 
+@cli.command("study", context_settings={"max_content_width": 100})
+@click.argument("study_file", metavar="STUDY.toml", type=click.Path(dir_okay=False))
+@click.option("--out", required=True, type=click.Path(file_okay=False),
+              help="Study directory: data/, runs/NAME/, figures/, report.md.")
+@click.option("--overwrite", is_flag=True,
+              help="Replace an existing study directory instead of continuing it.")
+def study_cmd(study_file: str, out: str, overwrite: bool) -> None:
+    """Run a whole study: build the dataset, train every run, analyse, report.
+
+    STUDY.toml (see experiments/) names a grammar, shared training settings and the runs that
+    differ (e.g. tied, untied, untie@N). The report compares pair closeness in the input and
+    output matrices with the pairs' exact relations, and accuracy with the Bayes optimum.
+
+    Killed half-way? Run the same command again: finished runs are kept, interrupted ones resume
+    from their last checkpoint.
+
+    \b
+    Example:
+      dhwt study experiments/exor_small.toml --out runs/exor-small
+    """
+    from dhwt.study import load_study, run_study
+
+    report = run_study(load_study(study_file), out, overwrite=overwrite)
+    click.echo(f"study report: {report}")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the CLI, turning user errors into `error: ...` and exit code 2."""
     args = sys.argv[1:] if argv is None else argv

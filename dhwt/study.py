@@ -1,0 +1,176 @@
+"""Studies: one TOML file chains a dataset, several training runs, the closeness analysis and a
+report with figures. `dhwt study FILE.toml --out DIR` runs one.
+
+A study file:
+
+    [study]            name, description (free text for the report)
+    [data]             grammar (built-in name or path), set (table of spec overrides, as
+                       `dhwt synth --set`), valid_fraction, test_fraction, split_seed
+    [train]            TrainConfig fields shared by every run (see `dhwt train --help`)
+    [[runs]]           name, plus the TrainConfig fields in which this run differs
+    [analysis]         pairs: list of [a, b] (default: every pair of variants of one class),
+                       measure: "normalised" | "raw" | "cosine" for the figures
+
+Layout of DIR: study.toml (the file as run), data/ (built once), runs/NAME/ (one run directory
+each, as `dhwt train` writes it), figures/, report.md.
+
+Nothing is lost when a study is killed: run again with the same file and DIR, and finished runs
+are kept, interrupted ones resume from their last checkpoint (bit for bit, see dhwt.training),
+missing ones start. A different study file for an existing DIR is refused unless `overwrite`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from dhwt.errors import DhwtError
+from dhwt.languages import load_language, load_task, write_dataset
+from dhwt.training import run_dir as layout
+from dhwt.training.config import TrainConfig
+from dhwt.training.trainer import train
+
+SECTIONS = {"study", "data", "train", "runs", "analysis"}
+DATA_KEYS = {"grammar", "set", "valid_fraction", "test_fraction", "split_seed"}
+MEASURES = ("normalised", "raw", "cosine")
+
+
+@dataclass(frozen=True)
+class Study:
+    """A validated study file."""
+
+    name: str
+    description: str
+    data: dict
+    runs: tuple[tuple[str, TrainConfig], ...]
+    pairs: tuple[tuple[str, str], ...] | None
+    measure: str
+    text: str
+
+
+def load_study(path: str | Path) -> Study:
+    """Read and validate a study file; DhwtError names the first problem."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+        raw = tomllib.loads(text)
+    except FileNotFoundError:
+        raise DhwtError(f"study file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DhwtError(f"cannot read study file {path}: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise DhwtError(f"study file {path} is not valid TOML: {exc}") from None
+    unknown = set(raw) - SECTIONS
+    if unknown:
+        raise DhwtError(f"study file {path}: unknown sections {sorted(unknown)}; "
+                        f"allowed: {sorted(SECTIONS)}")
+    head = raw.get("study", {})
+    data = dict(raw.get("data", {}))
+    if set(data) - DATA_KEYS:
+        raise DhwtError(f"study file {path}: unknown [data] keys {sorted(set(data) - DATA_KEYS)}; "
+                        f"allowed: {sorted(DATA_KEYS)}")
+    if "grammar" not in data:
+        raise DhwtError(f"study file {path}: [data] needs a grammar (built-in name or path)")
+    if not Path(str(data["grammar"])).is_absolute() and (path.parent / data["grammar"]).is_file():
+        data["grammar"] = str((path.parent / data["grammar"]).resolve())
+    shared = raw.get("train", {})
+    runs = raw.get("runs", [])
+    if not runs:
+        raise DhwtError(f"study file {path}: no [[runs]]; give at least one")
+    configs, names = [], set()
+    for run in runs:
+        run = dict(run)
+        name = str(run.pop("name", ""))
+        if not name or "/" in name or name.startswith("."):
+            raise DhwtError(f"study file {path}: every [[runs]] needs a plain name, got {name!r}")
+        if name in names:
+            raise DhwtError(f"study file {path}: run name {name!r} appears twice")
+        names.add(name)
+        if {"grammar", "data"} & (set(shared) | set(run)):
+            raise DhwtError(f"study file {path}: the data source belongs in [data], not in "
+                            f"[train] or [[runs]]")
+        fields = {**shared, **run, "data": "<study data>"}
+        configs.append((name, TrainConfig.from_dict(fields, source=f"run {name!r} of {path}")))
+    analysis = raw.get("analysis", {})
+    measure = analysis.get("measure", "normalised")
+    if measure not in MEASURES:
+        raise DhwtError(f"study file {path}: measure must be one of {list(MEASURES)}, "
+                        f"got {measure!r}")
+    pairs = analysis.get("pairs")
+    if pairs is not None and not all(
+        isinstance(p, list) and len(p) == 2 and all(isinstance(s, str) for s in p) for p in pairs
+    ):
+        raise DhwtError(f"study file {path}: [analysis] pairs must be a list of [a, b] symbol "
+                        f"pairs, got {pairs!r}")
+    return Study(
+        name=str(head.get("name", path.stem)),
+        description=str(head.get("description", "")),
+        data=data,
+        runs=tuple(configs),
+        pairs=tuple(tuple(p) for p in pairs) if pairs is not None else None,
+        measure=measure,
+        text=text,
+    )
+
+
+def run_study(study: Study, out: str | Path, *, overwrite: bool = False) -> Path:
+    """Run (or continue) `study` into `out`; return the report's path."""
+    from dhwt.report.study_report import write_study_report
+
+    out = Path(out)
+    language = load_language(study.data["grammar"], _dotted(study.data.get("set", {})))
+    _claim(out, study, overwrite)
+    data_dir = out / layout.DATA
+    if not data_dir.is_dir():
+        write_dataset(language, data_dir,
+                      valid_fraction=study.data.get("valid_fraction", 0.1),
+                      test_fraction=study.data.get("test_fraction", 0.0),
+                      seed=study.data.get("split_seed", 14))
+    for name, config in study.runs:
+        config = TrainConfig.from_dict({**config.to_dict(), "data": str(data_dir.resolve())},
+                                       source=f"run {name!r}")
+        task = load_task(data_dir, config.objective)
+        run_dir = out / "runs" / name
+        run_dir.parent.mkdir(exist_ok=True)
+        if (run_dir / layout.REPORT).is_file():  # written last: the run is finished
+            continue
+        resume = (run_dir / layout.CHECKPOINTS).is_dir() and any(
+            (run_dir / layout.CHECKPOINTS).iterdir())
+        if run_dir.exists() and not resume:
+            shutil.rmtree(run_dir)  # created but killed before its first checkpoint
+        train(config, task, run_dir, resume=resume)
+    return write_study_report(study, out)
+
+
+def default_pairs(language) -> tuple[tuple[str, str], ...]:
+    """Every pair of variant symbols that share a class: the pairs the paper tracks."""
+    return tuple(pair for c in language.classes for pair in itertools.combinations(c.variants, 2))
+
+
+def _claim(out: Path, study: Study, overwrite: bool) -> None:
+    """Make `out` this study's directory: new, the same study continued, or replaced."""
+    marker = out / "study.toml"
+    if out.exists() and overwrite:
+        shutil.rmtree(out)
+    elif out.exists() and not (marker.is_file() and marker.read_text(encoding="utf-8") == study.text):
+        raise DhwtError(f"{out} already exists and does not hold this study; pass --overwrite to "
+                        f"replace it")
+    out.mkdir(parents=True, exist_ok=True)
+    if not marker.is_file():
+        tmp = marker.with_name(".study.toml.tmp")
+        tmp.write_text(study.text, encoding="utf-8")
+        tmp.replace(marker)
+
+
+def _dotted(table: dict, prefix: str = "") -> dict[str, object]:
+    """`{classes = {1 = {skew = 0.8}}}` and `{"classes.1.skew" = 0.8}` alike as dotted keys."""
+    flat: dict[str, object] = {}
+    for key, value in table.items():
+        if isinstance(value, dict):
+            flat.update(_dotted(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat

@@ -1,0 +1,107 @@
+"""`dhwt study`: a whole study from one TOML, continued rather than redone when run again."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from dhwt.cli import main
+from dhwt.errors import DhwtError
+from dhwt.study import load_study, run_study
+
+STUDY = """
+[study]
+name = "tiny"
+description = "two runs on a 3-bit parity"
+
+[data]
+grammar = "parity"
+set = { n_bits = 3 }
+valid_fraction = 0.25
+
+[train]
+seeds = "1-2"
+steps = 20
+lr = 1e-2
+eval_every = 10
+snapshot_every = 10
+checkpoint_every = 10
+
+[[runs]]
+name = "tied"
+tie_schedule = "tied"
+
+[[runs]]
+name = "untie"
+tie_schedule = "untie@10"
+"""
+
+
+def write(tmp_path, text=STUDY, name="study.toml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_study_runs_reports_and_continues(tmp_path):
+    study = load_study(write(tmp_path))
+    out = tmp_path / "out"
+    report = run_study(study, out)
+    text = report.read_text()
+    # the tied run has one matrix, the untie run an input and an output panel
+    assert "| tied: tied matrix | 0a-0b | sem only |" in text
+    assert "| untie: output | 1a-1b | sem and cnd |" in text
+    assert "| untie: input |" in text and "| tied: input |" not in text
+    for figure in ("closeness.png", "closeness_raw.png", "accuracy.png"):
+        assert (out / "figures" / figure).stat().st_size > 0
+    assert (out / "data" / "truth.json").is_file()
+    # running again keeps finished runs untouched
+    stamps = {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("*.safetensors")}
+    run_study(study, out)
+    assert stamps == {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("*.safetensors")}
+
+
+def test_killed_study_resumes_the_interrupted_run(tmp_path):
+    study = load_study(write(tmp_path))
+    out = tmp_path / "out"
+    run_study(study, out)
+    reference = (out / "runs" / "untie" / "embeddings" / "step_0000020.safetensors").read_bytes()
+    # simulate a kill after the first checkpoint of the second run: drop what came later
+    run = out / "runs" / "untie"
+    (run / "report.md").unlink()
+    (run / "checkpoints" / "step_0000020.pt").unlink()
+    (run / "embeddings" / "step_0000020.safetensors").unlink()
+    run_study(study, out)
+    assert (run / "embeddings" / "step_0000020.safetensors").read_bytes() == reference
+
+
+def test_a_different_study_in_the_same_dir_is_refused(tmp_path):
+    out = tmp_path / "out"
+    run_study(load_study(write(tmp_path)), out)
+    other = load_study(write(tmp_path, STUDY.replace('name = "tiny"', 'name = "other"'), "b.toml"))
+    with pytest.raises(DhwtError, match="does not hold this study; pass --overwrite"):
+        run_study(other, out)
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda s: s.replace("[data]", "[dataz]"), r"unknown sections \['dataz'\]"),
+    (lambda s: s.replace('grammar = "parity"', ""), "needs a grammar"),
+    (lambda s: s.replace('grammar = "parity"', 'grammar = "nope"'), "nope"),
+    (lambda s: s.replace('tie_schedule = "untie@10"', 'tie_schedule = "untie@99"'),
+     "at or beyond"),
+    (lambda s: s.replace('name = "untie"', 'name = "tied"'), "appears twice"),
+    (lambda s: s + '\n[analysis]\nmeasure = "angle"\n', "measure must be one of"),
+    (lambda s: s + "\n[analysis]\npairs = [[\"0a\"]]\n", "pairs must be a list"),
+    (lambda s: s.replace("[train]", "[train]\nbogus_key = 1"), "bogus_key"),
+    (lambda s: s + "\nnot toml [", "not valid TOML"),
+])
+def test_bad_study_files_are_one_line_errors(tmp_path, capsys, edit, message):
+    path = write(tmp_path, edit(STUDY))
+    with pytest.raises(SystemExit) as exit_:
+        main(["study", str(path), "--out", str(tmp_path / "out")])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err
+    assert re.search(message, err), err
+    assert not (tmp_path / "out").exists()
