@@ -32,7 +32,7 @@ class BagData:
 
 
 def bag_language(table: np.ndarray, pi: float, length: int = 3) -> BagData:
-    """Enumerate every string of the language with its probability; `table` is (3,)*length + (K,)."""
+    """Enumerate every string with its probability; `table` has shape (3,) * length + (K,)."""
     counts, weights, truth = [], [], []
     for classes in itertools.product(range(3), repeat=length):
         choices = [[(0, pi), (1, 1 - pi)] if c == 0 else [(c + 1, 1.0)] for c in classes]
@@ -65,7 +65,8 @@ def objective(data: BagData, E: np.ndarray, U: np.ndarray, lam: float) -> float:
     return float(ce + 0.5 * lam * (np.sum(E * E) + np.sum(U * U)))
 
 
-def gradients(data: BagData, E: np.ndarray, U: np.ndarray, lam: float) -> tuple[np.ndarray, np.ndarray]:
+def gradients(data: BagData, E: np.ndarray, U: np.ndarray,
+              lam: float) -> tuple[np.ndarray, np.ndarray]:
     """(dJ/dE, dJ/dU)."""
     h = data.counts @ E
     residual = data.weights[:, None] * (_probabilities(data, E, U) - data.truth)  # (n, K)
@@ -74,7 +75,7 @@ def gradients(data: BagData, E: np.ndarray, U: np.ndarray, lam: float) -> tuple[
 
 def minimise_inputs(data: BagData, E: np.ndarray, U: np.ndarray, lam: float,
                     tol: float = 1e-13, max_iter: int = 100) -> tuple[np.ndarray, float]:
-    """The unique minimiser over E of J(E, U) for fixed U (damped Newton; strictly convex, lam > 0)."""
+    """The unique minimiser over E of J(E, U) for fixed U (damped Newton; lam > 0)."""
     E = E.copy()
     n_tokens, d = E.shape
     value = objective(data, E, U, lam)
@@ -115,8 +116,9 @@ def descend_jointly(data: BagData, E: np.ndarray, U: np.ndarray, lam: float, ste
     return E, U, np.array(gaps), np.array(grads)
 
 
-def adamw_rows(data: BagData, E: np.ndarray, U: np.ndarray, lam: float, steps: int, lr: float = 0.02,
-               betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-12) -> float:
+def adamw_rows(data: BagData, E: np.ndarray, U: np.ndarray, lam: float, steps: int,
+               lr: float = 0.02, betas: tuple[float, float] = (0.9, 0.999),
+               eps: float = 1e-12) -> float:
     """Full-batch AdamW on (E, U) (decoupled decay lam); returns max_t ||e1(t) - e2(t)||."""
     params = [E.copy(), U.copy()]
     moments = [[np.zeros_like(p), np.zeros_like(p)] for p in params]

@@ -22,7 +22,7 @@ STATUSES = ("pass", "fail", "skipped")
 
 @dataclass(frozen=True)
 class Outcome:
-    """What one run of a check found: status, the measured value as text, an optional note."""
+    """What one run of a check found: its status and the measured value as text."""
 
     status: str
     measured: str
@@ -75,4 +75,5 @@ class Check:
 
     def trial(self, seed: int) -> Trial:
         """The check's trial for a run seed; its generator hashes the check's name in."""
-        return Trial(seed, np.random.default_rng([seed, zlib.crc32(f"{self.theorem}/{self.name}".encode())]))
+        tag = zlib.crc32(f"{self.theorem}/{self.name}".encode())
+        return Trial(seed, np.random.default_rng([seed, tag]))

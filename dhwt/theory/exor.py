@@ -48,7 +48,7 @@ def missing(*modules: str) -> str | None:
 
 
 class one_thread:
-    """Run tiny-model torch work on one thread (faster, and kinder to a busy machine); restore after."""
+    """Run tiny-model torch work on one thread (faster, kinder to a busy machine); restore after."""
 
     def __enter__(self) -> None:
         self.threads = torch.get_num_threads()
@@ -75,12 +75,14 @@ class Contexts:
 
 @lru_cache(maxsize=2)
 def exor_contexts(n_bits: int = N_BITS) -> Contexts:
-    """Every masked context of EXor with `n_bits` bits, with its exact probability and conditional."""
+    """Every masked context of EXor with `n_bits` bits, its exact probability and conditional."""
     from dhwt.languages import compute_truth, load_language
 
     truth = compute_truth(load_language("parity", {"n_bits": n_bits}), "mlm")
-    return Contexts(truth, torch.from_numpy(truth.inputs).long()[None], torch.from_numpy(truth.positions).long(),
-                    torch.from_numpy(truth.context_probs).double(), torch.from_numpy(truth.conditionals).double())
+    return Contexts(truth, torch.from_numpy(truth.inputs).long()[None],
+                    torch.from_numpy(truth.positions).long(),
+                    torch.from_numpy(truth.context_probs).double(),
+                    torch.from_numpy(truth.conditionals).double())
 
 
 def masked(values: torch.Tensor, ctx: Contexts) -> torch.Tensor:
@@ -113,6 +115,10 @@ def _row_distance(matrix: torch.Tensor, i: int, j: int) -> float:
     return float((matrix[0, i] - matrix[0, j]).detach().norm())
 
 
+def _pair_distance(matrix: torch.Tensor, ctx: Contexts, pair: tuple[str, str]) -> float:
+    return _row_distance(matrix, ctx.index(pair[0]), ctx.index(pair[1]))
+
+
 # ---- T2 -------------------------------------------------------------------------------------
 
 
@@ -130,7 +136,7 @@ def population_descent(seed: int, steps: int = 150, lam: float = 0.05, eta_max: 
     pairs = pairs or [(p.first, p.second) for p in ctx.truth.pairs() if p.cnd]
     model = untied_float64(seed, ctx)
     out = model.embeddings.output_weight
-    start = {pair: _row_distance(out, ctx.index(pair[0]), ctx.index(pair[1])) for pair in pairs}
+    start = {pair: _pair_distance(out, ctx, pair) for pair in pairs}
     worst = dict.fromkeys(pairs, 0.0)
     violations = 0
     zero_a, zero_b = ctx.index("0a"), ctx.index("0b")
@@ -139,7 +145,7 @@ def population_descent(seed: int, steps: int = 150, lam: float = 0.05, eta_max: 
         for _ in range(steps):
             bound = float(hidden_states(model, ctx).norm(dim=-1).max())
             eta = min(eta_max, 0.95 / (lam + bound**2 / 4))
-            before = {pair: _row_distance(out, ctx.index(pair[0]), ctx.index(pair[1])) for pair in pairs}
+            before = {pair: _pair_distance(out, ctx, pair) for pair in pairs}
             model.zero_grad(set_to_none=True)
             population_loss(model, ctx).sum().backward()
             with torch.no_grad():
@@ -147,17 +153,18 @@ def population_descent(seed: int, steps: int = 150, lam: float = 0.05, eta_max: 
                     p -= eta * (p.grad + lam * p)
             size = float(out.detach().abs().max())
             for pair in pairs:
-                after = _row_distance(out, ctx.index(pair[0]), ctx.index(pair[1]))
+                after = _pair_distance(out, ctx, pair)
                 allowed = (1 - eta * lam) * before[pair]
                 violations += after > allowed + ROUND_OFF * max(1.0, size)
                 if before[pair] > 1e-9:
                     worst[pair] = max(worst[pair], after / allowed)
-    final = {pair: _row_distance(out, ctx.index(pair[0]), ctx.index(pair[1])) for pair in pairs}
+    final = {pair: _pair_distance(out, ctx, pair) for pair in pairs}
     text = "; ".join(f"{a}/{b} {start[(a, b)]:.2f}->{final[(a, b)]:.1e} (worst {worst[(a, b)]:.4f})"
                      for a, b in pairs)
     zero_end = _row_distance(out, zero_a, zero_b)
     return verdict(violations == 0 and len(pairs) > 0,
-                   f"{text}; 0a/0b (not cnd) {zero_start:.2f}->{zero_end:.2f}; {violations} violations")
+                   f"{text}; 0a/0b (not cnd) {zero_start:.2f}->{zero_end:.2f}; "
+                   f"{violations} violations")
 
 
 # ---- T3 -------------------------------------------------------------------------------------
@@ -197,8 +204,9 @@ def symmetric_input_rows(seed: int, steps: int = 100, symmetric: bool = True) ->
                 worst_zero = max(worst_zero, _row_distance(table, zero_a, zero_b))
         found[method] = (worst_one, worst_zero)
     ok = (max(found["gd"][0], *found["adamw"]) <= 1e-9) and found["gd"][1] > 1e-3
-    return verdict(ok, f"max_t ||e1a-e1b||: GD {found['gd'][0]:.0e}, AdamW {found['adamw'][0]:.0e}; "
-                       f"max_t ||e0a-e0b||: GD {found['gd'][1]:.3f}, AdamW {found['adamw'][1]:.0e}")
+    (gd_one, gd_zero), (adam_one, adam_zero) = found["gd"], found["adamw"]
+    return verdict(ok, f"max_t ||e1a-e1b||: GD {gd_one:.0e}, AdamW {adam_one:.0e}; "
+                       f"max_t ||e0a-e0b||: GD {gd_zero:.3f}, AdamW {adam_zero:.0e}")
 
 
 # ---- trained models (dhwt.training) ---------------------------------------------------------
@@ -262,7 +270,8 @@ def _trainer_missing() -> str | None:
     return f"needs {'trainer' if need == 'dhwt.training.trainer' else need}" if need else None
 
 
-def log_odds_points(run: Trained, ctx: Contexts, symbols: tuple[str, ...]) -> tuple[np.ndarray, ...]:
+def log_odds_points(run: Trained, ctx: Contexts,
+                    symbols: tuple[str, ...]) -> tuple[np.ndarray, ...]:
     """(x, y, w) over ordered pairs of distinct `symbols` and contexts where both have p > 0:
     x = the model's logit difference, y = the exact log-ratio, w = P(r)."""
     logits = run.logits
@@ -301,7 +310,8 @@ def log_odds_outcome(run: Trained, ctx: Contexts) -> Outcome:
     symbols = tuple(s for s in ctx.truth.symbols if s not in ctx.truth.never_predicted)
     slope, r2 = weighted_fit(*log_odds_points(run, ctx, symbols))
     return verdict(abs(slope - 1) <= 0.1 and r2 >= 0.95,
-                   f"slope {slope:.3f}, R^2 {r2:.4f} over {len(symbols)} symbols; excess CE {run.excess(ctx):.4f} nats")
+                   f"slope {slope:.3f}, R^2 {r2:.4f} over {len(symbols)} symbols; "
+                   f"excess CE {run.excess(ctx):.4f} nats")
 
 
 # ---- T4 -------------------------------------------------------------------------------------
@@ -332,7 +342,8 @@ def tying_outcome(runs: list[tuple[str, Trained]], ctx: Contexts) -> Outcome:
         distance = float(np.linalg.norm(run.U[i] - run.U[j]))
         one = float(np.linalg.norm(run.U[ctx.index("1a")] - run.U[ctx.index("1b")]))
         if run.b is not None:
-            parts.append(f"{name}: d0 {distance:.2f}, b0a-b0b {run.b[i] - run.b[j]:.2f} (-log 9 = -2.20), d1 {one:.2f}")
+            parts.append(f"{name}: d0 {distance:.2f}, b0a-b0b {run.b[i] - run.b[j]:.2f} "
+                         f"(-log 9 = -2.20), d1 {one:.2f}")
             continue
         inst = sr.Instance(run.h[both], ctx.truth.context_probs[both], ctx.truth.conditionals[both])
         x = run.logits[both, i] - run.logits[both, j]
@@ -341,6 +352,6 @@ def tying_outcome(runs: list[tuple[str, Trained]], ctx: Contexts) -> Outcome:
         needed = np.log(9) / float(np.linalg.norm(inst.features, axis=1).min())
         ok &= divergence >= price - 1e-9
         ok &= divergence > 1e-3 or distance >= 0.95 * needed
-        parts.append(f"{name}: d0 {distance:.2f} >= log9/min||h|| {needed:.2f}, pair KL {divergence:.0e} "
-                     f">= B {price:.0e}, d1 {one:.2f}")
+        parts.append(f"{name}: d0 {distance:.2f} >= log9/min||h|| {needed:.2f}, "
+                     f"pair KL {divergence:.0e} >= B {price:.0e}, d1 {one:.2f}")
     return verdict(ok, "; ".join(parts))

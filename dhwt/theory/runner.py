@@ -26,7 +26,8 @@ class Row:
 
     def cells(self) -> tuple[str, ...]:
         c, o = self.check, self.outcome
-        return (c.theorem, c.kind, c.name, c.prediction, o.measured, o.status.upper(), f"{self.seconds:.1f}")
+        return (c.theorem, c.kind, c.name, c.prediction, o.measured, o.status.upper(),
+                f"{self.seconds:.1f}")
 
 
 def run_check(check: Check, seed: int) -> Row:
@@ -36,13 +37,15 @@ def run_check(check: Check, seed: int) -> Row:
         outcome = check.run(check.trial(seed))
     except Exception as exc:  # a bug or a broken dependency: say so in the row, never pass
         last = traceback.extract_tb(exc.__traceback__)[-1]
-        outcome = Outcome("fail", f"error {type(exc).__name__}: {exc} ({last.filename.split('/')[-1]}:{last.lineno})")
+        where = f"{last.filename.split('/')[-1]}:{last.lineno}"
+        outcome = Outcome("fail", f"error {type(exc).__name__}: {exc} ({where})")
     return Row(check, outcome, time.perf_counter() - start)
 
 
 def run_checks(checks: Sequence[Check], seed: int) -> list[Row]:
     """Run `checks` in order, with a progress bar on a terminal."""
-    return [run_check(c, seed) for c in tqdm(checks, desc="checks", unit="check", disable=None, leave=False)]
+    bar = tqdm(checks, desc="checks", unit="check", disable=None, leave=False)
+    return [run_check(c, seed) for c in bar]
 
 
 def format_table(rows: Sequence[Row]) -> str:
@@ -56,11 +59,13 @@ def format_table(rows: Sequence[Row]) -> str:
 
 def summary(rows: Sequence[Row], seconds: float) -> str:
     counts = {s: sum(r.outcome.status == s for r in rows) for s in ("pass", "fail", "skipped")}
-    return f"{counts['pass']} passed, {counts['fail']} failed, {counts['skipped']} skipped in {seconds:.1f} s"
+    return (f"{counts['pass']} passed, {counts['fail']} failed, {counts['skipped']} skipped "
+            f"in {seconds:.1f} s")
 
 
-def verify_theorems(only: str | None, full: bool, seed: int, echo: Callable[[str], None] = print) -> int:
-    """Run the selected checks, print the table and a summary; return the exit code (1 on a fail)."""
+def verify_theorems(only: str | None, full: bool, seed: int,
+                    echo: Callable[[str], None] = print) -> int:
+    """Run the selected checks, print the table and a summary; return the exit code (1: a fail)."""
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise DhwtError(f"--seed must be a non-negative integer, got {seed!r}")
     checks = select(only, full)

@@ -40,7 +40,8 @@ def probabilities(features: np.ndarray, U: np.ndarray, b: np.ndarray | None = No
     return e / e.sum(axis=1, keepdims=True)
 
 
-def log_probabilities(features: np.ndarray, U: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
+def log_probabilities(features: np.ndarray, U: np.ndarray,
+                      b: np.ndarray | None = None) -> np.ndarray:
     """log q(.|r), computed stably: (n, V)."""
     z = features @ U.T
     if b is not None:
@@ -50,9 +51,10 @@ def log_probabilities(features: np.ndarray, U: np.ndarray, b: np.ndarray | None 
 
 
 def objective(
-    inst: Instance, U: np.ndarray, b: np.ndarray | None = None, lam: float = 0.0, lam_bias: float = 0.0
+    inst: Instance, U: np.ndarray, b: np.ndarray | None = None, lam: float = 0.0,
+    lam_bias: float = 0.0,
 ) -> float:
-    """Population cross-entropy sum_r P(r) CE(p(.|r), q(.|r)) + lam/2 ||U||^2 + lam_bias/2 ||b||^2."""
+    """Population CE sum_r P(r) CE(p(.|r), q(.|r)) + lam/2 ||U||^2 + lam_bias/2 ||b||^2."""
     ce = -np.sum(inst.weights[:, None] * inst.truth * log_probabilities(inst.features, U, b))
     reg = 0.5 * lam * np.sum(U * U)
     if b is not None:
@@ -70,9 +72,10 @@ def excess(inst: Instance, U: np.ndarray, b: np.ndarray | None = None) -> float:
 
 
 def gradient(
-    inst: Instance, U: np.ndarray, b: np.ndarray | None = None, lam: float = 0.0, lam_bias: float = 0.0
+    inst: Instance, U: np.ndarray, b: np.ndarray | None = None, lam: float = 0.0,
+    lam_bias: float = 0.0,
 ) -> tuple[np.ndarray, np.ndarray | None]:
-    """(dJ/dU, dJ/db) of `objective`: row s of dJ/dU is sum_r P(r) (q(s|r) - p(s|r)) h(r) + lam u_s."""
+    """(dJ/dU, dJ/db) of `objective`; row s of dJ/dU: sum_r P(r)(q(s|r) - p(s|r)) h(r) + lam u_s."""
     residual = inst.weights[:, None] * (probabilities(inst.features, U, b) - inst.truth)
     gU = residual.T @ inst.features + lam * U
     gb = None if b is None else residual.sum(axis=0) + lam_bias * b
@@ -96,7 +99,8 @@ def newton(
     """
     U = U.astype(np.float64).copy()
     b = None if b is None else b.astype(np.float64).copy()
-    feats = inst.features if b is None else np.hstack([inst.features, np.ones((len(inst.features), 1))])
+    ones = np.ones((len(inst.features), 1))
+    feats = inst.features if b is None else np.hstack([inst.features, ones])
     V, width = inst.n_targets, feats.shape[1]
     decay = np.full((V, width), lam)
     if b is not None:
@@ -142,7 +146,8 @@ def feature_bound(inst: Instance) -> float:
     return float(np.linalg.norm(inst.features, axis=1).max())
 
 
-def random_features(gen: np.random.Generator, n: int, d: int, rank: int | None = None) -> np.ndarray:
+def random_features(gen: np.random.Generator, n: int, d: int,
+                    rank: int | None = None) -> np.ndarray:
     """n Gaussian feature vectors in R^d; with `rank` < d they span a random rank-dim subspace."""
     if rank is None or rank >= d:
         return gen.normal(size=(n, d))

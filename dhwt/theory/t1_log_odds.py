@@ -79,7 +79,8 @@ def symbolic_gibbs(expr: Callable[[sp.Symbol], sp.Expr] = lambda x: x - 1 - sp.l
 # ---- numeric --------------------------------------------------------------------------------
 
 
-def realisable_instance(gen: np.random.Generator, rank: int | None = None) -> tuple[sr.Instance, np.ndarray]:
+def realisable_instance(gen: np.random.Generator,
+                        rank: int | None = None) -> tuple[sr.Instance, np.ndarray]:
     """Contexts whose truth a softmax regression realises exactly: p = softmax(U* h(r)).
 
     Features are (g(r), 1) with Gaussian g (a constant coordinate, so a constant log-ratio is
@@ -97,18 +98,20 @@ def realisable_instance(gen: np.random.Generator, rank: int | None = None) -> tu
     star[CND_PAIR[0]] = star[CND_PAIR[1]]
     if rank is None:
         star[RATIO_PAIR[0]] = star[RATIO_PAIR[1]] + np.log(RATIO) * np.eye(WIDTH)[-1]
-    inst = sr.Instance(features, sr.random_weights(gen, N_CONTEXTS), sr.probabilities(features, star))
+    truth = sr.probabilities(features, star)
+    inst = sr.Instance(features, sr.random_weights(gen, N_CONTEXTS), truth)
     return inst, star
 
 
 def log_odds_residual(inst: sr.Instance, U: np.ndarray, b: np.ndarray | None = None) -> float:
-    """max over target pairs (s, t) and contexts of |<u_s - u_t, h(r)> + b_s - b_t - log p_s/p_t|."""
+    """max over target pairs (s, t) and contexts of |<u_s-u_t, h(r)> + b_s-b_t - log p_s/p_t|."""
     logits = inst.features @ U.T + (0.0 if b is None else b)
     gap = logits - np.log(inst.truth)  # (n, V); pair (s, t) residual is gap_s - gap_t
     return float((gap.max(axis=1) - gap.min(axis=1)).max())
 
 
-def numeric_identity(inst: sr.Instance, U0: np.ndarray, b0: np.ndarray | None = None, lam: float = 0.0) -> Outcome:
+def numeric_identity(inst: sr.Instance, U0: np.ndarray, b0: np.ndarray | None = None,
+                     lam: float = 0.0) -> Outcome:
     """At the minimiser of CE (+ lam/2 ||U||^2) from U0: is <u_s-u_t,h> + b_s-b_t = log p_s/p_t?"""
     U, b, grad = sr.newton(inst, U0, b0, lam=lam)
     residual = log_odds_residual(inst, U, b)
@@ -120,7 +123,7 @@ def numeric_identity(inst: sr.Instance, U0: np.ndarray, b0: np.ndarray | None = 
 
 def numeric_bound(inst: sr.Instance, U0: np.ndarray, pair: tuple[int, int] = RATIO_PAIR,
                   b0: np.ndarray | None = None) -> Outcome:
-    """At the CE minimiser: ||u1 - u2|| >= max_r |log p1/p2(r)| / ||h(r)|| (>= |log c| / max||h||)."""
+    """At the CE minimiser: ||u1-u2|| >= max_r |log p1/p2(r)| / ||h(r)|| (>= |log c| / max||h||)."""
     U, _, _ = sr.newton(inst, U0, b0)
     distance = float(np.linalg.norm(U[pair[0]] - U[pair[1]]))
     log_ratio = np.abs(np.log(inst.truth[:, pair[0]] / inst.truth[:, pair[1]]))
@@ -129,7 +132,8 @@ def numeric_bound(inst: sr.Instance, U0: np.ndarray, pair: tuple[int, int] = RAT
     weak = float(np.max(log_ratio) / norms.max())
     return verdict(
         distance >= sharp * (1 - EXACT),
-        f"||u1-u2|| {distance:.4f} >= {sharp:.4f} (sharp, min||h||); issue's max||h|| form {weak:.4f}",
+        f"||u1-u2|| {distance:.4f} >= {sharp:.4f} (sharp, min||h||); "
+        f"issue's max||h|| form {weak:.4f}",
     )
 
 
@@ -157,8 +161,10 @@ def orthogonal_part(features: np.ndarray, vector: np.ndarray) -> np.ndarray:
 def _identity_check(gen: np.random.Generator) -> Outcome:
     inst, _ = realisable_instance(gen)
     plain = numeric_identity(inst, gen.normal(size=(N_TARGETS, WIDTH)))
-    with_bias = numeric_identity(inst, gen.normal(size=(N_TARGETS, WIDTH)), gen.normal(size=N_TARGETS))
-    return verdict(plain.passed and with_bias.passed, f"{plain.measured}; with bias: {with_bias.measured.split(' (')[0]}")
+    with_bias = numeric_identity(inst, gen.normal(size=(N_TARGETS, WIDTH)),
+                                 gen.normal(size=N_TARGETS))
+    biased = with_bias.measured.split(" (")[0]
+    return verdict(plain.passed and with_bias.passed, f"{plain.measured}; with bias: {biased}")
 
 
 def _bound_check(gen: np.random.Generator) -> Outcome:
@@ -166,8 +172,9 @@ def _bound_check(gen: np.random.Generator) -> Outcome:
     return numeric_bound(inst, gen.normal(size=(N_TARGETS, WIDTH)))
 
 
-def numeric_cnd_equal(gen: np.random.Generator, rank: int | None = None, lam: float = 0.0) -> Outcome:
-    """(b) with full span (rank None), (e1) with lam > 0: the cnd pair's rows are equal at the optimum."""
+def numeric_cnd_equal(gen: np.random.Generator, rank: int | None = None,
+                      lam: float = 0.0) -> Outcome:
+    """(b) with full span (rank None), (e1) with lam > 0: the cnd pair's rows are equal."""
     inst, _ = realisable_instance(gen, rank=rank)
     return numeric_cnd_distance(inst, gen.normal(size=(N_TARGETS, WIDTH)), lam=lam, expected=0.0)
 
@@ -177,13 +184,15 @@ def numeric_span_counterexample(gen: np.random.Generator, rank: int | None = 2) 
     the initial component orthogonal to the span). With full span there is none: fail."""
     inst, _ = realisable_instance(gen, rank=rank)
     U0 = gen.normal(size=(N_TARGETS, WIDTH))
-    hidden = float(np.linalg.norm(orthogonal_part(inst.features, U0[CND_PAIR[0]] - U0[CND_PAIR[1]])))
+    start = U0[CND_PAIR[0]] - U0[CND_PAIR[1]]
+    hidden = float(np.linalg.norm(orthogonal_part(inst.features, start)))
     found = numeric_cnd_distance(inst, U0, lam=0.0, expected=hidden)
     U, _, _ = sr.newton(inst, U0)
     optimal = sr.excess(inst, U) <= 1e-12
     return verdict(
         found.passed and optimal and hidden > 0.1,
-        f"{found.measured.split(' (')[0]} = ||P_perp(u1(0)-u2(0))||, excess CE {sr.excess(inst, U):.0e}",
+        f"{found.measured.split(' (')[0]} = ||P_perp(u1(0)-u2(0))||, "
+        f"excess CE {sr.excess(inst, U):.0e}",
     )
 
 
@@ -209,7 +218,8 @@ CHECKS = (
     Check("T1", "cnd pair, span < R^d, no decay", "numeric",
           "u1 != u2 at an exact optimum", lambda t: numeric_span_counterexample(t.generator)),
     Check("T1", "cnd pair, span < R^d, decay 0.1", "numeric",
-          "u1 = u2 at the regularised optimum", lambda t: numeric_cnd_equal(t.generator, rank=2, lam=0.1)),
+          "u1 = u2 at the regularised optimum",
+          lambda t: numeric_cnd_equal(t.generator, rank=2, lam=0.1)),
     Check("T1", "trained EXor log-odds", "empirical",
           "slope 1 +- 0.1, R^2 >= 0.95", _empirical, full_only=True),
 )

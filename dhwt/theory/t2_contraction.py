@@ -6,7 +6,7 @@ Numeric: gradient descent in float64 with fixed and with arbitrarily moving feat
 ||D_{k+1}|| <= (1 - eta lam) ||D_k|| tested at every step; the flow derivative from finite
 differences of the objective (a second implementation of the gradient); the stationary point;
 and two scope demonstrations (a frozen bias difference, Adam) where the conclusion fails.
-Empirical: the package's Transformer trained by exact population gradient descent (dhwt.theory.exor).
+Empirical: the package's Transformer under exact population gradient descent (theory.exor).
 """
 
 from __future__ import annotations
@@ -38,9 +38,11 @@ def symbolic_odds_gap(
     normaliser = sp.exp(z1) + sp.exp(z2) + sp.exp(rest)
     q1, q2, x = sp.exp(z1) / normaliser, sp.exp(z2) / normaliser, z1 - z2
     first = is_identity(q1 - q2, claim(q1, q2, x))
-    second = is_identity(sp.simplify((q1 + q2) * sp.tanh(x / 2)).rewrite(sp.exp), (q1 - q2).rewrite(sp.exp))
+    tanh_form = sp.simplify((q1 + q2) * sp.tanh(x / 2)).rewrite(sp.exp)
+    second = is_identity(tanh_form, (q1 - q2).rewrite(sp.exp))
     ok = first and second
-    return verdict(ok, "both identities proved" if ok else f"q2(e^x-1): {first}, tanh form: {second}")
+    return verdict(ok, "both identities proved" if ok
+                   else f"q2(e^x-1): {first}, tanh form: {second}")
 
 
 def symbolic_signs(
@@ -52,7 +54,8 @@ def symbolic_signs(
     first = never_negative(term(x), x)
     second = sign_follows(x - sp.tanh(x), x)
     ok = first and second
-    return verdict(ok, "x(e^x-1) >= 0 and tanh bound proved" if ok else f"sign: {first}, tanh: {second}")
+    return verdict(ok, "x(e^x-1) >= 0 and tanh bound proved" if ok
+                   else f"sign: {first}, tanh: {second}")
 
 
 FlowClaim = Callable[[sp.Expr, sp.Expr, sp.Expr], sp.Expr]
@@ -70,7 +73,8 @@ def symbolic_flow_derivative(claim: FlowClaim = _stated_flow_term, V: int = 3, d
     hs = [sp.Matrix(d, 1, lambda j, _: sp.Symbol(f"h{r}{j}", real=True)) for r in range(contexts)]
     P = sp.symbols(f"P0:{contexts}", positive=True)
     a = sp.symbols(f"a0:{contexts}", positive=True)  # p(s1|r) = p(s2|r) = a_r
-    others = [[sp.Symbol(f"p{r}{k}", positive=True) for k in range(2, V - 1)] for r in range(contexts)]
+    others = [[sp.Symbol(f"p{r}{k}", positive=True) for k in range(2, V - 1)]
+              for r in range(contexts)]
     lam = sp.Symbol("lam", positive=True)
     J = lam / 2 * sum(U[i, j] ** 2 for i in range(V) for j in range(d))
     rhs = 0
@@ -87,10 +91,13 @@ def symbolic_flow_derivative(claim: FlowClaim = _stated_flow_term, V: int = 3, d
     lhs = (delta * flow.T)[0]
     rhs += -lam * (delta * delta.T)[0]
     ok = sp.expand(lhs - rhs) == 0 or sp.simplify(lhs - rhs) == 0
-    return verdict(ok, f"identity {'proved' if ok else 'NOT proved'} (V={V}, d={d}, {contexts} contexts)")
+    return verdict(ok, f"identity {'proved' if ok else 'NOT proved'} "
+                       f"(V={V}, d={d}, {contexts} contexts)")
 
 
-def symbolic_step_algebra(bracket: Callable[[sp.Expr], sp.Expr] = lambda theta: 2 - 2 * theta) -> Outcome:
+def symbolic_step_algebra(
+    bracket: Callable[[sp.Expr], sp.Expr] = lambda theta: 2 - 2 * theta,
+) -> Outcome:
     """Gronwall: (y e^{2 lam t})' = (y' + 2 lam y) e^{2 lam t}; and the discrete step: with
     A = <D,G> >= 0, ||G||^2 <= M^2 A / 2 and eta = theta / (lam + M^2/4), 0 <= theta <= 1,
     ||(1-eta lam) D - eta G||^2 <= (1-eta lam)^2 ||D||^2 - eta A (2 - 2 theta)."""
@@ -114,7 +121,7 @@ class Descent:
 
     distances: np.ndarray
     worst_ratio: float  # max_k ||D_{k+1}|| / ((1 - eta lam) ||D_k||) over steps with ||D_k|| > 1e-9
-    worst_excess: float  # max_k ||D_{k+1}|| - (1 - eta lam) ||D_k|| - round-off; <= 0 is the theorem
+    worst_excess: float  # max_k ||D_{k+1}|| - (1 - eta lam)||D_k|| - round-off; <= 0: the theorem
     step_ok: bool  # eta (lam + M_k^2 / 4) <= 1 held at every step
 
 
@@ -150,10 +157,11 @@ def descend(
 
 
 def contraction_outcome(run: Descent) -> Outcome:
-    """pass iff every step contracted by (1 - eta lam) (within round-off) under a valid step size."""
+    """pass iff every step contracted by (1 - eta lam) (within round-off) at a valid step size."""
     ok = run.step_ok and run.worst_excess <= 0
-    return verdict(ok, f"worst ratio {run.worst_ratio:.12f}; ||D|| {run.distances[0]:.3f} -> {run.distances[-1]:.2e}"
-                   + ("" if run.step_ok else "; step size too large"))
+    return verdict(ok, f"worst ratio {run.worst_ratio:.12f}; "
+                       f"||D|| {run.distances[0]:.3f} -> {run.distances[-1]:.2e}"
+                       + ("" if run.step_ok else "; step size too large"))
 
 
 def cnd_instance(gen: np.random.Generator, ratio: float = 1.0) -> sr.Instance:
@@ -169,10 +177,12 @@ def largest_step(inst: sr.Instance, lam: float, bound: float | None = None) -> f
     return 1.0 / (lam + M**2 / 4)
 
 
-def numeric_fixed_features(gen: np.random.Generator, ratio: float = 1.0, step_factor: float = 1.0) -> Outcome:
-    """GD with fixed features at step_factor times the largest allowed step; ratio 1 is a cnd pair."""
+def numeric_fixed_features(gen: np.random.Generator, ratio: float = 1.0,
+                           step_factor: float = 1.0) -> Outcome:
+    """GD with fixed features at step_factor times the largest allowed step; ratio 1: cnd pair."""
     inst = cnd_instance(gen, ratio)
-    run = descend(inst, gen.normal(size=(N_TARGETS, WIDTH)), LAM, STEPS, step_factor * largest_step(inst, LAM))
+    eta = step_factor * largest_step(inst, LAM)
+    run = descend(inst, gen.normal(size=(N_TARGETS, WIDTH)), LAM, STEPS, eta)
     return contraction_outcome(run)
 
 
@@ -183,13 +193,17 @@ def numeric_step_too_large(gen: np.random.Generator, factor: float = 2.0) -> Out
     features = base + 0.05 * gen.normal(size=(N_CONTEXTS, WIDTH))
     truth = np.full((N_CONTEXTS, N_TARGETS), 0.005)
     truth[:, PAIR[0]] = truth[:, PAIR[1]] = 0.49
-    inst = sr.Instance(features, sr.random_weights(gen, N_CONTEXTS), truth / truth.sum(axis=1, keepdims=True))
-    run = descend(inst, 0.01 * gen.normal(size=(N_TARGETS, WIDTH)), LAM, 300, factor * largest_step(inst, LAM))
-    return verdict(run.worst_excess > 0, f"{factor:g}x the step: worst ratio {run.worst_ratio:.2f} (> 1 breaks the bound)")
+    truth /= truth.sum(axis=1, keepdims=True)
+    inst = sr.Instance(features, sr.random_weights(gen, N_CONTEXTS), truth)
+    eta = factor * largest_step(inst, LAM)
+    run = descend(inst, 0.01 * gen.normal(size=(N_TARGETS, WIDTH)), LAM, 300, eta)
+    return verdict(run.worst_excess > 0,
+                   f"{factor:g}x the step: worst ratio {run.worst_ratio:.2f} (> 1 breaks it)")
 
 
-def moving_features(gen: np.random.Generator, base: np.ndarray, bound: float) -> Callable[[int], np.ndarray]:
-    """An arbitrary feature trajectory: a random walk, each h_k(r) rescaled into the ball `bound`."""
+def moving_features(gen: np.random.Generator, base: np.ndarray,
+                    bound: float) -> Callable[[int], np.ndarray]:
+    """An arbitrary feature trajectory: a random walk, each h_k(r) rescaled into ball `bound`."""
     def clip(h: np.ndarray) -> np.ndarray:
         return h * np.minimum(1.0, bound / np.linalg.norm(h, axis=1, keepdims=True))
 
@@ -204,13 +218,14 @@ def numeric_moving_features(gen: np.random.Generator, ratio: float = 1.0) -> Out
     inst = cnd_instance(gen, ratio)
     bound = 3.0
     walk = moving_features(gen, inst.features, bound)
-    run = descend(inst, gen.normal(size=(N_TARGETS, WIDTH)), LAM, STEPS, largest_step(inst, LAM, bound),
-                  features=walk)
+    eta = largest_step(inst, LAM, bound)
+    run = descend(inst, gen.normal(size=(N_TARGETS, WIDTH)), LAM, STEPS, eta, features=walk)
     return contraction_outcome(run)
 
 
 def flow_derivative_fd(inst: sr.Instance, U: np.ndarray, b: np.ndarray | None, lam: float,
-                       lam_bias: float = 0.0, pair: tuple[int, int] = PAIR, step: float = 1e-5) -> tuple[float, float, float]:
+                       lam_bias: float = 0.0, pair: tuple[int, int] = PAIR,
+                       step: float = 1e-5) -> tuple[float, float, float]:
     """(dV/dt along -grad J by central differences, the proof's closed form, lam ||u1-u2||^2).
 
     V = 1/2 ||u1-u2||^2 (+ 1/2 (b1-b2)^2 with a bias). The gradient comes from finite
@@ -248,16 +263,19 @@ def numeric_flow_derivative(gen: np.random.Generator, ratio: float = 1.0) -> Out
         worst_gap = max(worst_gap, abs(numeric - closed) / max(1.0, abs(closed)))
         worst_margin = min(worst_margin, -floor - numeric)  # >= 0 is dV/dt <= -lam ||du||^2
     ok = worst_gap < 1e-6 and worst_margin >= -1e-8
-    return verdict(ok, f"fd vs closed form {worst_gap:.1e}; min(-lam||du||^2 - dV/dt) {worst_margin:.2e}")
+    return verdict(ok, f"fd vs closed form {worst_gap:.1e}; "
+                       f"min(-lam||du||^2 - dV/dt) {worst_margin:.2e}")
 
 
 def numeric_stationary(gen: np.random.Generator, ratio: float = 1.0) -> Outcome:
-    """Stationary points of the regularised objective with a bias (decayed or not): u1 = u2, b1 = b2."""
+    """Stationary points of the regularised objective, bias decayed or not: u1 = u2, b1 = b2."""
     inst = cnd_instance(gen, ratio)
     worst = 0.0
     for lam_bias in (LAM, 0.0):
-        U, b, _ = sr.newton(inst, gen.normal(size=(N_TARGETS, WIDTH)), gen.normal(size=N_TARGETS), LAM, lam_bias)
-        worst = max(worst, float(np.linalg.norm(U[PAIR[0]] - U[PAIR[1]])), abs(float(b[PAIR[0]] - b[PAIR[1]])))
+        U0, b0 = gen.normal(size=(N_TARGETS, WIDTH)), gen.normal(size=N_TARGETS)
+        U, b, _ = sr.newton(inst, U0, b0, LAM, lam_bias)
+        rows, biases = np.linalg.norm(U[PAIR[0]] - U[PAIR[1]]), abs(b[PAIR[0]] - b[PAIR[1]])
+        worst = max(worst, float(rows), float(biases))
     return verdict(worst <= 1e-9, f"max(||u1-u2||, |b1-b2|) = {worst:.1e} (bias decayed / not)")
 
 
@@ -270,7 +288,8 @@ def numeric_frozen_bias(gen: np.random.Generator, gap: float = 1.0) -> Outcome:
     bias[PAIR[0]] = gap
     run = descend(inst, U0, LAM, 300, largest_step(inst, LAM), bias=bias)
     grew = run.distances[-1] > 1e-3
-    return verdict(grew and run.worst_excess > 0, f"||u1-u2|| 0 -> {run.distances[-1]:.3f} (bias gap {gap:g})")
+    return verdict(grew and run.worst_excess > 0,
+                   f"||u1-u2|| 0 -> {run.distances[-1]:.3f} (bias gap {gap:g})")
 
 
 def adam_distances(inst: sr.Instance, U0: np.ndarray, lam: float, steps: int, lr: float = 0.05,
@@ -297,8 +316,8 @@ def numeric_adam(gen: np.random.Generator, equal_start: bool = False) -> Outcome
         U0[PAIR[0]] = U0[PAIR[1]]
     d = adam_distances(inst, U0, LAM, 1000)
     rises = np.flatnonzero(d[1:] > d[:-1] * (1 - 0.05 * LAM))  # GD would shrink by >= (1-lr lam)
-    return verdict(rises.size > 0, f"{rises.size} of 1000 steps fail the contraction"
-                   + (f" (first at step {rises[0] + 1}); final ||D|| {d[-1]:.1e}" if rises.size else ""))
+    first = f" (first at step {rises[0] + 1}); final ||D|| {d[-1]:.1e}" if rises.size else ""
+    return verdict(rises.size > 0, f"{rises.size} of 1000 steps fail the contraction{first}")
 
 
 def _empirical(trial: Trial) -> Outcome:
@@ -308,20 +327,31 @@ def _empirical(trial: Trial) -> Outcome:
 
 
 CHECKS = (
-    Check("T2", "odds gap q1-q2", "symbolic", "= q2(e^x-1) = (q1+q2)tanh(x/2)", lambda t: symbolic_odds_gap()),
-    Check("T2", "sign lemmas", "symbolic", "x(e^x-1) >= 0; tanh^2 y <= y tanh y", lambda t: symbolic_signs()),
+    Check("T2", "odds gap q1-q2", "symbolic",
+          "= q2(e^x-1) = (q1+q2)tanh(x/2)", lambda t: symbolic_odds_gap()),
+    Check("T2", "sign lemmas", "symbolic",
+          "x(e^x-1) >= 0; tanh^2 y <= y tanh y", lambda t: symbolic_signs()),
     Check("T2", "derivative along the flow", "symbolic",
           "= -sum P q2 x(e^x-1) - lam||D||^2", lambda t: symbolic_flow_derivative()),
-    Check("T2", "Gronwall and step algebra", "symbolic", "identities hold", lambda t: symbolic_step_algebra()),
-    Check("T2", "GD, fixed features", "numeric", "||D_k+1|| <= (1-eta lam)||D_k|| every step", lambda t: numeric_fixed_features(t.generator)),
-    Check("T2", "GD, moving features", "numeric", "same bound with h_k changing", lambda t: numeric_moving_features(t.generator)),
+    Check("T2", "Gronwall and step algebra", "symbolic",
+          "identities hold", lambda t: symbolic_step_algebra()),
+    Check("T2", "GD, fixed features", "numeric",
+          "||D_k+1|| <= (1-eta lam)||D_k|| every step",
+          lambda t: numeric_fixed_features(t.generator)),
+    Check("T2", "GD, moving features", "numeric",
+          "same bound with h_k changing", lambda t: numeric_moving_features(t.generator)),
     Check("T2", "flow derivative by finite diff.", "numeric",
-          "matches closed form; dV/dt <= -lam||du||^2", lambda t: numeric_flow_derivative(t.generator)),
-    Check("T2", "stationary point", "numeric", "u1 = u2 and b1 = b2", lambda t: numeric_stationary(t.generator)),
-    Check("T2", "scope: step 2x too large", "numeric", "contraction fails (condition nearly sharp)",
+          "matches closed form; dV/dt <= -lam||du||^2",
+          lambda t: numeric_flow_derivative(t.generator)),
+    Check("T2", "stationary point", "numeric",
+          "u1 = u2 and b1 = b2", lambda t: numeric_stationary(t.generator)),
+    Check("T2", "scope: step 2x too large", "numeric",
+          "contraction fails (condition nearly sharp)",
           lambda t: numeric_step_too_large(t.generator)),
-    Check("T2", "scope: frozen bias gap", "numeric", "rows part (T2 needs b in the flow)", lambda t: numeric_frozen_bias(t.generator)),
-    Check("T2", "scope: AdamW", "numeric", "some step does not contract", lambda t: numeric_adam(t.generator)),
+    Check("T2", "scope: frozen bias gap", "numeric",
+          "rows part (T2 needs b in the flow)", lambda t: numeric_frozen_bias(t.generator)),
+    Check("T2", "scope: AdamW", "numeric",
+          "some step does not contract", lambda t: numeric_adam(t.generator)),
     Check("T2", "Transformer, exact population GD", "empirical",
           "1a/1b output rows contract every step", _empirical),
 )

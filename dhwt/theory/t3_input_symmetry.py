@@ -26,12 +26,14 @@ EQUAL = 1e-9  # rows this close count as equal (optimum solved to max |grad| < 1
 # ---- symbolic -------------------------------------------------------------------------------
 
 
-def symbolic_swap_invariance(pi: sp.Expr = sp.Rational(1, 2), expect_invariant: bool = True) -> Outcome:
+def symbolic_swap_invariance(pi: sp.Expr = sp.Rational(1, 2),
+                             expect_invariant: bool = True) -> Outcome:
     """J(E) = J(E with rows a1, a2 swapped) for the bag model on length-2 strings over {A, B}
     (A written a1 w.p. pi, a2 otherwise), d = 1, 2 targets, symbolic table and parameters.
     Identically invariant at pi = 1/2; at other pi the difference is a non-zero function."""
     e1, e2, e3, u0, u1 = sp.symbols("e1 e2 e3 u0 u1", real=True)
-    table = {c: sp.Symbol(f"t{''.join(map(str, c))}", positive=True) for c in itertools.product((0, 1), repeat=2)}
+    table = {c: sp.Symbol(f"t{''.join(map(str, c))}", positive=True)
+             for c in itertools.product((0, 1), repeat=2)}
     rows = {"a1": e1, "a2": e2, "b": e3}
     written = {0: [("a1", pi), ("a2", 1 - pi)], 1: [("b", sp.Integer(1))]}
     J = sp.Integer(0)
@@ -48,8 +50,10 @@ def symbolic_swap_invariance(pi: sp.Expr = sp.Rational(1, 2), expect_invariant: 
     if not expect_invariant:
         point = {e1: 0.3, e2: -1.1, e3: 0.7, u0: 1.3, u1: -0.4, **{t: 0.35 for t in table.values()}}
         gap = abs(float((J - swapped).subs(point)))
-        return verdict(not invariant and gap > 1e-6, f"pi={pi}: J - J(swapped) = {gap:.3f} at a test point")
-    return verdict(invariant, f"pi={pi}: J(E) - J(swap E) {'= 0 identically' if invariant else 'NOT 0'}")
+        return verdict(not invariant and gap > 1e-6,
+                       f"pi={pi}: J - J(swapped) = {gap:.3f} at a test point")
+    return verdict(invariant,
+                   f"pi={pi}: J(E) - J(swap E) {'= 0 identically' if invariant else 'NOT 0'}")
 
 
 def symbolic_convexity(V: int = 3, half: sp.Expr = sp.Rational(1, 2)) -> Outcome:
@@ -65,7 +69,8 @@ def symbolic_convexity(V: int = 3, half: sp.Expr = sp.Rational(1, 2)) -> Outcome
     return verdict(ok, f"variance identity {'proved' if ok else 'NOT proved'} (V={V})")
 
 
-def symbolic_frequency_obstruction(pi1: sp.Expr = sp.Rational(1, 10), pi2: sp.Expr = sp.Rational(9, 10)) -> Outcome:
+def symbolic_frequency_obstruction(pi1: sp.Expr = sp.Rational(1, 10),
+                                   pi2: sp.Expr = sp.Rational(9, 10)) -> Outcome:
     """At an equal-rows stationary point of the bag model, pi1 G + lam e = 0 = pi2 G + lam e
     (G the shared data gradient); for pi1 != pi2 the only solution is G = 0, e = 0."""
     G, e = sp.symbols("G e", real=True)
@@ -83,7 +88,8 @@ def rows_at_input_minimum(gen: np.random.Generator, pi: float) -> tuple[float, f
     data = bm.bag_language(bm.random_table(gen), pi)
     U = gen.normal(size=(data.truth.shape[1], WIDTH))
     E, grad = bm.minimise_inputs(data, gen.normal(size=(len(bm.TOKENS), WIDTH)), U, LAM)
-    return (float(np.linalg.norm(E[0] - E[1])), float(np.linalg.norm(E[0])), float(np.linalg.norm(E[1])), grad)
+    norm = np.linalg.norm
+    return float(norm(E[0] - E[1])), float(norm(E[0])), float(norm(E[1])), grad
 
 
 def numeric_equal_rows(gen: np.random.Generator, pi: float = 0.5) -> Outcome:
@@ -101,16 +107,20 @@ def numeric_joint_stationary(gen: np.random.Generator, pi: float = 0.5) -> Outco
     _, _, gaps, grads = bm.descend_jointly(data, E0, U0, LAM, steps=3000, lr=0.5)
     slack = float(np.min(np.sqrt(2) * grads / LAM - gaps))
     return verdict(slack >= -1e-12, f"min(sqrt2|grad_E|/lam - ||e1-e2||) = {slack:.1e}; "
-                                    f"||e1-e2|| {gaps[0]:.2f} -> {gaps[-1]:.0e} at |grad_E| {grads[-1]:.0e} (pi={pi})")
+                                    f"||e1-e2|| {gaps[0]:.2f} -> {gaps[-1]:.0e} "
+                                    f"at |grad_E| {grads[-1]:.0e} (pi={pi})")
 
 
-def numeric_symmetric_init(gen: np.random.Generator, pi: float = 0.5, eps: float = 1e-12) -> Outcome:
+def numeric_symmetric_init(gen: np.random.Generator, pi: float = 0.5,
+                           eps: float = 1e-12) -> Outcome:
     """Equal frequencies, e1(0) = e2(0): full-batch AdamW keeps e1(t) = e2(t) for every step."""
     data = bm.bag_language(bm.random_table(gen), pi)
     E0 = gen.normal(size=(len(bm.TOKENS), WIDTH))
     E0[bm.PAIR[1]] = E0[bm.PAIR[0]]
-    worst = bm.adamw_rows(data, E0, gen.normal(size=(data.truth.shape[1], WIDTH)), lam=0.1, steps=400, eps=eps)
-    return verdict(worst <= 1e-12, f"max_t ||e1(t)-e2(t)|| = {worst:.1e} over 400 AdamW steps (pi={pi})")
+    U0 = gen.normal(size=(data.truth.shape[1], WIDTH))
+    worst = bm.adamw_rows(data, E0, U0, lam=0.1, steps=400, eps=eps)
+    return verdict(worst <= 1e-12,
+                   f"max_t ||e1(t)-e2(t)|| = {worst:.1e} over 400 AdamW steps (pi={pi})")
 
 
 def numeric_scaled_copy(gen: np.random.Generator, pi: float = 0.1) -> Outcome:
@@ -124,7 +134,8 @@ def numeric_scaled_copy(gen: np.random.Generator, pi: float = 0.1) -> Outcome:
     adam = bm.adamw_rows(data, E0, U0, lam=0.1, steps=400)
     _, _, gaps, _ = bm.descend_jointly(data, E0, U0, LAM, steps=400, lr=0.5)
     gd = float(gaps[-1])
-    return verdict(adam <= 1e-9 and gd > 1e-3, f"max_t ||e1-e2||: AdamW {adam:.0e}; GD ends at {gd:.3f} (pi={pi})")
+    return verdict(adam <= 1e-9 and gd > 1e-3,
+                   f"max_t ||e1-e2||: AdamW {adam:.0e}; GD ends at {gd:.3f} (pi={pi})")
 
 
 def numeric_unequal_frequency(gen: np.random.Generator, pi: float = 0.1) -> Outcome:
@@ -142,18 +153,25 @@ def _empirical(trial: Trial) -> Outcome:
 
 
 CHECKS = (
-    Check("T3", "swap invariance, pi = 1/2", "symbolic", "J(E) = J(swap E) identically",
-          lambda t: symbolic_swap_invariance()),
-    Check("T3", "no swap invariance, pi = 1/10", "symbolic", "J(E) != J(swap E)",
+    Check("T3", "swap invariance, pi = 1/2", "symbolic",
+          "J(E) = J(swap E) identically", lambda t: symbolic_swap_invariance()),
+    Check("T3", "no swap invariance, pi = 1/10", "symbolic",
+          "J(E) != J(swap E)",
           lambda t: symbolic_swap_invariance(sp.Rational(1, 10), expect_invariant=False)),
-    Check("T3", "log-sum-exp convexity", "symbolic", "Hessian form = sum of squares", lambda t: symbolic_convexity()),
-    Check("T3", "frequency obstruction", "symbolic", "pi1 != pi2 => G = e = 0",
-          lambda t: symbolic_frequency_obstruction()),
-    Check("T3", "bag model, min over E", "numeric", "e1 = e2 (pi = 1/2)", lambda t: numeric_equal_rows(t.generator)),
-    Check("T3", "bag model, joint GD", "numeric", "||e1-e2|| <= sqrt2 |grad_E|/lam", lambda t: numeric_joint_stationary(t.generator)),
-    Check("T3", "symmetric init, AdamW", "numeric", "e1(t) = e2(t) for all t", lambda t: numeric_symmetric_init(t.generator)),
-    Check("T3", "scaled copy, pi = 0.1", "numeric", "GD parts e1, e2; AdamW keeps them",
-          lambda t: numeric_scaled_copy(t.generator)),
-    Check("T3", "scope: pi = 0.1", "numeric", "e1 != e2, norms differ", lambda t: numeric_unequal_frequency(t.generator)),
-    Check("T3", "Transformer, symmetric init", "empirical", "1a = 1b kept; 0a, 0b split", _empirical),
+    Check("T3", "log-sum-exp convexity", "symbolic",
+          "Hessian form = sum of squares", lambda t: symbolic_convexity()),
+    Check("T3", "frequency obstruction", "symbolic",
+          "pi1 != pi2 => G = e = 0", lambda t: symbolic_frequency_obstruction()),
+    Check("T3", "bag model, min over E", "numeric",
+          "e1 = e2 (pi = 1/2)", lambda t: numeric_equal_rows(t.generator)),
+    Check("T3", "bag model, joint GD", "numeric",
+          "||e1-e2|| <= sqrt2 |grad_E|/lam", lambda t: numeric_joint_stationary(t.generator)),
+    Check("T3", "symmetric init, AdamW", "numeric",
+          "e1(t) = e2(t) for all t", lambda t: numeric_symmetric_init(t.generator)),
+    Check("T3", "scaled copy, pi = 0.1", "numeric",
+          "GD parts e1, e2; AdamW keeps them", lambda t: numeric_scaled_copy(t.generator)),
+    Check("T3", "scope: pi = 0.1", "numeric",
+          "e1 != e2, norms differ", lambda t: numeric_unequal_frequency(t.generator)),
+    Check("T3", "Transformer, symmetric init", "empirical",
+          "1a = 1b kept; 0a, 0b split", _empirical),
 )

@@ -22,14 +22,25 @@ def fails(outcome) -> bool:
     return outcome.status == "fail"
 
 
+def exor_and_random_head():
+    """dhwt.theory.exor, the exact EXor contexts, and random h (n, 4), U (V, 4) for a fake run."""
+    exor = pytest.importorskip("dhwt.theory.exor")
+    pytest.importorskip("dhwt.languages")
+    ctx = exor.exor_contexts()
+    g = rng()
+    h, U = g.normal(size=(len(ctx.positions), 4)), g.normal(size=(len(ctx.truth.vocab), 4))
+    return exor, ctx, h, U
+
+
 # ---- T1 -------------------------------------------------------------------------------------
 
 
 def test_t1_symbolic_checks_reject_wrong_claims():
     assert fails(t1.symbolic_log_odds(lambda U, h, b: ((U.row(0) - U.row(1)) * h)[0]))  # bias dropped
-    assert fails(t1.symbolic_cauchy_schwarz(lambda a, c: [(sp.Integer(1), a[0] * c[1] - a[1] * c[0])]))
-    assert fails(t1.symbolic_cauchy_schwarz(
-        lambda a, c: [(sp.Integer(-1), a[i] * c[j] - a[j] * c[i]) for i in range(4) for j in range(i + 1, 4)]))
+    one, minus = sp.Integer(1), sp.Integer(-1)
+    assert fails(t1.symbolic_cauchy_schwarz(lambda a, c: [(one, a[0] * c[1] - a[1] * c[0])]))
+    assert fails(t1.symbolic_cauchy_schwarz(  # the right squares, with a negative coefficient
+        lambda a, c: [(minus, a[i] * c[j] - a[j] * c[i]) for i in range(4) for j in range(i + 1, 4)]))
     assert fails(t1.symbolic_gibbs(lambda x: x - sp.log(x)))
 
 
@@ -38,7 +49,8 @@ def test_t1_identity_fails_off_the_truth():
     U0 = rng(4).normal(size=(t1.N_TARGETS, t1.WIDTH))
     assert fails(t1.numeric_identity(inst, U0, lam=0.1))  # a weight-decayed optimum is not the truth
     g = rng(5)  # a truth no softmax regression on these features realises
-    unrealisable = sr.Instance(inst.features, inst.weights, g.dirichlet(np.ones(t1.N_TARGETS), size=len(inst.weights)))
+    random_truth = g.dirichlet(np.ones(t1.N_TARGETS), size=len(inst.weights))
+    unrealisable = sr.Instance(inst.features, inst.weights, random_truth)
     assert fails(t1.numeric_identity(unrealisable, U0))
 
 
@@ -48,7 +60,8 @@ def test_t1_bound_fails_with_an_output_bias():
     star, bias = g.normal(size=(t1.N_TARGETS, t1.WIDTH)), g.normal(size=t1.N_TARGETS)
     star[0] = star[1]
     bias[0] = bias[1] + np.log(9)  # constant ratio 9 carried by the bias alone
-    inst = sr.Instance(features, sr.random_weights(g, t1.N_CONTEXTS), sr.probabilities(features, star, bias))
+    truth = sr.probabilities(features, star, bias)
+    inst = sr.Instance(features, sr.random_weights(g, t1.N_CONTEXTS), truth)
     assert fails(t1.numeric_bound(inst, g.normal(size=star.shape), b0=np.zeros(t1.N_TARGETS)))
 
 
@@ -58,12 +71,7 @@ def test_t1_span_claims_fail_when_the_span_hypothesis_is_swapped():
 
 
 def test_t1_empirical_outcome_fails_on_an_uncalibrated_model():
-    exor = pytest.importorskip("dhwt.theory.exor")
-    pytest.importorskip("dhwt.languages")
-    ctx = exor.exor_contexts()
-    g = rng()
-    h = g.normal(size=(len(ctx.positions), 4))
-    U = g.normal(size=(len(ctx.truth.vocab), 4))
+    exor, ctx, h, U = exor_and_random_head()
     fake = exor.Trained(h, U, None, h @ U.T, tied=False)
     assert fails(exor.log_odds_outcome(fake, ctx))
 
@@ -134,9 +142,9 @@ def test_t3_empirical_fails_without_a_symmetric_start():
 
 
 def test_t4_symbolic_checks_reject_wrong_claims():
-    p1, p2, q1, q2 = sp.symbols("p1 p2 q1 q2", positive=True)
-    assert fails(t4.symbolic_chain_rule(lambda: p1 * sp.log(p1 / q1) + p2 * sp.log(p2 / q2)))
-    assert fails(t4.symbolic_bernoulli_slope(lambda a, x: 1 / (1 + sp.exp(-a)) - 1 / (1 + sp.exp(-x))))
+    assert fails(t4.symbolic_chain_rule(lambda p1, p2, q1, q2: p1 * sp.log(p1 / q1)))
+    sigma = lambda t: 1 / (1 + sp.exp(-t))  # noqa: E731
+    assert fails(t4.symbolic_bernoulli_slope(lambda a, x: sigma(a) - sigma(x)))  # sign flipped
     assert fails(t4.symbolic_exor_numbers(sp.Integer(8)))
     assert fails(t4.symbolic_bias_escape(lambda c: sp.Integer(0)))
     assert fails(t4.symbolic_layernorm(claimed=5))
@@ -158,12 +166,7 @@ def test_t4_tightness_and_bias_escape_fail_when_broken():
 
 
 def test_t4_empirical_outcome_fails_when_the_head_has_a_hidden_bias():
-    exor = pytest.importorskip("dhwt.theory.exor")
-    pytest.importorskip("dhwt.languages")
-    ctx = exor.exor_contexts()
-    g = rng()
-    h = g.normal(size=(len(ctx.positions), 4))
-    U = g.normal(size=(len(ctx.truth.vocab), 4))
+    exor, ctx, h, U = exor_and_random_head()
     i, j = ctx.index("0a"), ctx.index("0b")
     U[i] = U[j]
     hidden_bias = np.zeros(len(ctx.truth.vocab))

@@ -11,7 +11,8 @@ from dhwt.theory.registry import select
 DEFAULT_EMPIRICAL = [c for c in select(full=False) if c.kind == "empirical"]
 
 
-@pytest.mark.parametrize("check", DEFAULT_EMPIRICAL, ids=[f"{c.theorem}/{c.name}" for c in DEFAULT_EMPIRICAL])
+@pytest.mark.parametrize("check", DEFAULT_EMPIRICAL,
+                         ids=[f"{c.theorem}/{c.name}" for c in DEFAULT_EMPIRICAL])
 def test_default_empirical_check(check):
     if exor.missing("dhwt.models", "dhwt.languages"):
         pytest.skip("needs dhwt.models and dhwt.languages")

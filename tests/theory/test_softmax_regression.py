@@ -9,7 +9,12 @@ from dhwt.theory import softmax_regression as sr
 
 def instance(seed=0, n=12, d=3, V=4):
     g = np.random.default_rng(seed)
-    return sr.Instance(g.normal(size=(n, d)), sr.random_weights(g, n), g.dirichlet(np.ones(V), size=n)), g
+    truth = g.dirichlet(np.ones(V), size=n)
+    return sr.Instance(g.normal(size=(n, d)), sr.random_weights(g, n), truth), g
+
+
+def J(inst, U, b):
+    return sr.objective(inst, U, b, lam=0.3, lam_bias=0.2)
 
 
 def test_gradient_matches_central_differences():
@@ -21,13 +26,13 @@ def test_gradient_matches_central_differences():
         up, down = U.copy(), U.copy()
         up[i, j] += eps
         down[i, j] -= eps
-        fd = (sr.objective(inst, up, b, 0.3, 0.2) - sr.objective(inst, down, b, 0.3, 0.2)) / (2 * eps)
+        fd = (J(inst, up, b) - J(inst, down, b)) / (2 * eps)
         assert abs(fd - gU[i, j]) < 1e-7
     for i in range(4):
         up, down = b.copy(), b.copy()
         up[i] += eps
         down[i] -= eps
-        fd = (sr.objective(inst, U, up, 0.3, 0.2) - sr.objective(inst, U, down, 0.3, 0.2)) / (2 * eps)
+        fd = (J(inst, U, up) - J(inst, U, down)) / (2 * eps)
         assert abs(fd - gb[i]) < 1e-7
 
 
