@@ -35,19 +35,20 @@ def repeat_batch(batch: Batch, members: int) -> Batch:
     return Batch(rep(batch.inputs), rep(batch.targets), rep(batch.weights), rep(batch.padding))
 
 
-def member_losses(logits: torch.Tensor, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-member loss sum(weights * CE) and accuracy sum(weights * [argmax == target]), both (S,).
+def member_loss(logits: torch.Tensor, batch: Batch) -> torch.Tensor:
+    """(S,) per-member loss sum(weights * CE); logits (S, B, L, V), batch tensors (S, B, L).
 
-    logits (S, B, L, V); batch tensors (S, B, L); positions with target -100 count for nothing.
+    Positions with target -100 (weight 0) count for nothing.
     """
-    members, vocab = logits.shape[0], logits.shape[-1]
-    ce = F.cross_entropy(logits.reshape(-1, vocab), batch.targets.reshape(-1),
+    ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch.targets.reshape(-1),
                          ignore_index=-100, reduction="none").view(batch.targets.shape)
-    weights = batch.weights.to(logits.dtype)
-    loss = (weights * ce).reshape(members, -1).sum(1)
+    return (batch.weights.to(logits.dtype) * ce).reshape(logits.shape[0], -1).sum(1)
+
+
+def member_accuracy(logits: torch.Tensor, batch: Batch) -> torch.Tensor:
+    """(S,) per-member accuracy sum(weights * [argmax == target]) (evaluation only)."""
     correct = (logits.detach().argmax(-1) == batch.targets).to(logits.dtype)
-    accuracy = (weights * correct).reshape(members, -1).sum(1)
-    return loss, accuracy
+    return (batch.weights.to(logits.dtype) * correct).reshape(logits.shape[0], -1).sum(1)
 
 
 def clip_member_grads(parameters: Iterable[torch.nn.Parameter], max_norm: float) -> torch.Tensor:

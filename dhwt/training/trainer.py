@@ -48,7 +48,8 @@ from dhwt.training import run_dir as layout
 from dhwt.training.checkpoint import (latest_checkpoint, remove_stray_temporaries,
                                       save_checkpoint)
 from dhwt.training.config import TrainConfig
-from dhwt.training.ensemble import clip_member_grads, member_losses, repeat_batch, stack_batches
+from dhwt.training.ensemble import (clip_member_grads, member_accuracy, member_loss, repeat_batch,
+                                    stack_batches)
 from dhwt.training.lr import LRSchedule
 from dhwt.training.metrics import MetricsWriter, read_metrics, truncate_metrics
 from dhwt.training.run_report import FIGURE, write_figure, write_report
@@ -173,7 +174,7 @@ class Trainer:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         batch = self._draw(self.data_generators)
-        loss, _ = member_losses(self.model(batch.inputs, batch.padding), batch)
+        loss = member_loss(self.model(batch.inputs, batch.padding), batch)
         if c.tie_penalty and not self.model.embeddings.tied:
             loss = loss + tie_penalty(self.model, c.tie_penalty)
         self._guard(loss, "loss")
@@ -228,7 +229,8 @@ class Trainer:
             gap, tied, lr = emb.gap().tolist(), emb.tied, self.lr.lr_at(self.step)
             lines = []
             for split, batch in batches.items():
-                loss, accuracy = member_losses(self.model(batch.inputs, batch.padding), batch)
+                logits = self.model(batch.inputs, batch.padding)
+                loss, accuracy = member_loss(logits, batch), member_accuracy(logits, batch)
                 self._guard(loss, f"{split} loss")
                 for i, seed in enumerate(self.config.seeds):
                     lines.append({"step": self.step, "member": i, "seed": seed, "split": split,
