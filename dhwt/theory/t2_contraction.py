@@ -353,5 +353,5 @@ CHECKS = (
     Check("T2", "scope: AdamW", "numeric",
           "some step does not contract", lambda t: numeric_adam(t.generator)),
     Check("T2", "Transformer, exact population GD", "empirical",
-          "1a/1b output rows contract every step", _empirical),
+          "cnd pairs (1a/1b, EVEN/ODD) contract every step", _empirical),
 )
