@@ -23,9 +23,10 @@ Resume. A checkpoint holds the model (with its tying state), the optimizer, the 
 state. Resuming from step N cuts metrics.jsonl back to the lines of steps <= N and deletes
 snapshots of later steps, then runs on; the result equals an uninterrupted run bit for bit.
 
-NaN guard. A non-finite member loss stops the run with DhwtError naming the step, the member's
-seed and the last good checkpoint (no checkpoint is written after that; weights are checked finite
-before each checkpoint is written, so every checkpoint kept is good).
+NaN guard. A nan or inf member loss (training or evaluation) or weight stops the run with
+DhwtError("loss became nan at step N (member seed S); last good checkpoint: PATH"). Weights are
+checked before anything of a step is recorded, so no metric line, snapshot or checkpoint holds a
+non-finite value and every checkpoint kept is good.
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ from dhwt.training.run_report import FIGURE, write_figure, write_report
 from dhwt.training.snapshots import remove_snapshots_after, save_snapshot
 from dhwt.training.tying import TieSchedule, apply_switch, tie_penalty
 
-DATA_STREAM = int.from_bytes(b"data", "big")  # generator streams of a seed (dhwt.models.init)
+# Generator streams of a seed for the trainer's draws, beside the model's (dhwt.models.init).
+DATA_STREAM = int.from_bytes(b"data", "big")
 DRAW_STREAM = int.from_bytes(b"draw", "big")
 CHECKPOINT_FORMAT = 1
 
