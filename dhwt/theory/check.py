@@ -10,6 +10,7 @@ Each check returns pass, fail, or skipped (with the reason: never a silent pass)
 
 from __future__ import annotations
 
+import importlib
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -77,3 +78,13 @@ class Check:
         """The check's trial for a run seed; its generator hashes the check's name in."""
         tag = zlib.crc32(f"{self.theorem}/{self.name}".encode())
         return Trial(seed, np.random.default_rng([seed, tag]))
+
+
+def deferred(module: str, function: str) -> Callable[[Trial], Outcome]:
+    """A check body `module.function(trial.seed)` whose module is imported only when the check
+    runs (the empirical checks need torch and the other rooms of the package)."""
+
+    def run(trial: Trial) -> Outcome:
+        return getattr(importlib.import_module(module), function)(trial.seed)
+
+    return run

@@ -18,7 +18,7 @@ import numpy as np
 import sympy as sp
 
 from dhwt.theory import softmax_regression as sr
-from dhwt.theory.check import Check, Outcome, Trial, verdict
+from dhwt.theory.check import Check, Outcome, deferred, verdict
 from dhwt.theory.symbolic import is_identity, never_negative, sign_follows
 
 PAIR = (0, 1)
@@ -320,12 +320,6 @@ def numeric_adam(gen: np.random.Generator, equal_start: bool = False) -> Outcome
     return verdict(rises.size > 0, f"{rises.size} of 1000 steps fail the contraction{first}")
 
 
-def _empirical(trial: Trial) -> Outcome:
-    from dhwt.theory import exor
-
-    return exor.population_descent(trial.seed)
-
-
 CHECKS = (
     Check("T2", "odds gap q1-q2", "symbolic",
           "= q2(e^x-1) = (q1+q2)tanh(x/2)", lambda t: symbolic_odds_gap()),
@@ -353,5 +347,6 @@ CHECKS = (
     Check("T2", "scope: AdamW", "numeric",
           "some step does not contract", lambda t: numeric_adam(t.generator)),
     Check("T2", "Transformer, exact population GD", "empirical",
-          "cnd pairs (1a/1b, EVEN/ODD) contract every step", _empirical),
+          "cnd pairs (1a/1b, EVEN/ODD) contract every step",
+          deferred("dhwt.theory.exor", "population_descent")),
 )
