@@ -221,8 +221,9 @@ def main(argv: list[str] | None = None) -> None:
             raise
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
-    except click.exceptions.Abort:
-        click.echo("error: aborted", err=True)
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        click.echo("error: interrupted; `dhwt train --resume` and `dhwt study` continue from the "
+                   "last checkpoint", err=True)
         sys.exit(130)
     except click.ClickException as exc:
         if debug:
