@@ -70,13 +70,13 @@ def closeness_figure(
     return save(fig, path)
 
 
-def accuracy_figure(
+def metric_figure(
     curves: Mapping[str, tuple[np.ndarray, np.ndarray]],
     path: str | Path,
     optimum: float | None = None,
     ylabel: str = "accuracy",
 ) -> Path:
-    """Accuracy over steps, one curve per run: name -> (steps (T,), values (T, S)); the Bayes
+    """A metric over steps, one curve per run: name -> (steps (T,), values (T, S)); the Bayes
     optimum as a dashed line."""
     fig = new_figure(5.5, 3.5)
     ax = fig.subplots()

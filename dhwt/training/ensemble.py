@@ -38,10 +38,12 @@ def repeat_batch(batch: Batch, members: int) -> Batch:
 def member_loss(logits: torch.Tensor, batch: Batch) -> torch.Tensor:
     """(S,) per-member loss sum(weights * CE); logits (S, B, L, V), batch tensors (S, B, L).
 
-    Positions with target -100 (weight 0) count for nothing.
+    Positions with target -100 (weight 0) count for nothing. The classes are moved to dim 1
+    as a view: the model's logits are a class-major layout seen through a permute, so this avoids
+    a copy and a slow softmax over a short last dimension (about 6x faster at the EXor size).
     """
-    ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch.targets.reshape(-1),
-                         ignore_index=-100, reduction="none").view(batch.targets.shape)
+    ce = F.cross_entropy(logits.permute(0, 3, 1, 2), batch.targets, ignore_index=-100,
+                         reduction="none")
     return (batch.weights.to(logits.dtype) * ce).reshape(logits.shape[0], -1).sum(1)
 
 
