@@ -55,9 +55,13 @@ def closeness_figure(
     pair_labels: Mapping[tuple[str, str], str] | None = None,
 ) -> Path:
     """One panel per (title, Closeness), one curve per pair: the paper's figure layout."""
-    fig = new_figure(4.2 * len(panels), 3.3)
-    axes = fig.subplots(1, len(panels), squeeze=False, sharey=measure != "raw")
-    for ax, (title, closeness) in zip(axes[0], panels):
+    cols = min(3, len(panels))
+    rows = -(-len(panels) // cols)
+    fig = new_figure(4.2 * cols, 3.1 * rows)
+    axes = fig.subplots(rows, cols, squeeze=False, sharey=measure != "raw").ravel()
+    for ax in axes[len(panels):]:
+        ax.set_visible(False)
+    for ax, (title, closeness) in zip(axes, panels):
         values = getattr(closeness, measure)
         for p, pair in enumerate(closeness.pairs):
             label = (pair_labels or {}).get(pair, f"{pair[0]}-{pair[1]}")
@@ -65,8 +69,9 @@ def closeness_figure(
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
-    axes[0, 0].set_ylabel(MEASURE_LABELS[measure])
-    axes[0, -1].legend(fontsize=8)
+        if ax.get_subplotspec().is_first_col():
+            ax.set_ylabel(MEASURE_LABELS[measure])
+    axes[0].legend(fontsize=8)
     return save(fig, path)
 
 
@@ -75,17 +80,20 @@ def metric_figure(
     path: str | Path,
     optimum: float | None = None,
     ylabel: str = "accuracy",
+    log: bool = False,
 ) -> Path:
     """A metric over steps, one curve per run: name -> (steps (T,), values (T, S)); the Bayes
-    optimum as a dashed line."""
+    optimum as a dashed line; `log` for a logarithmic y axis (losses that start far above it)."""
     fig = new_figure(5.5, 3.5)
     ax = fig.subplots()
     for name, (steps, values) in curves.items():
         _band(ax, steps, values, name)
     if optimum is not None:
         ax.axhline(optimum, ls="--", color="k", lw=1, label=f"Bayes optimum {optimum:.3f}")
+    if log:
+        ax.set_yscale("log")
     ax.set_xlabel("step")
     ax.set_ylabel(ylabel)
-    ax.grid(alpha=0.3)
+    ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
     return save(fig, path)

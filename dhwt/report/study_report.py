@@ -53,9 +53,9 @@ def write_study_report(study, out: Path) -> Path:
     closeness_figure(panels, figures / "closeness.png", study.measure, labels)
     closeness_figure(panels, figures / "closeness_raw.png", "raw", labels)
     metric_figure(curves["accuracy"], figures / "accuracy.png", truth.bayes_accuracy,
-                  ylabel="accuracy (training strings, every position)")
+                  ylabel="accuracy (train evaluation set)")
     metric_figure(curves["loss"], figures / "loss.png", truth.bayes_cross_entropy,
-                  ylabel="cross-entropy, nats (training strings, every position)")
+                  ylabel="cross-entropy, nats (train evaluation set)", log=True)
 
     lines = [
         f"# Study: {study.name}",
