@@ -210,6 +210,32 @@ def study_cmd(study_file: str, out: str, overwrite: bool) -> None:
     click.echo(f"study report: {report}")
 
 
+@cli.command("analyze", context_settings={"max_content_width": 100})
+@click.argument("run_dirs", nargs=-1, required=True, metavar="RUN_DIR...",
+                type=click.Path(file_okay=False))
+@click.option("--out", required=True, type=click.Path(file_okay=False),
+              help="Where report.md and figures/ go.")
+@click.option("--pairs", metavar="A:B,C:D",
+              help="Symbol pairs to track (default: every pair of variants of one class).")
+@click.option("--measure", type=click.Choice(["normalised", "raw", "cosine"]), default="normalised",
+              show_default=True, help="What the main closeness figure shows.")
+def analyze_cmd(run_dirs: tuple[str, ...], out: str, pairs: str | None, measure: str) -> None:
+    """Closeness of symbol pairs over training, for any runs of one language.
+
+    Reads each run's embedding snapshots (never a live model) and writes a report with the
+    paper's figure layout: the tied matrix, or the input and output matrices, one curve per pair
+    with a 95% band over seeds; loss and accuracy against the Bayes optimum; a table of final
+    values with each pair's exact relation (sem / cnd) from the grammar.
+
+    \b
+    Example:
+      dhwt analyze runs/tied runs/untied --pairs 0a:0b,1a:1b --out reports/exor
+    """
+    from dhwt.report.analyze import analyze
+
+    click.echo(f"report: {analyze(run_dirs, out, pairs=pairs, measure=measure)}")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the CLI, turning user errors into `error: ...` and exit code 2."""
     args = sys.argv[1:] if argv is None else argv

@@ -118,7 +118,7 @@ def load_study(path: str | Path) -> Study:
 
 def run_study(study: Study, out: str | Path, *, overwrite: bool = False) -> Path:
     """Run (or continue) `study` into `out`; return the report's path."""
-    from dhwt.report.study_report import write_study_report
+    from dhwt.report.runs_report import write_runs_report
 
     out = Path(out)
     language = load_language(study.data["grammar"], _dotted(study.data.get("set", {})))
@@ -142,7 +142,17 @@ def run_study(study: Study, out: str | Path, *, overwrite: bool = False) -> Path
         if run_dir.exists() and not resume:
             shutil.rmtree(run_dir)  # created but killed before its first checkpoint
         train(config, task, run_dir, resume=resume)
-    return write_study_report(study, out)
+    objective = study.runs[0][1].objective
+    runs = {name: out / "runs" / name for name, _ in study.runs}
+    intro = [
+        study.description.strip(),
+        "",
+        f"Grammar `{study.data['grammar']}`, objective `{objective}`; runs: "
+        + ", ".join(f"`{n}` (`{c.tie_schedule}`, {c.steps} steps, seeds {c.seeds})"
+                    for n, c in study.runs) + ".",
+    ]
+    return write_runs_report(runs, load_task(data_dir, objective), out, title=f"Study: {study.name}",
+                             intro=intro, pairs=study.pairs, measure=study.measure)
 
 
 def default_pairs(language) -> tuple[tuple[str, str], ...]:

@@ -1,5 +1,6 @@
-"""The report of a study (dhwt.study): closeness figures like the paper's, accuracy against the
-Bayes optimum, and a table of final values, all built from the run directories on disk.
+"""A report over run directories of one language: closeness figures like the paper's, loss and
+accuracy against the Bayes optimum, and a table of final values, all read from disk. `dhwt study`
+writes one for its runs; `dhwt analyze` for any run directories given.
 
 Panels: a run that was tied at every snapshot has one matrix ("tied"); any other run has an
 input and an output panel (before an untie the two coincide). Values are mean +- 95% CI over the
@@ -10,13 +11,13 @@ from __future__ import annotations
 
 import itertools
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
 from dhwt.analysis.closeness import Closeness, mean_ci, pair_closeness
 from dhwt.analysis.snapshots import read_run
-from dhwt.languages import load_task
 from dhwt.report.figures import closeness_figure, metric_figure
 from dhwt.training import run_dir as layout
 from dhwt.training.metrics import read_metrics
@@ -24,33 +25,42 @@ from dhwt.training.metrics import read_metrics
 EVAL_SPLIT = "train"  # the fixed evaluation set over the training strings (see dhwt.training)
 
 
-def write_study_report(study, out: Path) -> Path:
-    """Analyse every run of `study` in `out`; write figures/ and report.md; return its path."""
+def write_runs_report(
+    runs: Mapping[str, Path],
+    task,
+    out: Path,
+    *,
+    title: str,
+    intro: Sequence[str] = (),
+    pairs: Sequence[tuple[str, str]] | None = None,
+    measure: str = "normalised",
+) -> Path:
+    """Analyse the run directories `runs` (name -> dir), all trained on `task`'s language;
+    write out/figures/ and out/report.md; return the report's path.
+
+    `pairs` defaults to every pair of variants of one class (dhwt.study.default_pairs)."""
     from dhwt.study import default_pairs
 
-    objective = study.runs[0][1].objective
-    task = load_task(out / layout.DATA, objective)
     truth = task.truth
-    pairs = study.pairs or default_pairs(task.language)
+    pairs = tuple(pairs or default_pairs(task.language))
     baseline = _baseline_pairs(task.language, truth)
     relation = {(r.first, r.second): r for r in truth.pairs()}
     labels = {p: f"{p[0]}-{p[1]} ({_kind(relation, p)})" for p in pairs}
 
     panels: list[tuple[str, Closeness]] = []
     curves: dict[str, dict[str, tuple[np.ndarray, np.ndarray]]] = {"accuracy": {}, "loss": {}}
-    for name, _ in study.runs:
-        run_dir = out / "runs" / name
+    for name, run_dir in runs.items():
         snapshots = read_run(run_dir)
         sides = ("input",) if all(s.tied for s in snapshots) else ("input", "output")
         for side in sides:
-            title = f"{name}: tied matrix" if len(sides) == 1 else f"{name}: {side}"
-            panels.append((title, pair_closeness(snapshots, side, pairs, baseline)))
+            panel = f"{name}: tied matrix" if len(sides) == 1 else f"{name}: {side}"
+            panels.append((panel, pair_closeness(snapshots, side, pairs, baseline)))
         records = read_metrics(run_dir / layout.METRICS)
         for metric in curves:
             curves[metric][name] = _curve(records, EVAL_SPLIT, metric)
 
     figures = out / layout.FIGURES
-    closeness_figure(panels, figures / "closeness.png", study.measure, labels)
+    closeness_figure(panels, figures / "closeness.png", measure, labels)
     closeness_figure(panels, figures / "closeness_raw.png", "raw", labels)
     metric_figure(curves["accuracy"], figures / "accuracy.png", truth.bayes_accuracy,
                   ylabel="accuracy (train evaluation set)")
@@ -58,13 +68,9 @@ def write_study_report(study, out: Path) -> Path:
                   ylabel="cross-entropy, nats (train evaluation set)", log=True)
 
     lines = [
-        f"# Study: {study.name}",
+        f"# {title}",
         "",
-        study.description.strip(),
-        "",
-        f"Grammar `{study.data['grammar']}`, objective `{objective}`; runs: "
-        + ", ".join(f"`{n}` (`{c.tie_schedule}`, {c.steps} steps, seeds {c.seeds})"
-                    for n, c in study.runs) + ".",
+        *intro,
         "",
         f"Bayes-optimal accuracy {truth.bayes_accuracy:.4f} (cross-entropy "
         f"{truth.bayes_cross_entropy:.4f} nats); always predicting the most frequent target gives "
@@ -101,7 +107,7 @@ def write_study_report(study, out: Path) -> Path:
                          + " | ".join(cells) + " |")
     lines += [
         "",
-        f"![closeness ({study.measure})](figures/closeness.png)",
+        f"![closeness ({measure})](figures/closeness.png)",
         "",
         "![closeness (raw distance)](figures/closeness_raw.png)",
         "",
@@ -109,8 +115,8 @@ def write_study_report(study, out: Path) -> Path:
         "",
         "![accuracy](figures/accuracy.png)",
         "",
-        "Each run's own directory (`runs/NAME/`) holds its metrics, snapshots, checkpoints and a "
-        "per-run report with loss curves.",
+        "Each run's own directory holds its metrics, snapshots, checkpoints and a per-run report "
+        "with loss curves.",
         "",
     ]
     path = out / layout.REPORT
