@@ -1,11 +1,30 @@
-"""The one configuration of a transformer: every architectural choice as a validated field."""
+"""The one configuration of a model: the architecture and every choice in it, as validated fields."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from dhwt.errors import DhwtError
 
+ARCHITECTURES = ("transformer", "lstm", "mixer")
+# Fields that only some architectures read; under any other they must keep their defaults, so no
+# setting is silently ignored. Fields not listed here apply to every architecture.
+USED_BY = {
+    "n_layers": ("transformer",),
+    "n_heads": ("transformer",),
+    "d_ff": ("transformer",),
+    "dropout": ("transformer",),
+    "activation": ("transformer",),
+    "norm": ("transformer",),
+    "positions": ("transformer",),
+    "final_norm": ("transformer", "mixer"),
+    "layer_norm_eps": ("transformer", "mixer"),
+    "lstm_layers": ("lstm",),
+    "lstm_hidden": ("lstm",),
+    "mixer_layers": ("mixer",),
+    "token_mixing": ("mixer",),
+    "channel_mixing": ("mixer",),
+}
 ACTIVATIONS = ("gelu", "relu")
 NORMS = ("post", "pre")
 POSITIONS = ("none", "learned", "sinusoidal")
@@ -15,28 +34,41 @@ INITS = ("torch", "xavier")
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """A transformer for masked (bidirectional) or causal language modelling.
+    """A model for masked (bidirectional) or causal language modelling.
 
-    The defaults are the paper's EXor model: 1 layer, 1 head, d_model 4, d_ff 4, gelu, post-LN,
-    dropout 0, no positional encoding, embeddings N(0, 1), no output bias.
+    architecture: "transformer" (dhwt.models.transformer), "lstm" (dhwt.models.lstm) or "mixer"
+    (dhwt.models.mixer, masked LM only). The defaults are the paper's EXor models: the
+    transformer has 1 layer, 1 head, d_model 4, d_ff 4, gelu, post-LN, dropout 0, no positional
+    encoding; the LSTM 2 layers of hidden size 8 (bidirectional for masked LM), projected back to
+    d_model 4; the mixer 1 layer, token-mixing width 4, channel-mixing width 8 (relu, pre-LN).
+    All: embeddings N(0, 1), no output bias. A field that only other architectures read (see
+    USED_BY) must keep its default.
 
-    vocab_size, max_len: tokens in the vocabulary; longest sequence the model accepts.
+    vocab_size, max_len: tokens in the vocabulary; longest sequence the model accepts (the mixer
+        accepts exactly max_len: its token-mixing weights span the positions).
+    lstm_layers, lstm_hidden: stacked LSTM layers and the hidden size of each direction.
+    mixer_layers, token_mixing, channel_mixing: mixer layers and the hidden widths of the
+        token-mixing MLP (across positions) and the channel-mixing MLP (across features).
     norm: "post" (x = LN(x + f(x)), torch's default) or "pre" (x = x + f(LN(x))).
     final_norm: a LayerNorm after the last layer, before the logits (GPT-2 style, usual with
         pre-LN; off by default so one layer equals torch.nn.TransformerEncoderLayer).
     positions: "none", "learned" (a (max_len, d) table initialised like the embeddings) or
         "sinusoidal" (the fixed table of Vaswani et al.).
-    causal: True for causal LM (position t sees positions <= t), False for masked LM.
+    causal: True for causal LM (position t sees positions <= t; the LSTM is then
+        unidirectional), False for masked LM.
     output_bias: logits = h @ E_out^T + b with a bias b (zero-initialised) when True.
     emb_init: "normal" draws embeddings from N(0, emb_std^2); "xavier" uses Xavier-uniform on the
         (V, d) matrix. emb_scale multiplies input embeddings by sqrt(d_model) (the blog's setting).
-    init: "torch" mimics torch.nn.TransformerEncoderLayer (Xavier-uniform attention in-projection,
-        zero attention biases, nn.Linear's kaiming-uniform default elsewhere); "xavier" draws every
-        other weight matrix Xavier-uniform (the blog's WikiText setting), biases as under "torch".
+    init: "torch" mimics torch's own modules (transformer: nn.TransformerEncoderLayer, with
+        Xavier-uniform attention in-projection, zero attention biases, nn.Linear's kaiming-uniform
+        default elsewhere; LSTM: nn.LSTM's U(+-1/sqrt(lstm_hidden)) everywhere; mixer: nn.Linear);
+        "xavier" draws every other weight matrix Xavier-uniform (the blog's WikiText setting),
+        biases as under "torch".
     """
 
     vocab_size: int
     max_len: int
+    architecture: str = "transformer"
     d_model: int = 4
     n_layers: int = 1
     n_heads: int = 1
@@ -53,9 +85,19 @@ class ModelConfig:
     emb_scale: bool = False
     init: str = "torch"
     layer_norm_eps: float = 1e-5
+    lstm_layers: int = 2
+    lstm_hidden: int = 8
+    mixer_layers: int = 1
+    token_mixing: int = 4
+    channel_mixing: int = 8
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "max_len", "d_model", "n_layers", "n_heads", "d_ff"):
+        if self.architecture not in ARCHITECTURES:
+            raise DhwtError(f"model architecture must be one of {', '.join(ARCHITECTURES)}, "
+                            f"got {self.architecture!r}")
+        for name in ("vocab_size", "max_len", "d_model", "n_layers", "n_heads", "d_ff",
+                     "lstm_layers", "lstm_hidden", "mixer_layers", "token_mixing",
+                     "channel_mixing"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise DhwtError(f"model {name} must be a positive integer, got {value!r}")
@@ -87,6 +129,21 @@ class ModelConfig:
         for name in ("final_norm", "causal", "output_bias", "emb_scale"):
             if not isinstance(getattr(self, name), bool):
                 raise DhwtError(f"model {name} must be true or false, got {getattr(self, name)!r}")
+        self._check_applies()
+
+    def _check_applies(self) -> None:
+        """DhwtError if a field the architecture does not read differs from its default."""
+        for f in fields(self):
+            users = USED_BY.get(f.name, ARCHITECTURES)
+            if self.architecture not in users and getattr(self, f.name) != f.default:
+                raise DhwtError(
+                    f"model {f.name} applies to the {' and '.join(users)} only, not to "
+                    f"architecture {self.architecture!r} (got {getattr(self, f.name)!r}; leave it "
+                    f"at {f.default!r})"
+                )
+        if self.architecture == "mixer" and self.causal:
+            raise DhwtError("architecture 'mixer' is for masked LM only: its token mixing reads "
+                            "every position, so it has no causal form")
 
     @property
     def head_dim(self) -> int:

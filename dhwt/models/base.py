@@ -1,0 +1,133 @@
+"""What every ensemble-native language model here shares: members, tied embeddings, logits.
+
+An architecture (Transformer, LSTM, Mixer) is an `EnsembleLM`: S members with a leading member
+dimension on every parameter, member s drawn from generators derived from seeds[s] alone, the
+tying state held by one `TiedEmbeddings`, and logits = h @ E_out^T (+ bias). A subclass draws its
+own weights between `_build_embeddings` and `_build_output` (so every member's draws come in one
+fixed order: input embeddings first, then the architecture's weights) and computes the final
+hidden states feature-major in `_features`; this class turns them into logits.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from dhwt.errors import DhwtError
+from dhwt.models import init, layers
+from dhwt.models.config import ModelConfig
+from dhwt.models.embeddings import TiedEmbeddings
+
+
+class EnsembleLM(nn.Module):
+    """S language models (masked or causal) of one architecture trained as one.
+
+    inputs (S, B, L) long -> logits (S, B, L, V) = h @ E_out^T (+ bias), where h = hidden(...).
+    `embeddings` holds the tying state; `tied` only chooses the starting state. Tied and untied
+    models with the same seeds share every weight but the untied output matrix (drawn from the
+    OUTPUT stream of each seed). Random draws at run time (dropout) use one generator per member
+    (stream DROPOUT of its seed), never the global RNG; checkpoint them with `rng_state()`.
+    """
+
+    architecture: str  # the value of ModelConfig.architecture this class builds
+    config: ModelConfig
+    seeds: tuple[int, ...]
+    embeddings: TiedEmbeddings
+
+    def _build_embeddings(
+        self, config: ModelConfig, seeds: Sequence[int], tied: bool
+    ) -> list[torch.Generator]:
+        """Set config, seeds and the embeddings; return each member's MAIN generator, which has
+        drawn the input embeddings and draws the rest of the member's weights."""
+        if config.architecture != self.architecture:
+            raise DhwtError(f"{type(self).__name__} builds architecture {self.architecture!r}, "
+                            f"but the config asks for {config.architecture!r}")
+        self.config = config
+        self.seeds = init.check_seeds(seeds)
+        main = [init.member_generator(s, init.MAIN) for s in self.seeds]
+        input_weight = torch.stack([self._table(config.vocab_size, g) for g in main])
+        output_weight = None if tied else torch.stack(
+            [self._table(config.vocab_size, init.member_generator(s, init.OUTPUT))
+             for s in self.seeds]
+        )
+        self.embeddings = TiedEmbeddings(input_weight, output_weight)
+        return main
+
+    def _table(self, rows: int, generator: torch.Generator) -> torch.Tensor:
+        """A (rows, d_model) table drawn as the config says embeddings are drawn."""
+        c = self.config
+        return init.embedding_table(rows, c.d_model, c.emb_init, c.emb_std, generator)
+
+    def _build_output(self) -> None:
+        """The output bias (if any), the dropout generators and the lookup offsets."""
+        c, members = self.config, self.members
+        if c.output_bias:
+            self.output_bias = layers.zeros(members, c.vocab_size)
+        self.generators = [init.member_generator(s, init.DROPOUT) for s in self.seeds]
+        offsets = torch.arange(members).view(members, 1, 1) * c.vocab_size
+        self.register_buffer("_row_offsets", offsets, persistent=False)
+
+    @property
+    def members(self) -> int:
+        """S, the number of members."""
+        return len(self.seeds)
+
+    def forward(self, inputs: torch.Tensor, padding: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits (S, B, L, V) for inputs (S, B, L) long; padding (S, B, L) bool, True at pads.
+
+        A view of (S, V, B, L) memory: `logits.permute(0, 3, 1, 2)` is contiguous.
+        """
+        h = self._features(inputs, padding)
+        members, batch, length = inputs.shape
+        out = self.embeddings.output_weight
+        if self.config.output_bias:
+            logits = torch.baddbmm(self.output_bias.unsqueeze(2), out, h)
+        else:
+            logits = torch.bmm(out, h)
+        return logits.view(members, -1, batch, length).permute(0, 2, 3, 1)
+
+    def hidden(self, inputs: torch.Tensor, padding: torch.Tensor | None = None) -> torch.Tensor:
+        """The final hidden states h (S, B, L, d) that feed the logits (a view of (S, d, B, L)).
+
+        Outputs at padded positions are finite but meaningless; outputs at real positions never
+        depend on what the pads hold (each architecture says how it reads pads).
+        """
+        h = self._features(inputs, padding)
+        members, batch, length = inputs.shape
+        return h.view(members, -1, batch, length).permute(0, 2, 3, 1)
+
+    def _features(self, inputs: torch.Tensor, padding: torch.Tensor | None) -> torch.Tensor:
+        """The final hidden states, feature-major: (S, d, B * L), tokens batch-major."""
+        raise NotImplementedError
+
+    def _embed(self, inputs: torch.Tensor, padding: torch.Tensor | None) -> torch.Tensor:
+        """Check inputs and padding; the input embeddings (S, B, L, d), scaled if configured."""
+        c = self.config
+        if inputs.dim() != 3 or inputs.shape[0] != self.members:
+            raise ValueError(
+                f"inputs must be (S={self.members}, B, L), got shape {tuple(inputs.shape)}"
+            )
+        if inputs.shape[2] > c.max_len:
+            raise DhwtError(
+                f"sequence length {inputs.shape[2]} exceeds the model's max_len {c.max_len}"
+            )
+        if padding is not None and padding.shape != inputs.shape:
+            raise ValueError(
+                f"padding shape {tuple(padding.shape)} differs from inputs {tuple(inputs.shape)}"
+            )
+        table = self.embeddings.input_weight.reshape(-1, c.d_model)
+        x = F.embedding(inputs + self._row_offsets, table)
+        return x * math.sqrt(c.d_model) if c.emb_scale else x
+
+    def rng_state(self) -> torch.Tensor:
+        """(S, n) uint8: the dropout generators' states, for checkpoints."""
+        return torch.stack([g.get_state() for g in self.generators])
+
+    def set_rng_state(self, state: torch.Tensor) -> None:
+        """Restore the dropout generators from `rng_state()`."""
+        for generator, row in zip(self.generators, state):
+            generator.set_state(row.clone())
