@@ -2,7 +2,8 @@
 
 Each file holds "input" and "output", float32 tensors of shape (S, V, d) (members in the order of
 `seeds`; when tied, "output" equals "input"), and string metadata: step, tied ("true"/"false"),
-seeds (JSON list), vocab (JSON list; index = token id).
+seeds (JSON list), vocab (JSON list; index = token id). The reader is
+dhwt.analysis.snapshots (analysis never needs the trainer).
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import struct
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, safe_open
 
 from dhwt.training.checkpoint import atomic_write_bytes
 
@@ -56,15 +56,6 @@ def _safetensors_bytes(tensors: dict[str, torch.Tensor], metadata: dict[str, str
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)
     return struct.pack("<Q", len(text)) + text + b"".join(blobs)
-
-
-def load_snapshot(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, object]]:
-    """The tensors of one snapshot and its metadata decoded (step int, tied bool, lists)."""
-    with safe_open(str(path), framework="pt") as fh:
-        raw = fh.metadata()
-    meta = {"step": int(raw["step"]), "tied": raw["tied"] == "true",
-            "seeds": json.loads(raw["seeds"]), "vocab": json.loads(raw["vocab"])}
-    return load_file(str(path)), meta
 
 
 def remove_snapshots_after(directory: Path, step: int) -> None:

@@ -10,7 +10,8 @@ import torch
 from dhwt.errors import DhwtError
 from dhwt.training.metrics import MetricsWriter, read_metrics, truncate_metrics
 from dhwt.training.run_dir import create_run_dir
-from dhwt.training.snapshots import load_snapshot, remove_snapshots_after, save_snapshot
+from dhwt.analysis.snapshots import read_snapshot
+from dhwt.training.snapshots import remove_snapshots_after, save_snapshot
 
 
 def test_metrics_truncate_drops_later_lines_and_a_half_written_tail(tmp_path):
@@ -37,9 +38,10 @@ def test_snapshot_round_trip_and_removal(tmp_path):
     x = torch.randn(2, 5, 3)
     for step in (0, 100, 200):
         save_snapshot(tmp_path, step, x, x + 1, tied=False, seeds=[4, 9], vocab=("a", "b", "[M]"))
-    tensors, meta = load_snapshot(tmp_path / "step_0000100.safetensors")
-    assert torch.equal(tensors["input"], x) and torch.equal(tensors["output"], x + 1)
-    assert meta == {"step": 100, "tied": False, "seeds": [4, 9], "vocab": ["a", "b", "[M]"]}
+    snap = read_snapshot(tmp_path / "step_0000100.safetensors")  # safetensors' own reader
+    assert torch.equal(torch.from_numpy(snap.input), x)
+    assert torch.equal(torch.from_numpy(snap.output), x + 1)
+    assert (snap.step, snap.tied, snap.seeds, snap.vocab) == (100, False, (4, 9), ("a", "b", "[M]"))
     remove_snapshots_after(tmp_path, 100)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["step_0000000.safetensors",
                                                           "step_0000100.safetensors"]

@@ -11,7 +11,7 @@ from dhwt.errors import DhwtError
 from dhwt.languages import load_language, load_task, write_dataset
 from dhwt.training import TrainConfig, train
 from dhwt.training.checkpoint import latest_checkpoint, list_checkpoints
-from dhwt.training.snapshots import load_snapshot
+from dhwt.analysis.snapshots import read_snapshot
 from dhwt.training.trainer import Trainer
 
 
@@ -42,7 +42,7 @@ def _interrupt_at(monkeypatch, step: int) -> None:
 def _final(run_dir, config, task):
     """Everything a run leaves that must be reproducible: weights, optimizer, metrics, snapshots."""
     _, state = latest_checkpoint(run_dir / "checkpoints")
-    snaps = {p.name: load_snapshot(p)[0] for p in sorted((run_dir / "embeddings").iterdir())}
+    snaps = {p.name: p.read_bytes() for p in sorted((run_dir / "embeddings").iterdir())}
     return state, (run_dir / "metrics.jsonl").read_text(), snaps
 
 
@@ -99,11 +99,12 @@ def test_member_equals_a_solo_run_of_its_seed(task, tmp_path):
     train(TrainConfig(seeds=[7], **common), task, tmp_path / "solo")
     for step in (0, 100, 200, 300):
         name = f"step_{step:07d}.safetensors"
-        ens, meta = load_snapshot(tmp_path / "ensemble" / "embeddings" / name)
-        solo, _ = load_snapshot(tmp_path / "solo" / "embeddings" / name)
-        assert meta["seeds"] == [5, 7, 9] and meta["tied"] == (step < 120)
+        ens = read_snapshot(tmp_path / "ensemble" / "embeddings" / name)
+        solo = read_snapshot(tmp_path / "solo" / "embeddings" / name)
+        assert ens.seeds == (5, 7, 9) and ens.tied == (step < 120)
         for key in ("input", "output"):
-            torch.testing.assert_close(ens[key][1:2], solo[key], rtol=1e-5, atol=1e-6)
+            torch.testing.assert_close(torch.from_numpy(getattr(ens, key)[1:2]),
+                                       torch.from_numpy(getattr(solo, key)), rtol=1e-5, atol=1e-6)
     ens_lines = [json.loads(x) for x in (tmp_path / "ensemble" / "metrics.jsonl").open()]
     solo_lines = [json.loads(x) for x in (tmp_path / "solo" / "metrics.jsonl").open()]
     member = [r for r in ens_lines if r["seed"] == 7]
@@ -143,9 +144,9 @@ def test_run_directory_layout_and_report(task, tmp_path):
                                                                        "step_0000030.pt"]
     assert sorted(p.name for p in (run / "embeddings").iterdir()) == [
         f"step_{s:07d}.safetensors" for s in (0, 15, 30)]
-    tensors, meta = load_snapshot(run / "embeddings" / "step_0000030.safetensors")
-    assert tensors["input"].shape == (2, len(task.vocab), 4) == tensors["output"].shape
-    assert meta["vocab"] == list(task.vocab) and meta["tied"] is False
+    snap = read_snapshot(run / "embeddings" / "step_0000030.safetensors")
+    assert snap.input.shape == (2, len(task.vocab), 4) == snap.output.shape
+    assert snap.vocab == task.vocab and snap.tied is False
     lines = [json.loads(x) for x in (run / "metrics.jsonl").open()]
     assert {r["step"] for r in lines} == {0, 10, 20, 30}
     assert {r["split"] for r in lines} >= {"train", "train_fresh"}
