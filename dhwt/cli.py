@@ -22,8 +22,13 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
     \b
     Typical flow:
-      dhwt synth --grammar parity --out data/parity     # a language with exact ground truth
-      dhwt train --data data/parity --tie-schedule untie@5000 --steps 10000 --out runs/u5k
+      dhwt synth --grammar parity                         # a language and its exact truth
+      dhwt train --grammar parity --tie-schedule untie@5000 --steps 10000 --out runs/u5k
+      dhwt analyze runs/u5k --out reports/u5k              # pair closeness over training
+      dhwt study experiments/exor_small.toml --out runs/exor-small   # all of it, from one TOML
+      dhwt verify-theorems                                # the theorems of proofs/, checked
+
+    Every command explains itself: dhwt COMMAND --help.
     """
     ctx.obj = {"debug": debug}
 
@@ -151,8 +156,9 @@ def train_cmd(config_file: str | None, out: str, overwrite: bool, resume: bool,
     given = {k: v for k, v in options.items() if v is not None}
     result = train_command(given, config_file=config_file, out=out, overwrite=overwrite,
                            resume=resume)
-    click.echo(f"trained {result.step} steps in {result.seconds:.1f} s; run directory: "
-               f"{result.run_dir} (see report.md)")
+    if result is not None:  # None on the processes of a torchrun launch that do not write
+        click.echo(f"trained {result.step} steps in {result.seconds:.1f} s; run directory: "
+                   f"{result.run_dir} (see report.md)")
 
 
 @cli.command("verify-theorems", context_settings={"max_content_width": 100})
@@ -251,6 +257,12 @@ def main(argv: list[str] | None = None) -> None:
         click.echo("error: interrupted; `dhwt train --resume` and `dhwt study` continue from the "
                    "last checkpoint", err=True)
         sys.exit(130)
+    except OSError as exc:  # a full disk or a path that cannot be written: say which, briefly
+        if debug:
+            raise
+        where = f" ({exc.filename})" if exc.filename else ""
+        click.echo(f"error: {exc.strerror or exc}{where}", err=True)
+        sys.exit(2)
     except click.ClickException as exc:
         if debug:
             raise
