@@ -1,7 +1,25 @@
-"""Models with tying as a state: an ensemble-native transformer for masked and causal LM."""
+"""Models with tying as a state: ensemble-native transformer, LSTM and MLP-Mixer language models."""
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from dhwt.models.base import EnsembleLM
 from dhwt.models.config import ModelConfig
 from dhwt.models.embeddings import TiedEmbeddings
+from dhwt.models.lstm import LSTM
+from dhwt.models.mixer import Mixer
 from dhwt.models.transformer import Transformer
 
-__all__ = ["ModelConfig", "TiedEmbeddings", "Transformer"]
+ARCHITECTURE_CLASSES: dict[str, type[EnsembleLM]] = {
+    cls.architecture: cls for cls in (Transformer, LSTM, Mixer)
+}
+
+
+def build_model(config: ModelConfig, seeds: Sequence[int], tied: bool) -> EnsembleLM:
+    """The ensemble of `seeds` of the architecture `config.architecture` names."""
+    return ARCHITECTURE_CLASSES[config.architecture](config, seeds, tied)
+
+
+__all__ = ["EnsembleLM", "LSTM", "Mixer", "ModelConfig", "TiedEmbeddings", "Transformer",
+           "build_model"]
