@@ -22,8 +22,10 @@ from dhwt.models import ModelConfig
 from dhwt.training.tying import TieSchedule
 
 OBJECTIVES = ("mlm", "clm")
-MODEL_FIELDS = ("d_model", "n_layers", "n_heads", "d_ff", "dropout", "activation", "norm",
-                "final_norm", "positions", "output_bias", "emb_init", "emb_std", "emb_scale", "init")
+MODEL_FIELDS = ("architecture", "d_model", "n_layers", "n_heads", "d_ff", "dropout", "activation",
+                "norm", "final_norm", "positions", "output_bias", "emb_init", "emb_std",
+                "emb_scale", "init", "lstm_layers", "lstm_hidden", "mixer_layers", "token_mixing",
+                "channel_mixing")
 LR_SCHEDULES = ("constant", "cosine", "periodic-cosine")
 FULL_BATCH = "full"
 
@@ -110,7 +112,9 @@ class TrainConfig:
     test_fraction: float = 0.1
     split_seed: int = 14
     # model: the fields of dhwt.models.ModelConfig that are not set by the task (MODEL_FIELDS);
-    # defaults: the paper's EXor transformer
+    # defaults: the paper's EXor models; architecture "transformer", "lstm" or "mixer" (fields of
+    # one architecture must keep their defaults under another, see ModelConfig)
+    architecture: str = "transformer"
     d_model: int = 4
     n_layers: int = 1
     n_heads: int = 1
@@ -125,6 +129,11 @@ class TrainConfig:
     emb_std: float = 1.0
     emb_scale: bool = False
     init: str = "torch"
+    lstm_layers: int = 2
+    lstm_hidden: int = 8
+    mixer_layers: int = 1
+    token_mixing: int = 4
+    channel_mixing: int = 8
     # ensemble and tying
     seeds: list[int] = field(default_factory=lambda: [42])
     tie_schedule: str = "tied"
@@ -182,7 +191,8 @@ class TrainConfig:
         if self.tie_penalty and schedule.initial_tied and not schedule.events:
             raise DhwtError(f"tie_penalty {self.tie_penalty} has no effect with tie_schedule "
                             f"{self.tie_schedule!r}: the embeddings are never untied")
-        self.model_config(vocab_size=1, max_len=1, causal=False)  # validates the model fields
+        # validates the model fields (and that the architecture suits the objective)
+        self.model_config(vocab_size=1, max_len=1, causal=self.objective == "clm")
         if self.lr_min > self.lr:
             raise DhwtError(f"lr_min ({self.lr_min}) must not exceed lr ({self.lr})")
         if self.warmup_steps >= self.steps:

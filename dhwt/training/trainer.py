@@ -43,7 +43,7 @@ from tqdm import tqdm
 
 from dhwt.errors import DhwtError
 from dhwt.languages import Batch, Task
-from dhwt.models import ModelConfig, Transformer
+from dhwt.models import ModelConfig, build_model
 from dhwt.models.init import member_generator
 from dhwt.training import run_dir as layout
 from dhwt.training.checkpoint import (latest_checkpoint, remove_stray_temporaries,
@@ -121,7 +121,7 @@ class Trainer:
     def __init__(self, config: TrainConfig, task: Task, run_dir: Path) -> None:
         self.config, self.task, self.run_dir = config, task, Path(run_dir)
         self.schedule = TieSchedule.parse(config.tie_schedule, config.steps)
-        self.model = Transformer(model_config(config, task), config.seeds,
+        self.model = build_model(model_config(config, task), config.seeds,
                                  tied=self.schedule.initial_tied)
         self.optimizer = self._optimizer([list(self.model.parameters())])
         self.lr = LRSchedule(config.lr_schedule, config.lr, config.lr_min, config.steps,
@@ -294,7 +294,8 @@ class Trainer:
         if state.get("format") != CHECKPOINT_FORMAT:
             raise DhwtError(f"checkpoint {path} has format {state.get('format')!r}; this dhwt "
                             f"reads format {CHECKPOINT_FORMAT}")
-        if state["config"] != self.config.to_dict():
+        # read through TrainConfig so fields added since the checkpoint take their defaults
+        if TrainConfig.from_dict(state["config"], str(path)).to_dict() != self.config.to_dict():
             raise DhwtError(f"checkpoint {path} was written with a different config than "
                             f"{self.run_dir / layout.CONFIG}")
         self.model.load_state_dict(state["model"])  # adopts the saved tying state
