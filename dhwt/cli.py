@@ -95,6 +95,11 @@ class _BatchSize(click.ParamType):
 @click.option("--data", metavar="DIR", help="A dataset directory written by `dhwt synth`.")
 @click.option("--objective", type=click.Choice(["mlm", "clm"]),
               help="Masked (bidirectional) or causal language modelling.  [default: mlm]")
+@click.option("--architecture", type=click.Choice(["transformer", "lstm", "mixer"]),
+              help="The paper's EXor models: transformer; lstm (2 layers, hidden 8, bidirectional "
+                   "for mlm, projected back to d_model); mixer (MLP-Mixer, 1 layer, token mixing "
+                   "4, channel mixing 8, relu, pre-LN; mlm only). Sizes go in --config.  "
+                   "[default: transformer]")
 @click.option("--tie-schedule", metavar="SCHEDULE",
               help="tied | untied | untie@N | tie@N[:in|:out|:mean] | switches joined by commas, "
                    "e.g. untie@2000,tie@8000:mean. A switch at step N acts after N updates.  "

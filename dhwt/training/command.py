@@ -38,7 +38,7 @@ def train_command(options: dict[str, object], *, config_file: str | None, out: s
         config = TrainConfig.from_dict({**TrainConfig.from_toml(saved).to_dict(),
                                         **_absolute(options)}, source="the flags")
         return train(config, _load(config, run_dir), run_dir, resume=True)
-    values = TrainConfig.from_toml(config_file).to_dict() if config_file is not None else {}
+    values = TrainConfig.toml_values(config_file) if config_file is not None else {}
     if "grammar" in options or "data" in options:
         values.pop("grammar", None)
         values.pop("data", None)

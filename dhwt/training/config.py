@@ -210,16 +210,19 @@ class TrainConfig:
     @classmethod
     def from_dict(cls, values: dict[str, object], source: str = "config") -> TrainConfig:
         """A config from a flat mapping (a parsed TOML file, CLI options); unknown keys are errors."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise DhwtError(f"unknown key {unknown[0]!r} in {source}; allowed keys: "
-                            f"{', '.join(sorted(known))}")
+        _check_keys(values, source)
         return cls(**values)  # type: ignore[arg-type]
 
     @classmethod
     def from_toml(cls, path: str | Path) -> TrainConfig:
         """Read a config TOML (flat keys, as written by `to_toml`)."""
+        return cls.from_dict(cls.toml_values(path), source=str(path))
+
+    @classmethod
+    def toml_values(cls, path: str | Path) -> dict[str, object]:
+        """The keys of a config TOML, checked to be known but not yet validated as a config, so
+        values given elsewhere (flags) can complete them first: a file of LSTM sizes is only
+        valid once `--architecture lstm` joins it."""
         path = Path(path)
         try:
             values = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -231,7 +234,8 @@ class TrainConfig:
         if nested:
             raise DhwtError(f"config file {path} has a table [{nested[0]}]; use flat keys "
                             f"(e.g. d_model = 4)")
-        return cls.from_dict(values, source=str(path))
+        _check_keys(values, str(path))
+        return values
 
     def to_dict(self) -> dict[str, object]:
         """All fields as plain values (batch_size None stays None)."""
@@ -247,6 +251,15 @@ class TrainConfig:
         return ("# dhwt train: resolved config\n"
                 + dumps({k: v for k, v in values.items() if v is not None})
                 + "".join(line + "\n" for line in unset))
+
+
+def _check_keys(values: dict[str, object], source: str) -> None:
+    """DhwtError naming the first key of `values` that is not a TrainConfig field."""
+    known = {f.name for f in fields(TrainConfig)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise DhwtError(f"unknown key {unknown[0]!r} in {source}; allowed keys: "
+                        f"{', '.join(sorted(known))}")
 
 
 def _check_choice(name: str, value: object, allowed: tuple[str, ...]) -> None:
