@@ -5,7 +5,8 @@ dimension on every parameter, member s drawn from generators derived from seeds[
 tying state held by one `TiedEmbeddings`, and logits = h @ E_out^T (+ bias). A subclass draws its
 own weights between `_build_embeddings` and `_build_output` (so every member's draws come in one
 fixed order: input embeddings first, then the architecture's weights) and computes the final
-hidden states feature-major in `_features`; this class turns them into logits.
+hidden states feature-major in `_features`; this class adds the optional final LayerNorm and
+turns them into logits.
 """
 
 from __future__ import annotations
@@ -63,8 +64,12 @@ class EnsembleLM(nn.Module):
         return init.embedding_table(rows, c.d_model, c.emb_init, c.emb_std, generator)
 
     def _build_output(self) -> None:
-        """The output bias (if any), the dropout generators and the lookup offsets."""
+        """The final LayerNorm and output bias (if configured), the dropout generators and the
+        lookup offsets."""
         c, members = self.config, self.members
+        if c.final_norm:
+            self.final_norm_weight = layers.ones(members, c.d_model)
+            self.final_norm_bias = layers.zeros(members, c.d_model)
         if c.output_bias:
             self.output_bias = layers.zeros(members, c.vocab_size)
         self.generators = [init.member_generator(s, init.DROPOUT) for s in self.seeds]
@@ -81,7 +86,7 @@ class EnsembleLM(nn.Module):
 
         A view of (S, V, B, L) memory: `logits.permute(0, 3, 1, 2)` is contiguous.
         """
-        h = self._features(inputs, padding)
+        h = self._final(inputs, padding)
         members, batch, length = inputs.shape
         out = self.embeddings.output_weight
         if self.config.output_bias:
@@ -96,12 +101,22 @@ class EnsembleLM(nn.Module):
         Outputs at padded positions are finite but meaningless; outputs at real positions never
         depend on what the pads hold (each architecture says how it reads pads).
         """
-        h = self._features(inputs, padding)
+        h = self._final(inputs, padding)
         members, batch, length = inputs.shape
         return h.view(members, -1, batch, length).permute(0, 2, 3, 1)
 
-    def _features(self, inputs: torch.Tensor, padding: torch.Tensor | None) -> torch.Tensor:
+    def _final(self, inputs: torch.Tensor, padding: torch.Tensor | None) -> torch.Tensor:
         """The final hidden states, feature-major: (S, d, B * L), tokens batch-major."""
+        x = self._features(inputs, padding)
+        if self.config.final_norm:
+            c = self.config
+            x = layers.layer_norm(x, self.final_norm_weight, self.final_norm_bias,
+                                  c.layer_norm_eps)
+        return x
+
+    def _features(self, inputs: torch.Tensor, padding: torch.Tensor | None) -> torch.Tensor:
+        """The architecture's output before the final LayerNorm (if any), feature-major:
+        (S, d, B * L), tokens batch-major."""
         raise NotImplementedError
 
     def _embed(self, inputs: torch.Tensor, padding: torch.Tensor | None) -> torch.Tensor:

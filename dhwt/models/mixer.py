@@ -76,15 +76,11 @@ class Mixer(EnsembleLM):
     def __init__(self, config: ModelConfig, seeds: Sequence[int], tied: bool):
         super().__init__()
         main = self._build_embeddings(config, seeds, tied)
-        c, members = config, self.members
-        self.layers = nn.ModuleList(MixerLayer(c, main) for _ in range(c.mixer_layers))
-        if c.final_norm:
-            self.final_norm_weight = ones(members, c.d_model)
-            self.final_norm_bias = zeros(members, c.d_model)
+        self.layers = nn.ModuleList(MixerLayer(config, main) for _ in range(config.mixer_layers))
         self._build_output()
 
     def _features(self, inputs: torch.Tensor, padding: torch.Tensor | None) -> torch.Tensor:
-        """The final hidden states, feature-major: (S, d, B * L)."""
+        """The last layer's output, feature-major: (S, d, B * L)."""
         c = self.config
         x = self._embed(inputs, padding)  # (S, B, L, d)
         members, batch, length = inputs.shape
@@ -96,6 +92,4 @@ class Mixer(EnsembleLM):
         x = x.view(members, batch * length, c.d_model).transpose(1, 2).contiguous()
         for layer in self.layers:
             x = layer(x, batch)
-        if c.final_norm:
-            x = layer_norm(x, self.final_norm_weight, self.final_norm_bias, c.layer_norm_eps)
         return x

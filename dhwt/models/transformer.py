@@ -111,7 +111,7 @@ class Transformer(EnsembleLM):
     def __init__(self, config: ModelConfig, seeds: Sequence[int], tied: bool):
         super().__init__()
         main = self._build_embeddings(config, seeds, tied)
-        c, members = config, self.members
+        c = config
         if c.positions == "learned":
             self.positions = stacked(lambda g: self._table(c.max_len, g), main)
         elif c.positions == "sinusoidal":
@@ -119,13 +119,10 @@ class Transformer(EnsembleLM):
                 "positions", init.sinusoidal_table(c.max_len, c.d_model), persistent=False
             )
         self.blocks = nn.ModuleList(Block(c, main) for _ in range(c.n_layers))
-        if c.final_norm:
-            self.final_norm_weight = ones(members, c.d_model)
-            self.final_norm_bias = zeros(members, c.d_model)
         self._build_output()
 
     def _features(self, inputs: torch.Tensor, padding: torch.Tensor | None) -> torch.Tensor:
-        """The final hidden states, feature-major: (S, d, B * L)."""
+        """The last layer's output, feature-major: (S, d, B * L)."""
         c = self.config
         x = self._embed(inputs, padding)  # (S, B, L, d)
         members, batch, length = inputs.shape
@@ -137,8 +134,6 @@ class Transformer(EnsembleLM):
         allowed = None if padding is None else self._allowed(padding)
         for block in self.blocks:
             x = block(x, (batch, length), allowed, self._dropout)
-        if c.final_norm:
-            x = layer_norm(x, self.final_norm_weight, self.final_norm_bias, c.layer_norm_eps)
         return x
 
     def _allowed(self, padding: torch.Tensor) -> torch.Tensor:
