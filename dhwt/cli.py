@@ -247,6 +247,59 @@ def analyze_cmd(run_dirs: tuple[str, ...], out: str, pairs: str | None, measure:
     click.echo(f"report: {analyze(run_dirs, out, pairs=pairs, measure=measure)}")
 
 
+@cli.command("knn", context_settings={"max_content_width": 100})
+@click.argument("a_spec", metavar="A")
+@click.argument("b_spec", metavar="B")
+@click.option("--k", type=int, default=10, show_default=True,
+              help="Neighbours per token (self excluded); below the number of tokens.")
+@click.option("--metric", type=click.Choice(["ip", "cos", "l2"]), default="ip",
+              show_default=True,
+              help="Raw inner product (the reference study's), cosine, or Euclidean distance.")
+@click.option("--score", type=click.Choice(["both", "jaccard", "overlap"]), default="both",
+              show_default=True, help="Jaccard |A∩B|/|A∪B|, overlap |A∩B|/k, or both.")
+@click.option("--tokens", "tokens_file", metavar="FILE", type=click.Path(dir_okay=False),
+              help="Token ids to keep (text of whole numbers, or .npy), e.g. tokens seen in "
+                   "training: neighbours are searched among them only and averaged over them.")
+@click.option("--weights", "weights_file", metavar="FILE", type=click.Path(dir_okay=False),
+              help="One non-negative weight per token (text or .npy), e.g. training "
+                   "frequencies: a weighted average instead of the plain mean.")
+@click.option("--side-a", default="input", show_default=True, metavar="input|output|NAME",
+              help="Matrix of A: a snapshot's input or output embeddings, or a tensor name in "
+                   "a .safetensors/.pt file.")
+@click.option("--side-b", default="input", show_default=True, metavar="input|output|NAME",
+              help="Matrix of B, as --side-a (input vs output of one run: the DH diagnostic).")
+@click.option("--member-a", type=int, default=0, show_default=True,
+              help="Ensemble member of A when it holds several (S, V, d).")
+@click.option("--member-b", type=int, default=0, show_default=True,
+              help="Ensemble member of B when it holds several (S, V, d).")
+@click.option("--baseline/--no-baseline", default=True, show_default=True,
+              help="Also compute the chance level: the same measure on norm-matched random "
+                   "directions (doubles the time).")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the random directions of the chance baseline.")
+@click.option("--per-token", metavar="FILE.csv", type=click.Path(dir_okay=False),
+              help="Also write token,intersection,jaccard,overlap,weight per token.")
+def knn_cmd(a_spec: str, b_spec: str, **options: object) -> None:
+    """KNN Match Similarity of two embedding matrices A and B (same tokens).
+
+    \b
+    A and B: FILE.npy, FILE.safetensors, FILE.pt, or RUN_DIR@STEP / RUN_DIR@last (a dhwt
+    run's snapshot). For each token, its k nearest neighbours (exact, self excluded) in A and
+    in B are compared; the mean Jaccard and overlap are printed with the chance level of
+    norm-matched random directions (shared row norms alone give several percent under ip).
+    50257 x 512, k=10 takes about half the time of two exact faiss searches, memory < 2 GB.
+
+    \b
+    Examples:
+      dhwt knn runs/seed1@16000 runs/seed2@16000
+      dhwt knn runs/u@last runs/u@last --side-a input --side-b output   # DH diagnostic
+      dhwt knn a.npy b.safetensors --metric cos --tokens seen.txt --per-token knn.csv
+    """
+    from dhwt.analysis.knn_command import KnnOptions, knn_command
+
+    click.echo(knn_command(a_spec, b_spec, KnnOptions(**options)))
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the CLI, turning user errors into `error: ...` and exit code 2."""
     args = sys.argv[1:] if argv is None else argv

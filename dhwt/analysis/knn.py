@@ -1,0 +1,421 @@
+"""Exact k nearest neighbours of every row of an embedding matrix, and KNN Match Similarity.
+
+KNN Match Similarity of two spaces A and B (same tokens, any widths): for token i, N_A(i) and
+N_B(i) are its k nearest neighbours among the other rows (self excluded by masking, since under
+inner product a row is often not its own top neighbour). Two scores per token:
+  Jaccard  |N_A ∩ N_B| / |N_A ∪ N_B|   (what the Butterfly Effect post defines), and
+  overlap  |N_A ∩ N_B| / k             (what its code computed; = mutual-kNN alignment).
+Both are reported; averages are plain or weighted (e.g. by token frequency).
+
+Metrics: "ip" (raw inner product, the reference study's), "cos" (cosine), "l2" (Euclidean). The
+ranking score is higher-is-nearer: <x_i, x_j>, cos(x_i, x_j), or -||x_i - x_j||^2.
+
+Ties: neighbours are ordered by score, higher first, and equal scores by lower row index first,
+so the result is a function of the matrix alone.
+
+Exactness: a blocked float32 pass over the Gram matrix nominates the best k + slack candidates of
+every row (same tie rule); their scores are then recomputed in float64 and the top k taken. The
+result equals a float64 brute force (full matrix, same tie rule) unless float32 rounding
+(~1e-7 relative) moves a true neighbour below rank k + slack.
+
+Cost: the Gram matrix is symmetric, so each off-diagonal block G = X_I X_J^T is computed once and
+read twice, by the rows of I (along its rows) and by the rows of J (along its columns): half the
+blocks of a full search. Memory stays bounded: one block (block_size^2 floats) at a time, never
+V x V. Inside a block, a row only looks at the entries that can beat its current k+slack-th
+candidate: tile maxima (w consecutive entries) are compared with that threshold first and only
+the few tiles that pass are read.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from dhwt.errors import DhwtError
+
+METRICS = ("ip", "cos", "l2")
+#: Entries per tile of the threshold filter; blocks are multiples of it (rows padded).
+TILE = 32
+#: Default rows per block: a 4096 x 4096 float32 block is 64 MB.
+BLOCK = 4096
+#: Extra float32 candidates per row re-ranked in float64 (guards against float32 rounding).
+SLACK = 8
+_LOWEST = float(np.finfo(np.float32).min)
+
+
+@dataclass(frozen=True)
+class Neighbours:
+    """The k nearest neighbours of every row, best first.
+
+    indices: (n, k) int64 row ids (self never included); scores: (n, k) float64 ranking scores
+    (higher is nearer: inner product, cosine, or minus the squared Euclidean distance).
+    """
+
+    metric: str
+    indices: np.ndarray
+    scores: np.ndarray
+
+    @property
+    def k(self) -> int:
+        return self.indices.shape[1]
+
+
+@dataclass(frozen=True)
+class KnnMatch:
+    """KNN Match Similarity of two spaces, per token and averaged.
+
+    tokens: (n,) row ids compared (into the original matrices); intersection: (n,) |N_A ∩ N_B|;
+    weights: (n,) averaging weights summing to 1 (uniform unless frequency weights were given).
+    """
+
+    k: int
+    metric: str
+    tokens: np.ndarray
+    intersection: np.ndarray
+    weights: np.ndarray
+
+    @property
+    def jaccard(self) -> np.ndarray:
+        """Per token |N_A ∩ N_B| / |N_A ∪ N_B| (the union has 2k - |∩| members)."""
+        return self.intersection / (2 * self.k - self.intersection)
+
+    @property
+    def overlap(self) -> np.ndarray:
+        """Per token |N_A ∩ N_B| / k."""
+        return self.intersection / self.k
+
+    @property
+    def mean_jaccard(self) -> float:
+        return float(self.weights @ self.jaccard)
+
+    @property
+    def mean_overlap(self) -> float:
+        return float(self.weights @ self.overlap)
+
+
+def nearest_neighbours(x: np.ndarray, k: int, metric: str = "ip", *, block_size: int = BLOCK,
+                       slack: int = SLACK, progress: bool | None = False,
+                       name: str = "matrix") -> Neighbours:
+    """Exact k nearest neighbours (self excluded) of every row of x (n, d); see the module doc."""
+    x = check_matrix(x, name)
+    n = x.shape[0]
+    check_k(k, n)
+    if metric not in METRICS:
+        raise DhwtError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
+    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < TILE:
+        raise DhwtError(f"block_size must be an integer >= {TILE}, got {block_size!r}")
+    if isinstance(slack, bool) or not isinstance(slack, int) or slack < 0:
+        raise DhwtError(f"slack must be a non-negative integer, got {slack!r}")
+    m = min(k + slack, n - 1)
+    left, right, exact, error = _work_matrices(x, metric, name)
+    cand, kth = _candidates(left, right, n, m, block_size - block_size % TILE, progress)
+    return _rerank(exact, cand, kth + error, k, metric)
+
+
+def knn_match(a: np.ndarray, b: np.ndarray, k: int = 10, metric: str = "ip", *,
+              tokens: np.ndarray | None = None, weights: np.ndarray | None = None,
+              block_size: int = BLOCK, progress: bool | None = False) -> KnnMatch:
+    """KNN Match Similarity of spaces a (V, d_a) and b (V, d_b).
+
+    tokens: row ids to keep (e.g. tokens seen in training): neighbours are then searched among
+    these rows only and scores averaged over them. weights: (V,) non-negative per-token weights
+    of the average (e.g. training frequencies), restricted to `tokens`; zero weights leave a token
+    out of the average but not out of the neighbour search.
+    """
+    a, b = check_matrix(a, "A"), check_matrix(b, "B")
+    if a.shape[0] != b.shape[0]:
+        raise DhwtError(f"A has {a.shape[0]} rows and B has {b.shape[0]}; KNN match compares "
+                        "the same tokens in both, so the row counts must be equal")
+    ids = select_tokens(tokens, a.shape[0])
+    w = average_weights(weights, a.shape[0], ids)
+    check_k(k, len(ids))
+    if len(ids) < a.shape[0]:
+        a, b = a[ids], b[ids]
+    na = nearest_neighbours(a, k, metric, block_size=block_size, progress=progress, name="A")
+    nb = nearest_neighbours(b, k, metric, block_size=block_size, progress=progress, name="B")
+    return match_neighbours(na, nb, tokens=ids, weights=w)
+
+
+def match_neighbours(na: Neighbours, nb: Neighbours, *, tokens: np.ndarray | None = None,
+                     weights: np.ndarray | None = None) -> KnnMatch:
+    """KNN match of two neighbour sets over the same rows; tokens names the rows (default
+    0..n-1), weights (n,) sums to 1 (default uniform)."""
+    if na.indices.shape != nb.indices.shape or na.metric != nb.metric:
+        raise DhwtError(f"neighbour sets differ: {na.indices.shape} {na.metric} vs "
+                        f"{nb.indices.shape} {nb.metric}")
+    n, k = na.indices.shape
+    inter = (na.indices[:, :, None] == nb.indices[:, None, :]).any(axis=2).sum(axis=1)
+    return KnnMatch(
+        k=k, metric=na.metric,
+        tokens=np.arange(n) if tokens is None else np.asarray(tokens),
+        intersection=inter.astype(np.int64),
+        weights=np.full(n, 1.0 / n) if weights is None else np.asarray(weights, np.float64),
+    )
+
+
+def norm_matched_random(x: np.ndarray, generator: np.random.Generator) -> np.ndarray:
+    """A matrix with the row norms of x and independent uniformly random row directions."""
+    x = np.asarray(x, np.float64)
+    directions = generator.standard_normal(x.shape)
+    directions /= np.linalg.norm(directions, axis=1, keepdims=True)
+    return (directions * np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+def chance_baseline(a: np.ndarray, b: np.ndarray, k: int = 10, metric: str = "ip", *,
+                    generator: np.random.Generator, tokens: np.ndarray | None = None,
+                    weights: np.ndarray | None = None, block_size: int = BLOCK,
+                    progress: bool | None = False) -> KnnMatch:
+    """KNN match of norm-matched random stand-ins for a and b (same row norms, random
+    directions), computed exactly as knn_match: what shared norms (hub tokens) give by chance."""
+    a, b = check_matrix(a, "A"), check_matrix(b, "B")
+    return knn_match(norm_matched_random(a, generator), norm_matched_random(b, generator), k,
+                     metric, tokens=tokens, weights=weights, block_size=block_size,
+                     progress=progress)
+
+
+# --- validation ---------------------------------------------------------------------------------
+
+def check_matrix(x: object, name: str) -> np.ndarray:
+    """x as a 2-D float array with at least two rows and finite values, or DhwtError."""
+    if isinstance(x, torch.Tensor):
+        x = x.detach().cpu().numpy()
+    x = np.asarray(x)
+    if x.ndim != 2:
+        raise DhwtError(f"{name} must be a 2-D matrix (tokens x dimensions), got shape {x.shape}")
+    if not (np.issubdtype(x.dtype, np.floating) or np.issubdtype(x.dtype, np.integer)):
+        raise DhwtError(f"{name} must hold numbers, got dtype {x.dtype}")
+    if x.shape[0] < 2 or x.shape[1] < 1:
+        raise DhwtError(f"{name} needs at least 2 rows and 1 column, got shape {x.shape}")
+    finite = np.isfinite(x).all(axis=1)
+    if not finite.all():
+        row = int(np.flatnonzero(~finite)[0])
+        raise DhwtError(f"{name} has NaN or infinite values ({int((~finite).sum())} rows, "
+                        f"first row {row})")
+    if float(np.abs(x).max()) ** 2 * x.shape[1] > 1e36:
+        raise DhwtError(f"{name} has values too large for float32 scores "
+                        f"(max |value| {float(np.abs(x).max()):.3g})")
+    return x
+
+
+def check_k(k: object, n: int) -> None:
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k < n:
+        raise DhwtError(f"k must be an integer with 1 <= k < number of tokens ({n}), got {k!r}")
+
+
+def select_tokens(tokens: np.ndarray | None, n: int) -> np.ndarray:
+    """Sorted unique row ids to keep (all rows if None), validated against n rows."""
+    if tokens is None:
+        return np.arange(n)
+    ids = np.asarray(tokens)
+    if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
+        raise DhwtError(f"tokens must be a 1-D list of integer token ids, got {ids.dtype} "
+                        f"shape {ids.shape}")
+    if len(ids) and (ids.min() < 0 or ids.max() >= n):
+        raise DhwtError(f"token ids must lie in [0, {n}), got values from {ids.min()} to "
+                        f"{ids.max()}")
+    return np.unique(ids)
+
+
+def average_weights(weights: np.ndarray | None, n: int, ids: np.ndarray) -> np.ndarray:
+    """Averaging weights over ids, normalised to sum 1 (uniform if None)."""
+    if weights is None:
+        return np.full(len(ids), 1.0 / max(len(ids), 1))
+    w = np.asarray(weights, np.float64)
+    if w.shape != (n,):
+        raise DhwtError(f"weights must have one value per token ({n}), got shape {w.shape}")
+    if not np.isfinite(w).all() or (w < 0).any():
+        raise DhwtError("weights must be finite and non-negative")
+    w = w[ids]
+    if w.sum() <= 0:
+        raise DhwtError("the weights of the selected tokens sum to 0; nothing to average")
+    return w / w.sum()
+
+
+# --- the engine ---------------------------------------------------------------------------------
+
+#: Unit roundoff of float32.
+_U32 = 2.0**-24
+
+
+def _work_matrices(x: np.ndarray, metric: str,
+                   name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """float32 (left, right) with left @ right.T the ranking score; the float64 matrix the final
+    scores are computed from; and per row i a bound on |float32 score(i, j) - exact score(i, j)|
+    over all j (rounding of the inputs and of a length-d float32 dot product, times 2 for
+    safety)."""
+    exact = x.astype(np.float64)
+    if metric == "cos":
+        norms = np.linalg.norm(exact, axis=1, keepdims=True)
+        if (norms == 0).any():
+            row = int(np.flatnonzero(norms[:, 0] == 0)[0])
+            raise DhwtError(f"{name} row {row} is zero: its cosine is undefined")
+        exact = exact / norms
+    gamma = 2 * (x.shape[1] + 6) * _U32
+    if metric != "l2":
+        work = np.ascontiguousarray(exact, np.float32)
+        norms = np.sqrt(np.einsum("ij,ij->i", exact, exact))
+        return work, work, exact, gamma * norms * norms.max()
+    # Centred rows (distances do not change; float32 cancels less), and
+    # -||xi - xj||^2 = <2 xi, xj> - |xi|^2 - |xj|^2 = <[2 xi, -|xi|^2, 1], [xj, 1, -|xj|^2]>.
+    centred = exact - exact.mean(axis=0)
+    sq = (centred**2).sum(axis=1, keepdims=True)
+    ones = np.ones_like(sq)
+    left = np.ascontiguousarray(np.hstack([2 * centred, -sq, ones]), np.float32)
+    right = np.ascontiguousarray(np.hstack([centred, ones, -sq]), np.float32)
+    norms = np.sqrt(sq[:, 0])
+    return left, right, exact, gamma * 2 * (norms + norms.max()) ** 2
+
+
+class _Best:
+    """The best m candidates of every row so far, in the order (value desc, index asc); empty
+    slots hold -inf and the index `rows` (past every row)."""
+
+    def __init__(self, rows: int, m: int) -> None:
+        self.m = m
+        self.values = np.full((rows, m), -np.inf, np.float32)
+        self.index = np.full((rows, m), rows, np.int64)
+        self._index_bits = int(rows).bit_length()
+
+    def threshold(self, start: int, stop: int) -> np.ndarray:
+        """The value a new candidate must reach (>=) to enter rows start..stop-1."""
+        return np.maximum(self.values[start:stop, -1], _LOWEST)
+
+    def merge(self, start: int, rows: np.ndarray, cols: np.ndarray, vals: np.ndarray) -> None:
+        """Add candidates (start + rows[i], cols[i], vals[i]), pairs never seen before."""
+        if not len(rows):
+            return
+        m = self.m
+        touched, slot, counts = np.unique(rows, return_inverse=True, return_counts=True)
+        touched += start
+        r = np.concatenate([np.repeat(np.arange(len(touched)), m), slot])
+        c = np.concatenate([self.index[touched].reshape(-1), cols])
+        v = np.concatenate([self.values[touched].reshape(-1), vals])
+        order = _lexsort(r, v, c, self._index_bits)
+        first = np.cumsum(counts + m) - (counts + m)
+        keep = order[(first[:, None] + np.arange(m)).reshape(-1)]
+        self.values[touched] = v[keep].reshape(-1, m)
+        self.index[touched] = c[keep].reshape(-1, m)
+
+
+def _lexsort(r: np.ndarray, v: np.ndarray, c: np.ndarray, c_bits: int) -> np.ndarray:
+    """The order by r ascending, then v (float32) descending, then c ascending: one sort of an
+    int64 key packing the three when they fit in 63 bits, else numpy's lexsort."""
+    r_bits = max(int(r[-1]), 1).bit_length()
+    if r_bits + 32 + c_bits > 63:
+        return np.lexsort((c, -v, r))
+    key = (r.astype(np.int64) << (32 + c_bits)) | (_descending(v) << c_bits) | c
+    return np.argsort(key)
+
+
+def _descending(v: np.ndarray) -> np.ndarray:
+    """int64 in [0, 2^32) that falls as the float32 v rises (IEEE bits made monotone)."""
+    bits = (v + np.float32(0)).view(np.int32).astype(np.int64)  # + 0 turns -0.0 into 0.0
+    ascending = np.where(bits >= 0, bits, -(bits & 0x7FFFFFFF) - 1) + 2**31
+    return 2**32 - 1 - ascending
+
+
+def _candidates(left: np.ndarray, right: np.ndarray, n: int, m: int, block: int,
+                progress: bool | None) -> tuple[np.ndarray, np.ndarray]:
+    """(n, m) row ids of the best m other rows of every row under the float32 score
+    left_i . right_j (symmetric in i, j), ties to the lower index; and (n,) the float32 score
+    of each row's m-th candidate (every other row scores at most that)."""
+    padded = -(-n // TILE) * TILE
+    if padded != n:
+        pad = np.zeros((padded - n, left.shape[1]), np.float32)
+        left, right = np.vstack([left, pad]), np.vstack([right, pad])
+    bounds = [(s, min(s + block, padded)) for s in range(0, padded, block)]
+    pairs = [(i, i) for i in range(len(bounds))]
+    pairs += [(i, j) for i in range(len(bounds)) for j in range(i + 1, len(bounds))]
+    best = _Best(padded, m)
+    buffer = np.empty((min(block, padded),) * 2, np.float32)
+    for i, j in tqdm(pairs, desc="knn blocks", disable=None if progress else True):
+        (r0, r1), (c0, c1) = bounds[i], bounds[j]
+        g = buffer[: r1 - r0, : c1 - c0]
+        np.matmul(left[r0:r1], right[c0:c1].T, out=g)
+        g[max(n - r0, 0):] = -np.inf  # padding rows and columns never qualify
+        g[:, max(n - c0, 0):] = -np.inf
+        if i == j:
+            np.fill_diagonal(g, -np.inf)  # self is never a neighbour
+            rows, cols, vals = _row_candidates(g, best.threshold(r0, r1), m)
+            best.merge(r0, rows, cols + r0, vals)
+        else:
+            rows, cols, vals = _row_candidates(g, best.threshold(r0, r1))
+            best.merge(r0, rows, cols + c0, vals)
+            rows, cols, vals = _column_candidates(g, best.threshold(c0, c1))
+            best.merge(c0, rows, cols + r0, vals)
+    return best.index[:n], best.values[:n, -1].astype(np.float64)
+
+
+def _row_candidates(g: np.ndarray, threshold: np.ndarray,
+                    m: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Entries g[r, c] >= threshold[r], found through maxima of row tiles g[r, t*w:(t+1)*w]
+    (torch's reduction over a short inner axis is several times faster than numpy's).
+
+    m > 0 (a row's first block): the threshold is raised to the m-th largest tile maximum of
+    the row, which still keeps at least m entries (one per such tile)."""
+    tiles = g.reshape(g.shape[0], -1, TILE)
+    tile_max = torch.from_numpy(tiles).amax(dim=2)
+    if 0 < m <= tile_max.shape[1]:
+        kth = torch.topk(tile_max, m, dim=1, sorted=False).values.amin(dim=1).numpy()
+        threshold = np.maximum(threshold, kth)
+    flag_r, flag_t = np.nonzero(tile_max.numpy() >= threshold[:, None])
+    values = tiles[flag_r, flag_t]  # (flagged, w)
+    hit, within = np.nonzero(values >= threshold[flag_r][:, None])
+    return flag_r[hit], flag_t[hit] * TILE + within, values[hit, within]
+
+
+def _column_candidates(g: np.ndarray,
+                       threshold: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The entries of g.T at or above threshold, i.e. (c, r) with g[r, c] >= threshold[c],
+    found through maxima of column tiles g[t*w:(t+1)*w, c]."""
+    tiles = g.reshape(-1, TILE, g.shape[1])  # (t, w, c)
+    flag_t, flag_c = np.nonzero(tiles.max(axis=1) >= threshold[None, :])
+    values = tiles[flag_t, :, flag_c]  # (flagged, w)
+    hit, within = np.nonzero(values >= threshold[flag_c][:, None])
+    return flag_c[hit], flag_t[hit] * TILE + within, values[hit, within]
+
+
+def _rerank(exact: np.ndarray, cand: np.ndarray, bound: np.ndarray, k: int, metric: str,
+            chunk: int = 1024) -> Neighbours:
+    """Recompute the candidates' scores in float64 and keep the best k (ties: lower index).
+
+    A row is certified when its k-th float64 score beats `bound` (the m-th float32 score plus
+    the rounding bound): then no row outside the candidates can be among the best k. Other rows
+    (near-ties across the candidate boundary, e.g. many equal scores) are searched again by
+    brute force in float64 against every row."""
+    n, m = cand.shape
+    indices = np.empty((n, k), np.int64)
+    scores = np.empty((n, k), np.float64)
+    for s in range(0, n, chunk):
+        rows = exact[s:s + chunk]
+        others = exact[cand[s:s + chunk]]
+        if metric == "l2":
+            score = -((others - rows[:, None, :]) ** 2).sum(axis=2)
+        else:
+            score = np.einsum("nd,nmd->nm", rows, others)
+        order = np.lexsort((cand[s:s + chunk], -score), axis=1)[:, :k]
+        indices[s:s + chunk] = np.take_along_axis(cand[s:s + chunk], order, axis=1)
+        scores[s:s + chunk] = np.take_along_axis(score, order, axis=1)
+    if m < n - 1:
+        redo = np.flatnonzero(scores[:, -1] <= bound)
+        for s in range(0, len(redo), 256):
+            rows = redo[s:s + 256]
+            score = _brute_scores(exact, rows, metric)
+            order = np.lexsort((np.broadcast_to(np.arange(n), score.shape), -score), axis=1)
+            indices[rows] = order[:, :k]
+            scores[rows] = np.take_along_axis(score, order[:, :k], axis=1)
+    return Neighbours(metric=metric, indices=indices, scores=scores)
+
+
+def _brute_scores(exact: np.ndarray, rows: np.ndarray, metric: str) -> np.ndarray:
+    """float64 scores of `rows` against every row, self set to -inf."""
+    score = exact[rows] @ exact.T
+    if metric == "l2":
+        sq = (exact**2).sum(axis=1)
+        score = 2 * score - sq[rows, None] - sq[None, :]
+    score[np.arange(len(rows)), rows] = -np.inf
+    return score

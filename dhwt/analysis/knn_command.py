@@ -1,0 +1,119 @@
+"""`dhwt knn A B`: KNN Match Similarity of two matrices on disk, with its chance baseline."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from dhwt.analysis.knn import KnnMatch, chance_baseline, knn_match
+from dhwt.analysis.matrices import load_matrix
+from dhwt.errors import DhwtError
+
+SCORES = ("both", "jaccard", "overlap")
+
+
+@dataclass(frozen=True)
+class KnnOptions:
+    """Everything `dhwt knn` can be asked (see its --help)."""
+
+    k: int = 10
+    metric: str = "ip"
+    score: str = "both"
+    tokens_file: str | None = None
+    weights_file: str | None = None
+    side_a: str = "input"
+    side_b: str = "input"
+    member_a: int = 0
+    member_b: int = 0
+    baseline: bool = True
+    seed: int = 0
+    per_token: str | None = None
+
+
+def knn_command(a_spec: str, b_spec: str, options: KnnOptions) -> str:
+    """Compute the KNN match of two matrices (and its chance baseline); return the report text
+    and write per-token scores to options.per_token (CSV) when asked."""
+    if options.score not in SCORES:
+        raise DhwtError(f"score must be one of {', '.join(SCORES)}, got {options.score!r}")
+    a = load_matrix(a_spec, side=options.side_a, member=options.member_a)
+    b = load_matrix(b_spec, side=options.side_b, member=options.member_b)
+    if a.values.shape[0] != b.values.shape[0]:
+        raise DhwtError(f"A has {a.values.shape[0]} rows and B has {b.values.shape[0]}; KNN "
+                        "match compares the same tokens in both, so the row counts must be equal")
+    tokens = read_tokens(options.tokens_file) if options.tokens_file else None
+    weights = read_weights(options.weights_file) if options.weights_file else None
+    kwargs = {"tokens": tokens, "weights": weights, "progress": None}
+    match = knn_match(a.values, b.values, options.k, options.metric, **kwargs)
+    chance = None
+    if options.baseline:
+        chance = chance_baseline(a.values, b.values, options.k, options.metric,
+                                 generator=np.random.default_rng(options.seed), **kwargs)
+    if options.per_token:
+        write_per_token(options.per_token, match)
+    return report(a.label, b.label, match, chance, options)
+
+
+def report(a_label: str, b_label: str, match: KnnMatch, chance: KnnMatch | None,
+           options: KnnOptions) -> str:
+    """The lines `dhwt knn` prints."""
+    n = len(match.tokens)
+    subset = f"{n} tokens from {options.tokens_file}" if options.tokens_file else f"all {n} tokens"
+    average = f"weighted by {options.weights_file}" if options.weights_file else "plain mean"
+    lines = [f"A: {a_label}", f"B: {b_label}",
+             f"k={match.k}, metric {match.metric}, self excluded, ties to the lower token id; "
+             f"{subset}, {average}"]
+    names = ("jaccard", "overlap") if options.score == "both" else (options.score,)
+    meaning = {"jaccard": "|A∩B|/|A∪B|", "overlap": "|A∩B|/k"}
+    for name in names:
+        line = f"{name:8s} {getattr(match, 'mean_' + name):.4f}   ({meaning[name]})"
+        if chance is not None:
+            line += (f"   chance {getattr(chance, 'mean_' + name):.4f} (norm-matched random "
+                     f"directions, seed {options.seed})")
+        lines.append(line)
+    if options.per_token:
+        lines.append(f"per-token scores: {options.per_token}")
+    return "\n".join(lines)
+
+
+def read_tokens(path: str) -> np.ndarray:
+    """Token ids from a .npy file or a text file of whole numbers (whitespace separated)."""
+    values = _read_numbers(path, "token ids")
+    if values.size and not np.array_equal(values, np.round(values)):
+        raise DhwtError(f"{path} must hold whole-number token ids")
+    return values.astype(np.int64).ravel()
+
+
+def read_weights(path: str) -> np.ndarray:
+    """One non-negative weight per token from a .npy file or a text file."""
+    return _read_numbers(path, "weights").astype(np.float64).ravel()
+
+
+def _read_numbers(path: str, what: str) -> np.ndarray:
+    try:
+        if path.endswith(".npy"):
+            return np.asarray(np.load(path, allow_pickle=False), np.float64)
+        text = Path(path).read_text()
+        return np.array([float(t) for t in text.split()], np.float64)
+    except FileNotFoundError:
+        raise DhwtError(f"{what} file {path} does not exist") from None
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise DhwtError(f"cannot read {what} from {path}: {exc}") from None
+
+
+def write_per_token(path: str, match: KnnMatch) -> None:
+    """CSV token,intersection,jaccard,overlap,weight; written to a temp file, then renamed."""
+    out = Path(path)
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    rows = np.column_stack([match.tokens, match.intersection, match.jaccard, match.overlap,
+                            match.weights])
+    try:
+        np.savetxt(tmp, rows, delimiter=",", fmt=["%d", "%d", "%.6f", "%.6f", "%.9g"],
+                   header="token,intersection,jaccard,overlap,weight", comments="")
+        os.replace(tmp, out)
+    except OSError as exc:
+        raise DhwtError(f"cannot write {path}: {exc.strerror}") from None
+    finally:
+        tmp.unlink(missing_ok=True)

@@ -1,0 +1,122 @@
+"""Embedding matrices from files, for analyses that compare two spaces (`dhwt knn`, similarity).
+
+A matrix is named by one string:
+- `FILE.npy`: a 2-D (V, d) or 3-D (S, V, d) array;
+- `FILE.safetensors` / `FILE.pt` / `FILE.pth`: the tensor named `side` (default "input", as in
+  dhwt snapshots; any tensor name of the file) or the only tensor in the file; `.pt` is read with torch.load(weights_only=True)
+  and may hold a tensor or a dict of tensors;
+- `RUN_DIR@STEP` or `RUN_DIR@last`: the snapshot embeddings/step_XXXXXXX.safetensors of a dhwt run.
+3-D arrays (an ensemble's members) give the row `member`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from dhwt.analysis.snapshots import read_snapshot, snapshot_paths
+from dhwt.errors import DhwtError
+
+SIDES = ("input", "output")
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """A (V, d) matrix and a one-line description of where it came from."""
+
+    values: np.ndarray
+    label: str
+    vocab: tuple[str, ...] | None = None
+
+
+def load_matrix(spec: str, *, side: str = "input", member: int = 0) -> Matrix:
+    """The matrix named by `spec` (see the module doc)."""
+    path = Path(spec)
+    vocab = None
+    if "@" in spec and not path.exists():
+        if side not in SIDES:
+            raise DhwtError(f"a snapshot has the sides 'input' and 'output', not {side!r}")
+        run_dir, _, step = spec.rpartition("@")
+        snap = read_snapshot(_snapshot_file(run_dir, step))
+        values, vocab = getattr(snap, side), snap.vocab
+        label = f"{run_dir} step {snap.step} {side}"
+    elif not path.is_file():
+        raise DhwtError(f"{spec} is not a file (nor RUN_DIR@STEP of an existing run)")
+    elif path.suffix == ".npy":
+        try:
+            values = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise DhwtError(f"cannot read {spec} as a .npy array: {exc}") from None
+        label = spec
+    elif path.suffix == ".safetensors":
+        values, key = _pick(_read_safetensors(path), side, spec)
+        label = f"{spec} [{key}]"
+    elif path.suffix in (".pt", ".pth"):
+        values, key = _pick(_read_torch(path), side, spec)
+        label = f"{spec} [{key}]" if key else spec
+    else:
+        raise DhwtError(f"{spec}: unknown format {path.suffix!r}; use .npy, .safetensors, .pt, "
+                        ".pth or RUN_DIR@STEP")
+    values = np.asarray(values)
+    if values.ndim == 3:
+        if not 0 <= member < values.shape[0]:
+            raise DhwtError(f"{spec} holds {values.shape[0]} members; member {member} does not "
+                            "exist")
+        values, label = values[member], f"{label} member {member}"
+    if values.ndim != 2:
+        raise DhwtError(f"{spec} holds an array of shape {values.shape}; expected (V, d) or "
+                        "(S, V, d)")
+    return Matrix(values=values, label=f"{label} ({values.shape[0]} x {values.shape[1]})",
+                  vocab=vocab)
+
+
+def _snapshot_file(run_dir: str, step: str) -> Path:
+    paths = snapshot_paths(run_dir)
+    if step == "last":
+        return paths[-1]
+    if not step.isdigit():
+        raise DhwtError(f"{run_dir}@{step}: the step must be a whole number or 'last'")
+    wanted = Path(run_dir) / "embeddings" / f"step_{int(step):07d}.safetensors"
+    if wanted not in paths:
+        steps = ", ".join(p.stem.removeprefix("step_").lstrip("0") or "0" for p in paths)
+        raise DhwtError(f"{run_dir} has no snapshot at step {int(step)}; snapshots: {steps}")
+    return wanted
+
+
+def _read_safetensors(path: Path) -> dict[str, np.ndarray]:
+    from safetensors.numpy import load_file
+
+    try:
+        return load_file(str(path))
+    except Exception as exc:  # safetensors raises its own types for corrupt files
+        raise DhwtError(f"cannot read {path} as safetensors: {exc}") from None
+
+
+def _read_torch(path: Path) -> dict[str, np.ndarray] | np.ndarray:
+    import torch
+
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # pickle, zip and torch errors alike
+        raise DhwtError(f"cannot read {path} with torch.load(weights_only=True): "
+                        f"{str(exc).splitlines()[0]}") from None
+    if isinstance(obj, torch.Tensor):
+        return obj.float().numpy()
+    if isinstance(obj, dict):
+        return {k: v.float().numpy() for k, v in obj.items() if isinstance(v, torch.Tensor)}
+    raise DhwtError(f"{path} holds a {type(obj).__name__}, not a tensor or a dict of tensors")
+
+
+def _pick(content: dict[str, np.ndarray] | np.ndarray, side: str,
+          spec: str) -> tuple[np.ndarray, str]:
+    """The tensor named `side`, or the only tensor; with the key it was found under."""
+    if not isinstance(content, dict):
+        return content, ""
+    if side in content:
+        return content[side], side
+    if len(content) == 1:
+        return next(iter(content.items()))[::-1]
+    raise DhwtError(f"{spec} holds tensors {sorted(content)}; none is named {side!r}; name one "
+                    "with the side option")
