@@ -1,0 +1,148 @@
+"""Natural-text corpora with train/valid/test splits: WikiText-2 and the user's own text.
+
+WikiText-2 (v1, the tokenized variant; Merity et al. 2016) is found, in this order, at:
+1. the `source` given (flag): a directory holding wiki.{train,valid,test}.tokens (directly or in a
+   `wikitext-2/` subfolder) or the archive `wikitext-2-v1.tokens.tar.xz`, or the archive itself;
+2. the environment variable WIKITEXT2_PATH (same forms), then DHWT_DATA (a data directory holding
+   the archive or the folder, e.g. ../shared/data);
+3. HF `datasets` (`wikitext`, `wikitext-2-v1`), when installed and able to load it.
+Files found on disk are checked against the published SHA-256 sums (a mismatch is an error); the
+HF copy has another line layout, so it cannot be checked that way and says so in `origin`.
+
+Any other corpus: a directory with train.txt, valid.txt, test.txt (UTF-8), no checksum to check.
+A corpus' `checksum` (SHA-256 over its split checksums) names it in the token-id cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from dhwt.errors import DhwtError
+
+SPLITS = ("train", "valid", "test")
+WIKITEXT2 = "wikitext-2"
+ARCHIVE = "wikitext-2-v1.tokens.tar.xz"
+ARCHIVE_SHA256 = "0dccccff59c622ba2f53c9ab66b045041dec03fbbfcfe74f3e1afdca0f7a89bd"
+#: Published SHA-256 of each split file (pytorch/examples word_language_model copy, same bytes).
+WIKITEXT2_SHA256 = {
+    "train": "9e9fa1ad55b1c2c95b08e37dd8e653f638fac2c6de904b79e813611eefbc985f",
+    "valid": "f0737ed31fc1329026e95cb8b98e19c2a182c39c240ab909dc31abf2f8af58e8",
+    "test": "d790b833ef8cf03a90db7bf1271b7520b83c45ce07ba3c1a9699df81e239eca0",
+}
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """Raw text of each split, where it came from, and a checksum naming its content."""
+
+    name: str
+    texts: dict[str, str]
+    origin: str
+    checksum: str
+
+
+def load_corpus(source: str | Path) -> Corpus:
+    """`wikitext-2` (found as the module doc says) or a path: a WikiText-2 directory/archive, or
+    a directory with train.txt, valid.txt, test.txt."""
+    if str(source) == WIKITEXT2:
+        return load_wikitext2()
+    path = Path(source)
+    if path.is_dir() and all((path / f"{s}.txt").is_file() for s in SPLITS):
+        raw = {s: (path / f"{s}.txt").read_bytes() for s in SPLITS}
+        return _corpus(path.name, raw, f"{path} (train/valid/test.txt, unchecked)")
+    return load_wikitext2(path)
+
+
+def load_wikitext2(source: str | Path | None = None) -> Corpus:
+    """WikiText-2 v1 from `source`, the environment or HF datasets; DhwtError when nowhere."""
+    if source is not None:
+        found = _wikitext_at(Path(source))
+        if found is None:
+            raise DhwtError(f"no WikiText-2 at {source}: expected wiki.train/valid/test.tokens "
+                            f"(or a wikitext-2/ folder) or the archive {ARCHIVE}")
+        return found
+    tried = []
+    for var in ("WIKITEXT2_PATH", "DHWT_DATA"):
+        value = os.environ.get(var)
+        if value:
+            found = _wikitext_at(Path(value))
+            if found is not None:
+                return found
+            tried.append(f"{var}={value}")
+    hf = _from_hf_datasets()
+    if hf is not None:
+        return hf
+    where = "; ".join(tried) if tried else "WIKITEXT2_PATH and DHWT_DATA are unset"
+    raise DhwtError(f"WikiText-2 not found ({where}; HF datasets unavailable): pass its folder or "
+                    f"{ARCHIVE} with --data, or set DHWT_DATA to the folder that holds it")
+
+
+def _wikitext_at(path: Path) -> Corpus | None:
+    """The verified corpus at a directory or archive path, or None if it holds none."""
+    if path.is_file() and path.name.endswith(".tar.xz"):
+        return _from_archive(path)
+    if not path.is_dir():
+        return None
+    for folder in (path, path / WIKITEXT2):
+        files = {s: folder / f"wiki.{s}.tokens" for s in SPLITS}
+        if all(f.is_file() for f in files.values()):
+            return _verified({s: f.read_bytes() for s, f in files.items()}, str(folder))
+    if (path / ARCHIVE).is_file():
+        return _from_archive(path / ARCHIVE)
+    return None
+
+
+def _from_archive(archive: Path) -> Corpus:
+    blob = archive.read_bytes()
+    if hashlib.sha256(blob).hexdigest() != ARCHIVE_SHA256:
+        raise DhwtError(f"checksum mismatch for {archive}: not the WikiText-2 v1 archive "
+                        f"(expected sha256 {ARCHIVE_SHA256[:16]}...)")
+    raw = {}
+    try:
+        with tarfile.open(archive, "r:xz") as tar:
+            for s in SPLITS:
+                member = tar.extractfile(f"{WIKITEXT2}/wiki.{s}.tokens")
+                raw[s] = member.read() if member else b""
+    except (tarfile.TarError, KeyError, OSError) as exc:
+        raise DhwtError(f"cannot read {archive}: {exc}") from None
+    return _verified(raw, str(archive))
+
+
+def _verified(raw: dict[str, bytes], origin: str) -> Corpus:
+    for s in SPLITS:
+        got = hashlib.sha256(raw[s]).hexdigest()
+        if got != WIKITEXT2_SHA256[s]:
+            raise DhwtError(f"checksum mismatch for wiki.{s}.tokens in {origin}: sha256 "
+                            f"{got[:16]}..., expected {WIKITEXT2_SHA256[s][:16]}...")
+    return _corpus(WIKITEXT2, raw, f"{origin} (sha256 verified)")
+
+
+def _from_hf_datasets() -> Corpus | None:
+    """WikiText-2 v1 through HF datasets, or None when the package or the data is unavailable."""
+    try:
+        import datasets
+    except ImportError:
+        return None
+    try:
+        ds = datasets.load_dataset("wikitext", "wikitext-2-v1")
+    except Exception:  # offline, no cache, or a changed hub: treat as unavailable
+        return None
+    hf_names = {"train": "train", "valid": "validation", "test": "test"}
+    raw = {s: "".join(ds[hf_names[s]]["text"]).encode() for s in SPLITS}
+    return _corpus(WIKITEXT2, raw, "HF datasets wikitext-2-v1 (line layout differs from the "
+                                   "archive; sha256 not checked)")
+
+
+def _corpus(name: str, raw: dict[str, bytes], origin: str) -> Corpus:
+    try:
+        texts = {s: raw[s].decode("utf-8") for s in SPLITS}
+    except UnicodeDecodeError as exc:
+        raise DhwtError(f"{origin}: not UTF-8 text ({exc})") from None
+    digest = hashlib.sha256()
+    for s in SPLITS:
+        digest.update(hashlib.sha256(raw[s]).digest())
+    return Corpus(name=name, texts=texts, origin=origin, checksum=digest.hexdigest())

@@ -1,0 +1,166 @@
+"""Tokenizers for natural text: GPT-2 BPE (tiktoken), a BPE trained on the corpus (HF
+tokenizers), and word level. All map a split's whole text to token ids and name themselves for
+the token-id cache.
+
+- `gpt2`: tiktoken's GPT-2 encoding (50,257 tokens), `encode_ordinary` on the whole text (no
+  special tokens). Offline when TIKTOKEN_CACHE_DIR points at its files (e.g.
+  ../shared/data/gpt2/tiktoken_cache); elsewhere tiktoken downloads them once.
+- `bpe:N`: byte-level BPE with vocab size N (>= 257: the 256 byte symbols plus merges), trained on
+  the train split with HF tokenizers and cached next to the token ids (training is deterministic
+  for one tokenizers version, which is part of the cache key).
+- `word`: whitespace split, one `<eos>` per line (as pytorch's word_language_model reads
+  WikiText); vocabulary = train words in order of first appearance, then `<eos>`, `<unk>` if
+  absent; words not in it map to `<unk>`.
+tiktoken and tokenizers come with the `text` extra and are imported only when used.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from dhwt.errors import DhwtError
+
+EOS = "<eos>"
+UNK = "<unk>"
+NAMES = ("gpt2", "bpe:N", "word")
+
+
+@dataclass(frozen=True)
+class TextTokenizer:
+    """vocab: token strings (index = id, all distinct); fingerprint: what the ids depend on;
+    encode: text -> int64 ids; decode: ids -> text (word level: words joined by spaces, <eos> as
+    a line break)."""
+
+    name: str
+    fingerprint: str
+    vocab: tuple[str, ...]
+    encode: Callable[[str], np.ndarray] = field(repr=False)
+    decode: Callable[[Sequence[int]], str] = field(repr=False)
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.vocab)
+
+
+def make_tokenizer(spec: str, train_text: str | None = None,
+                   model_dir: str | Path | None = None) -> TextTokenizer:
+    """`gpt2`, `bpe:N` (trained on train_text, saved in / reloaded from model_dir) or `word`
+    (vocabulary from train_text)."""
+    if spec == "gpt2":
+        return gpt2_tokenizer()
+    if spec == "word":
+        return word_tokenizer(_need_text(train_text, spec))
+    if spec.startswith("bpe:"):
+        size = spec.removeprefix("bpe:")
+        if not size.isdigit() or int(size) < 257:
+            raise DhwtError(f"bpe vocabulary size must be a whole number >= 257 (256 bytes plus "
+                            f"merges), got {size!r}")
+        return bpe_tokenizer(int(size), _need_text(train_text, spec), model_dir)
+    raise DhwtError(f"unknown tokenizer {spec!r}; choose one of {', '.join(NAMES)}")
+
+
+def _need_text(text: str | None, spec: str) -> str:
+    if text is None:
+        raise DhwtError(f"tokenizer {spec!r} is built from the training text; none was given")
+    return text
+
+
+def gpt2_tokenizer() -> TextTokenizer:
+    """GPT-2's BPE through tiktoken (files from TIKTOKEN_CACHE_DIR or downloaded once)."""
+    try:
+        import tiktoken
+    except ImportError:
+        raise DhwtError("the gpt2 tokenizer needs tiktoken: pip install 'dhwt[text]'") from None
+    try:
+        enc = tiktoken.get_encoding("gpt2")
+    except Exception as exc:  # network errors of every kind when the files are not cached
+        where = os.environ.get("TIKTOKEN_CACHE_DIR", "unset")
+        raise DhwtError(f"cannot load the GPT-2 BPE files (TIKTOKEN_CACHE_DIR={where}, no "
+                        f"download possible: {type(exc).__name__}); point TIKTOKEN_CACHE_DIR at "
+                        "a folder holding them, e.g. ../shared/data/gpt2/tiktoken_cache") from None
+    vocab = tuple(_token_text(enc.decode_single_token_bytes(i)) for i in range(enc.n_vocab))
+
+    def encode(text: str) -> np.ndarray:
+        return np.asarray(enc.encode_ordinary(text), np.int64)
+
+    return TextTokenizer("gpt2", "gpt2-tiktoken", vocab, encode,
+                         lambda ids: enc.decode([int(i) for i in ids]))
+
+
+def _token_text(raw: bytes) -> str:
+    """A token's bytes as text; tokens that are not whole UTF-8 show as b'..' (stay distinct)."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return repr(raw)
+
+
+def word_tokenizer(train_text: str) -> TextTokenizer:
+    """Words of the train text (first appearance order) plus <eos> and <unk>."""
+    index: dict[str, int] = {}
+    for line in train_text.splitlines():
+        for word in line.split():
+            index.setdefault(word, len(index))
+    for special in (EOS, UNK):
+        index.setdefault(special, len(index))
+    unk = index[UNK]
+
+    def encode(text: str) -> np.ndarray:
+        ids = []
+        for line in text.splitlines():
+            ids.extend(index.get(w, unk) for w in line.split())
+            ids.append(index[EOS])
+        return np.asarray(ids, np.int64)
+
+    vocab = tuple(index)
+
+    def decode(ids: Sequence[int]) -> str:
+        lines, line = [], []
+        for i in ids:
+            if vocab[int(i)] == EOS:
+                lines.append(" ".join(line) + "\n")
+                line = []
+            else:
+                line.append(vocab[int(i)])
+        return "".join(lines) + " ".join(line)
+
+    return TextTokenizer("word", "word", vocab, encode, decode)
+
+
+def bpe_tokenizer(vocab_size: int, train_text: str,
+                  model_dir: str | Path | None = None) -> TextTokenizer:
+    """Byte-level BPE trained on train_text (reloaded from model_dir when trained before)."""
+    try:
+        import tokenizers
+        from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    except ImportError:
+        raise DhwtError("the bpe tokenizer needs HF tokenizers: pip install 'dhwt[text]'") from None
+    fingerprint = f"bpe{vocab_size}-tokenizers{tokenizers.__version__}"
+    saved = Path(model_dir) / f"{fingerprint}.json" if model_dir else None
+    if saved is not None and saved.is_file():
+        tok = Tokenizer.from_file(str(saved))
+    else:
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(vocab_size=vocab_size, show_progress=False,
+                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+        tok.train_from_iterator(train_text.splitlines(keepends=True), trainer)
+        if saved is not None:
+            saved.parent.mkdir(parents=True, exist_ok=True)
+            tmp = saved.with_name(f".{saved.name}.tmp-{os.getpid()}")
+            tok.save(str(tmp))
+            os.replace(tmp, saved)
+    by_id = {i: t for t, i in tok.get_vocab().items()}
+    vocab = tuple(by_id[i] for i in range(len(by_id)))
+
+    def encode(text: str) -> np.ndarray:
+        return np.asarray(tok.encode(text).ids, np.int64)
+
+    return TextTokenizer(f"bpe:{vocab_size}", fingerprint, vocab, encode,
+                         lambda ids: tok.decode([int(i) for i in ids]))
