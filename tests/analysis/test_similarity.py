@@ -1,0 +1,99 @@
+"""Linear CKA, orthogonal Procrustes and mutual k-NN against closed forms and independent
+implementations."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.stats import ortho_group
+
+from dhwt.analysis import similarity
+from dhwt.analysis.similarity import linear_cka, mutual_knn, procrustes
+from dhwt.errors import DhwtError
+
+
+def kernel_cka(x: np.ndarray, y: np.ndarray) -> float:
+    """The sample-space form: HSIC of linear kernels, n x n (Kornblith et al., eq. 3)."""
+    n = len(x)
+    h = np.eye(n) - np.ones((n, n)) / n
+    k, l = h @ x @ x.T @ h, h @ y @ y.T @ h
+    return float((k * l).sum() / np.sqrt((k * k).sum() * (l * l).sum()))
+
+
+@pytest.fixture
+def spaces():
+    rng = np.random.default_rng(0)
+    return rng.standard_normal((200, 12)), rng.standard_normal((200, 7))
+
+
+def test_cka_matches_the_kernel_form_and_streams_chunks(spaces, monkeypatch):
+    x, y = spaces
+    y = y + x[:, :7] * 0.5  # related spaces
+    monkeypatch.setattr(similarity, "CHUNK", 33)  # several chunks, a ragged last one
+    assert linear_cka(x, y) == pytest.approx(kernel_cka(x, y), rel=1e-10)
+
+
+def test_cka_invariances(spaces):
+    x, _ = spaces
+    q = ortho_group.rvs(12, random_state=1)
+    assert linear_cka(x, x @ q) == pytest.approx(1.0, abs=1e-12)
+    assert linear_cka(x, 3.7 * x) == pytest.approx(1.0, abs=1e-12)
+    assert linear_cka(x, x + 5.0) == pytest.approx(1.0, abs=1e-12)  # centring removes shifts
+    rng = np.random.default_rng(2)
+    independent = linear_cka(rng.standard_normal((4000, 8)), rng.standard_normal((4000, 8)))
+    assert independent < 0.01
+
+
+def test_procrustes_recovers_a_rotation(spaces):
+    x, _ = spaces
+    r = ortho_group.rvs(12, random_state=3)
+    fit = procrustes(x, x @ r)
+    np.testing.assert_allclose(fit.rotation, r, atol=1e-10)
+    assert fit.error == pytest.approx(0.0, abs=1e-10) and fit.error_before > 1.0
+
+
+def test_procrustes_with_noise_beats_every_angle_of_a_grid():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((100, 2))
+    angle = 0.7
+    rot = np.array([[np.cos(angle), -np.sin(angle)], [np.sin(angle), np.cos(angle)]])
+    y = x @ rot + 0.3 * rng.standard_normal((100, 2))
+    fit = procrustes(x, y)
+    np.testing.assert_allclose(fit.rotation.T @ fit.rotation, np.eye(2), atol=1e-12)
+    grid = np.linspace(0, 2 * np.pi, 20000)
+    errors = [np.linalg.norm(x @ np.array([[np.cos(t), -np.sin(t)], [np.sin(t), np.cos(t)]]) - y)
+              for t in grid]
+    assert fit.error * np.linalg.norm(y) <= min(errors) + 1e-9
+
+
+def test_procrustes_between_widths_has_orthonormal_columns(spaces):
+    x, y = spaces
+    fit = procrustes(x, y)  # 12 -> 7
+    assert fit.rotation.shape == (12, 7)
+    np.testing.assert_allclose(fit.rotation.T @ fit.rotation, np.eye(7), atol=1e-12)
+    assert np.isnan(fit.error_before)
+    others = [ortho_group.rvs(12, random_state=s)[:, :7] for s in range(200)]  # random maps
+    best = min(np.linalg.norm(x @ q - y) for q in others) / np.linalg.norm(y)
+    assert fit.error < best
+
+
+def test_mutual_knn_against_scikit_learn(spaces):
+    from sklearn.neighbors import NearestNeighbors
+
+    x, _ = spaces
+    rng = np.random.default_rng(5)
+    y = x + 0.5 * rng.standard_normal(x.shape)
+    k = 5
+    found = [NearestNeighbors(n_neighbors=k + 1, metric="cosine", algorithm="brute").fit(m)
+             .kneighbors(m, return_distance=False)[:, 1:] for m in (x, y)]  # column 0 = self
+    expected = np.mean([len(set(a) & set(b)) / k for a, b in zip(*found)])
+    assert mutual_knn(x, y, k) == pytest.approx(expected)
+
+
+def test_bad_input():
+    with pytest.raises(DhwtError, match="same tokens"):
+        linear_cka(np.ones((5, 2)), np.ones((4, 2)))
+    with pytest.raises(DhwtError, match="constant"):
+        linear_cka(np.ones((5, 2)), np.eye(5))
+    with pytest.raises(DhwtError, match="NaN"):
+        procrustes(np.full((5, 2), np.nan), np.ones((5, 2)))
