@@ -1,0 +1,109 @@
+"""Natural text served as causal-LM batches: the Task interface (dhwt.languages.task) for a
+tokenized corpus, with no ground truth (`truth` is None).
+
+Training: `train_batch(generator, B)` draws B windows of seq_len + 1 tokens whose start may be
+any token of the train split (as in the reference study), uniformly, from `generator`; inputs
+are the first seq_len tokens, targets the next seq_len; every target weighs 1 / (B * seq_len).
+
+Evaluation ("valid", "test"): the split cut into consecutive windows of seq_len predictions
+(window w reads tokens [w L, (w+1) L) and predicts [w L + 1, (w+1) L + 1)), so every token but
+the first is predicted exactly once, with the context since its window start; the last window
+is shorter (its missing positions have target -100 and weight 0; causal attention keeps them
+from touching real positions). exp(loss) of this batch is the perplexity under that windowing.
+"train" evaluates `eval_windows` windows spread evenly over the train split (default: as many
+as valid has), a fixed sample. `eval_windows` caps every split (e.g. for smoke tests).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from dhwt.errors import DhwtError
+from dhwt.languages.batch import Batch
+from dhwt.languages.corpus import SPLITS, load_corpus
+from dhwt.languages.token_cache import tokenize_corpus
+
+IGNORE = -100
+
+
+class TextTask:
+    """A tokenized corpus served for causal language modelling (see the module doc)."""
+
+    objective = "clm"
+    truth = None
+
+    def __init__(self, ids: Mapping[str, np.ndarray], vocab: tuple[str, ...], seq_len: int,
+                 eval_windows: int | None = None) -> None:
+        if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 1:
+            raise DhwtError(f"seq_len must be a positive integer, got {seq_len!r}")
+        if eval_windows is not None and (isinstance(eval_windows, bool)
+                                         or not isinstance(eval_windows, int) or eval_windows < 1):
+            raise DhwtError(f"eval_windows must be a positive integer or None, got "
+                            f"{eval_windows!r}")
+        if len(ids["train"]) < seq_len + 1:
+            raise DhwtError(f"the train split has {len(ids['train'])} tokens; a window needs "
+                            f"seq_len + 1 = {seq_len + 1}")
+        self.vocab = vocab
+        self.symbols = vocab
+        self.seq_len = seq_len
+        self._ids = dict(ids)
+        self._eval_windows = eval_windows
+        self._eval: dict[str, Batch] = {}
+
+    def n_strings(self, split: str) -> int:
+        """Number of evaluation windows of a split."""
+        return len(self._window_starts(split))
+
+    def train_batch(self, generator: torch.Generator, batch_size: int | None = None) -> Batch:
+        """batch_size windows starting at uniformly drawn tokens of the train split."""
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise DhwtError("a text task needs a positive integer batch size (a full batch "
+                            f"would be the whole corpus), got {batch_size!r}")
+        train = self._ids["train"]
+        starts = torch.randint(0, len(train) - self.seq_len, (batch_size,), generator=generator)
+        tokens = torch.from_numpy(
+            train[starts.numpy()[:, None] + np.arange(self.seq_len + 1)].astype(np.int64))
+        weights = torch.full((batch_size, self.seq_len), 1.0 / (batch_size * self.seq_len))
+        return Batch(tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous(), weights, None)
+
+    def eval_batch(self, split: str) -> Batch:
+        """The fixed evaluation windows of a split (see the module doc); the same tensors on
+        every call (do not modify them)."""
+        if split not in self._eval:
+            starts = self._window_starts(split)
+            if not len(starts):
+                raise DhwtError(f"the {split} split has fewer than 2 tokens: nothing to evaluate")
+            stream = self._ids[split]
+            span = starts[:, None] + np.arange(self.seq_len + 1)
+            valid = span < len(stream)
+            tokens = np.where(valid, stream[np.minimum(span, len(stream) - 1)], 0).astype(np.int64)
+            inputs = torch.from_numpy(tokens[:, :-1].copy())
+            targets = torch.from_numpy(np.where(valid[:, 1:], tokens[:, 1:], IGNORE))
+            weights = torch.from_numpy(valid[:, 1:] / valid[:, 1:].sum()).float()
+            self._eval[split] = Batch(inputs, targets, weights, None)
+        return self._eval[split]
+
+    def _window_starts(self, split: str) -> np.ndarray:
+        if split not in SPLITS:
+            raise DhwtError(f"unknown split {split!r}; choose one of {', '.join(SPLITS)}")
+        length, step = len(self._ids[split]), self.seq_len
+        if split == "train":
+            wanted = self._eval_windows or max(1, len(self._window_starts("valid")))
+            count = (length - 1) // step
+            picks = np.linspace(0, count - 1, min(wanted, count)).round().astype(np.int64)
+            return np.unique(picks) * step
+        starts = np.arange(0, max(length - 1, 0), step)
+        return starts[: self._eval_windows] if self._eval_windows else starts
+
+
+def load_text_task(corpus: str | Path, tokenizer: str, seq_len: int, *,
+                   cache_dir: str | Path | None = None,
+                   eval_windows: int | None = None) -> TextTask:
+    """A TextTask for a corpus (`wikitext-2` or a path, see load_corpus) and a tokenizer name
+    (`gpt2`, `bpe:N`, `word`); token ids come from the cache (dhwt.languages.token_cache)."""
+    tokens = tokenize_corpus(load_corpus(corpus), tokenizer, cache_dir)
+    return TextTask(tokens.ids, tokens.vocab, seq_len, eval_windows)
