@@ -1,0 +1,79 @@
+"""The exact population fit of a trained run: how far its predictions are from the language.
+
+Over every context r of the language with its exact probability P(r) (dhwt.languages.truth), for
+each ensemble member:
+- cross-entropy  sum_r P(r) sum_y p(y|r) (-log q(y|r)), whose floor is the Bayes optimum;
+- excess         cross-entropy minus that floor = sum_r P(r) KL(p(.|r) || q(.|r)) >= 0;
+- accuracy       sum_r P(r) p(argmax_y q(y|r) | r), the expected accuracy on fresh draws.
+No variants are drawn, so there is no sampling noise: a fixed evaluation set of drawn variants can
+score below the Bayes optimum by chance, this cannot.
+
+The model comes from the run's newest checkpoint (analysis reads files, never a live trainer).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from dhwt.errors import DhwtError
+
+CHUNK = 8192  # contexts per forward pass
+
+
+@dataclass(frozen=True)
+class PopulationFit:
+    """Exact fit of every member of one run at one step; arrays are (S,)."""
+
+    step: int
+    seeds: tuple[int, ...]
+    cross_entropy: np.ndarray
+    excess: np.ndarray
+    accuracy: np.ndarray
+
+
+def population_fit(model: torch.nn.Module, truth) -> tuple[np.ndarray, np.ndarray]:
+    """(cross-entropy (S,), expected accuracy (S,)) of an ensemble model over `truth`'s contexts."""
+    if truth is None:
+        raise DhwtError("this task has no exact ground truth (only synthetic languages do)")
+    members = next(model.parameters()).shape[0]
+    ce = torch.zeros(members, dtype=torch.float64)
+    acc = torch.zeros(members, dtype=torch.float64)
+    model.eval()
+    with torch.no_grad():
+        for start in range(0, len(truth.context_probs), CHUNK):
+            part = slice(start, start + CHUNK)
+            inputs = torch.as_tensor(truth.inputs[part]).expand(members, -1, -1)
+            padding = (None if truth.padding is None else
+                       torch.as_tensor(truth.padding[part]).expand(members, -1, -1))
+            logits = model(inputs, padding)  # (S, n, L, V)
+            rows = torch.arange(inputs.shape[1])
+            at = logits[:, rows, torch.as_tensor(truth.positions[part])].double()  # (S, n, V)
+            p = torch.as_tensor(truth.conditionals[part], dtype=torch.float64)  # (n, V)
+            weight = torch.as_tensor(truth.context_probs[part], dtype=torch.float64)  # (n,)
+            log_q = at.log_softmax(-1)
+            ce -= ((p * log_q).sum(-1) * weight).sum(-1)
+            chosen = p.gather(1, at.argmax(-1).T).T  # (S, n): p(argmax q | r)
+            acc += (chosen * weight).sum(-1)
+    return ce.numpy(), acc.numpy()
+
+
+def run_population_fit(run_dir: str | Path, task) -> PopulationFit:
+    """The exact fit of the newest checkpoint of `run_dir`, trained on `task`."""
+    from dhwt.models import build_model
+    from dhwt.training import run_dir as layout
+    from dhwt.training.checkpoint import latest_checkpoint
+    from dhwt.training.config import TrainConfig
+    from dhwt.training.trainer import model_config
+
+    run_dir = Path(run_dir)
+    config = TrainConfig.from_toml(run_dir / layout.CONFIG)
+    path, state = latest_checkpoint(run_dir / layout.CHECKPOINTS)
+    model = build_model(model_config(config, task), config.seeds, tied=True)
+    model.load_state_dict(state["model"])  # adopts the saved tying state
+    ce, acc = population_fit(model, task.truth)
+    return PopulationFit(step=int(state["step"]), seeds=tuple(config.seeds), cross_entropy=ce,
+                         excess=ce - task.truth.bayes_cross_entropy, accuracy=acc)
