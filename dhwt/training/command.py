@@ -9,6 +9,9 @@ leaves nothing behind.
 
 `--resume` continues RUN_DIR as its config.toml says; flags may repeat its values but not change
 them, and `--config` is refused (the run's own config.toml is the config).
+
+Under torchrun every process runs this command; rank 0 creates RUN_DIR (the others wait for it)
+and is the only one to write (dhwt.training.distributed).
 """
 
 from __future__ import annotations
@@ -19,13 +22,21 @@ from dhwt.errors import DhwtError
 from dhwt.languages import Task, load_language, load_task, write_dataset
 from dhwt.training import run_dir as layout
 from dhwt.training.config import TrainConfig
+from dhwt.training.distributed import Parallel, launch
 from dhwt.training.trainer import RunResult, Trainer, train
 
 
 def train_command(options: dict[str, object], *, config_file: str | None, out: str,
-                  overwrite: bool = False, resume: bool = False) -> RunResult:
-    """Run `dhwt train`. `options` holds only the flags the user gave (TrainConfig field names)."""
-    run_dir = Path(out)
+                  overwrite: bool = False, resume: bool = False) -> RunResult | None:
+    """Run `dhwt train`. `options` holds only the flags the user gave (TrainConfig field names).
+    Returns the result on rank 0 (the only process of a plain launch) and None on the others."""
+    with launch() as parallel:
+        result = _train_command(options, config_file, Path(out), overwrite, resume, parallel)
+    return result if parallel.writes else None
+
+
+def _train_command(options: dict[str, object], config_file: str | None, run_dir: Path,
+                   overwrite: bool, resume: bool, parallel: Parallel) -> RunResult:
     if resume and overwrite:
         raise DhwtError("--resume continues a run and --overwrite replaces it; give only one")
     if resume:
@@ -37,7 +48,7 @@ def train_command(options: dict[str, object], *, config_file: str | None, out: s
                             "directory)")
         config = TrainConfig.from_dict({**TrainConfig.from_toml(saved).to_dict(),
                                         **_absolute(options)}, source="the flags")
-        return train(config, _load(config, run_dir), run_dir, resume=True)
+        return train(config, _load(config, run_dir), run_dir, resume=True, parallel=parallel)
     values = TrainConfig.toml_values(config_file) if config_file is not None else {}
     if "grammar" in options or "data" in options:
         values.pop("grammar", None)
@@ -48,23 +59,26 @@ def train_command(options: dict[str, object], *, config_file: str | None, out: s
                         "(a dataset from `dhwt synth`)")
     layout.refuse_existing(run_dir, overwrite)
     if config.data is not None:
-        return train(config, _load(config, run_dir), run_dir, overwrite=overwrite)
+        return train(config, _load(config, run_dir), run_dir, overwrite=overwrite,
+                     parallel=parallel)
 
     def build(staging: Path) -> None:
         write_dataset(load_language(config.grammar), staging / layout.DATA,
                       valid_fraction=config.valid_fraction, test_fraction=config.test_fraction,
                       seed=config.split_seed)
-        Trainer(config, load_task(staging / layout.DATA, config.objective), run_dir)
+        Trainer(config, load_task(staging / layout.DATA, config.objective), run_dir, parallel)
 
-    layout.create_run_dir(run_dir, config.to_toml(), overwrite=overwrite, fill=build)
-    return Trainer(config, _load(config, run_dir), run_dir).run(resume=False)
+    parallel.on_writer(lambda: layout.create_run_dir(run_dir, config.to_toml(),
+                                                     overwrite=overwrite, fill=build))
+    return Trainer(config, _load(config, run_dir), run_dir, parallel).run(resume=False)
 
 
 def _load(config: TrainConfig, run_dir: Path) -> Task:
     """The run's Task: RUN_DIR/data for a grammar-built run, else the dataset `config.data`."""
     data = run_dir / layout.DATA if config.grammar is not None else Path(str(config.data))
     if not data.is_dir():
-        raise DhwtError(f"dataset directory {data} does not exist")
+        problem = "is not a directory" if data.exists() else "does not exist"
+        raise DhwtError(f"dataset directory {data} {problem}")
     return load_task(data, config.objective)
 
 

@@ -52,7 +52,8 @@ def create_run_dir(run_dir: Path, config_toml: str, *, overwrite: bool = False,
     refuse_existing(run_dir, overwrite)
     parent = run_dir.absolute().parent
     if not parent.is_dir():
-        raise DhwtError(f"cannot create run directory {run_dir}: {parent} does not exist")
+        problem = "is not a directory" if parent.exists() else "does not exist"
+        raise DhwtError(f"cannot create run directory {run_dir}: {parent} {problem}")
     staging = parent / f".{run_dir.name}.staging-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     try:

@@ -23,6 +23,11 @@ Resume. A checkpoint holds the model (with its tying state), the optimizer, the 
 state. Resuming from step N cuts metrics.jsonl back to the lines of steps <= N and deletes
 snapshots of later steps, then runs on; the result equals an uninterrupted run bit for bit.
 
+Several processes (torchrun; dhwt.training.distributed): every process draws the same batches,
+computes its block of rows with the rows' global loss weights, and DDP sums the gradients, so the
+run equals one process to float tolerance; only rank 0 writes, and checkpoints do not depend on
+the number of processes.
+
 NaN guard. A nan or inf member loss (training or evaluation) or weight stops the run with
 DhwtError("loss became nan at step N (member seed S); last good checkpoint: PATH"). Weights are
 checked before anything of a step is recorded, so no metric line, snapshot or checkpoint holds a
@@ -46,9 +51,10 @@ from dhwt.languages import Batch, Task
 from dhwt.models import ModelConfig, build_model
 from dhwt.models.init import member_generator
 from dhwt.training import run_dir as layout
-from dhwt.training.checkpoint import (latest_checkpoint, remove_stray_temporaries,
-                                      save_checkpoint)
+from dhwt.training.checkpoint import (checkpoint_path, latest_checkpoint,
+                                      remove_stray_temporaries, save_checkpoint)
 from dhwt.training.config import TrainConfig
+from dhwt.training.distributed import SINGLE, Parallel
 from dhwt.training.ensemble import (clip_member_grads, member_accuracy, member_loss, repeat_batch,
                                     stack_batches)
 from dhwt.training.lr import LRSchedule
@@ -75,23 +81,25 @@ class RunResult:
 
 
 def train(config: TrainConfig, task: Task, run_dir: str | Path, resume: bool = False, *,
-          overwrite: bool = False) -> RunResult:
+          overwrite: bool = False, parallel: Parallel = SINGLE) -> RunResult:
     """Train `config.seeds` on `task` into `run_dir`; return when `config.steps` are done.
 
     Fresh (resume=False): `run_dir` must not exist (or `overwrite`); it is created with
     config.toml before any training. resume=True: continue `run_dir` from its newest checkpoint;
     `config` must equal the run's config.toml. A damaged newest checkpoint is an error naming the
-    previous one (see dhwt.training.checkpoint).
+    previous one (see dhwt.training.checkpoint). `parallel`: this process's place in a torchrun
+    launch (dhwt.training.distributed); only rank 0 writes.
     """
     run_dir = Path(run_dir)
     if resume and overwrite:
         raise DhwtError("--resume continues a run and --overwrite replaces it; give only one")
     if resume:
         check_resumable(run_dir, config)
-        return Trainer(config, task, run_dir).run(resume=True)
-    trainer = layout.create_run_dir(run_dir, config.to_toml(), overwrite=overwrite,
-                                    fill=lambda _: Trainer(config, task, run_dir))
-    return trainer.run(resume=False)
+        return Trainer(config, task, run_dir, parallel).run(resume=True)
+    trainer = parallel.on_writer(lambda: layout.create_run_dir(
+        run_dir, config.to_toml(), overwrite=overwrite,
+        fill=lambda _: Trainer(config, task, run_dir, parallel)))
+    return (trainer or Trainer(config, task, run_dir, parallel)).run(resume=False)
 
 
 def check_resumable(run_dir: Path, config: TrainConfig) -> None:
@@ -118,8 +126,11 @@ def model_config(config: TrainConfig, task: Task) -> ModelConfig:
 class Trainer:
     """One run's live state. Building it validates everything (model, schedule, data splits)."""
 
-    def __init__(self, config: TrainConfig, task: Task, run_dir: Path) -> None:
+    def __init__(self, config: TrainConfig, task: Task, run_dir: Path,
+                 parallel: Parallel = SINGLE) -> None:
         self.config, self.task, self.run_dir = config, task, Path(run_dir)
+        self.parallel = parallel
+        parallel.check(config.dropout, task, config.batch_size)
         self.schedule = TieSchedule.parse(config.tie_schedule, config.steps)
         self.model = build_model(model_config(config, task), config.seeds,
                                  tied=self.schedule.initial_tied)
@@ -129,45 +140,66 @@ class Trainer:
         self.data_generators = [member_generator(s, DATA_STREAM) for s in config.seeds]
         self.draw_generators = [member_generator(s, DRAW_STREAM) for s in config.seeds]
         members = len(config.seeds)
-        self.eval_batches = {split: repeat_batch(task.eval_batch(split), members)
+        self.eval_batches = {split: parallel.shard(repeat_batch(task.eval_batch(split), members))
                              for split in ("train", "valid") if task.n_strings(split) > 0}
+        self.net = self.model  # what the training forward calls (DDP around it in parallel)
         self.step = 0
         self.last_checkpoint: Path | None = None
         self._last_eval: list[dict[str, object]] = []
 
     # -- the run ----------------------------------------------------------------------------
     def run(self, resume: bool) -> RunResult:
-        """Train to config.steps (from the newest checkpoint if `resume`), then write the report."""
+        """Train to config.steps (from the newest checkpoint if `resume`), then write the report.
+        A failed write (full disk, lost permission) stops the run with a DhwtError naming the last
+        good checkpoint; everything written before it stays valid for --resume."""
         started = time.perf_counter()
+        try:
+            with _torch_settings(self.config.threads):
+                self._train(resume)
+            final = self.parallel.on_writer(self._finish, share=True)
+        except OSError as exc:
+            where = f" ({exc.filename})" if exc.filename else ""
+            raise DhwtError(f"cannot write the run directory {self.run_dir} at step {self.step}: "
+                            f"{exc.strerror or exc}{where}; last good checkpoint: "
+                            f"{_named(self.last_checkpoint)}; free space (or fix permissions) "
+                            "and continue with --resume") from None
+        assert self.last_checkpoint is not None and final is not None
+        return RunResult(self.run_dir, self.step, final, self.last_checkpoint,
+                         time.perf_counter() - started)
+
+    def _train(self, resume: bool) -> None:
         metrics_path = self.run_dir / layout.METRICS
-        with _torch_settings(self.config.threads):
-            if resume:
-                self._restore()
+        if resume:
+            self._restore()
+            if self.parallel.writes:
                 truncate_metrics(metrics_path, self.step)
                 remove_snapshots_after(self.run_dir / layout.EMBEDDINGS, self.step)
-            writer = MetricsWriter(metrics_path)
-            try:
-                if not resume:
+        self.net = self.parallel.wrap(self.model)  # a collective: after every rank has restored
+        writer = MetricsWriter(metrics_path) if self.parallel.writes else None
+        try:
+            if not resume:
+                self._apply_events()
+                self._record(writer, force=True)
+            bar = tqdm(total=self.config.steps, initial=self.step, unit="step", desc="train",
+                       disable=None if self.parallel.writes else True, dynamic_ncols=True)
+            with bar:
+                while self.step < self.config.steps:
+                    self._update()
                     self._apply_events()
-                    self._record(writer, force=True)
-                bar = tqdm(total=self.config.steps, initial=self.step, disable=None, unit="step",
-                           desc="train", dynamic_ncols=True)
-                with bar:
-                    while self.step < self.config.steps:
-                        self._update()
-                        self._apply_events()
-                        if self._record(writer, force=self.step == self.config.steps):
-                            bar.set_postfix_str(self._postfix())
-                        bar.update(1)
-            finally:
+                    if self._record(writer, force=self.step == self.config.steps):
+                        bar.set_postfix_str(self._postfix())
+                    bar.update(1)
+        finally:
+            if writer is not None:
                 writer.close()
-        records = read_metrics(metrics_path)
+
+    def _finish(self) -> list[dict[str, object]]:
+        """Write the figure and report (rank 0); the final evaluation's metric lines."""
+        records = read_metrics(self.run_dir / layout.METRICS)
         final = [r for r in records if r["step"] == self.config.steps]
         write_figure(records, self.run_dir / FIGURE, self.task.truth, self.schedule.events)
         write_report(self.run_dir / layout.REPORT, self.config, final, self.task.truth)
-        assert self.last_checkpoint is not None
-        return RunResult(self.run_dir, self.step, final, self.last_checkpoint,
-                         time.perf_counter() - started)
+        return final
 
     def _update(self) -> None:
         """One optimizer update: step N -> N + 1."""
@@ -175,11 +207,11 @@ class Trainer:
         lr = self.lr.lr_at(self.step)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        batch = self._draw(self.data_generators)
-        loss = member_loss(self.model(batch.inputs, batch.padding), batch)
-        if c.tie_penalty and not self.model.embeddings.tied:
-            loss = loss + tie_penalty(self.model, c.tie_penalty)
-        self._guard(loss, "loss")
+        batch = self.parallel.shard(self._draw(self.data_generators))
+        loss = member_loss(self.net(batch.inputs, batch.padding), batch)
+        if c.tie_penalty and not self.model.embeddings.tied and self.parallel.writes:
+            loss = loss + tie_penalty(self.model, c.tie_penalty)  # once, not once per process
+        self._guard(self.parallel.sum(loss), "loss")
         self.optimizer.zero_grad(set_to_none=True)
         loss.sum().backward()
         if c.grad_clip is not None:
@@ -192,8 +224,9 @@ class Trainer:
         for event in self.schedule.events:
             if event.step == self.step:
                 apply_switch(self.model, self.optimizer, event)
+                self.net = self.parallel.wrap(self.model)  # DDP hooks are per Parameter
 
-    def _record(self, writer: MetricsWriter, force: bool) -> bool:
+    def _record(self, writer: MetricsWriter | None, force: bool) -> bool:
         """Evaluate, snapshot and checkpoint the current step as due; True if it evaluated."""
         c, step = self.config, self.step
         evaluate = force or step % c.eval_every == 0
@@ -203,8 +236,9 @@ class Trainer:
             self._guard_weights()
         if evaluate:
             self._last_eval = self.evaluate()
-            writer.write(self._last_eval)
-        if snapshot:
+            if writer is not None:
+                writer.write(self._last_eval)
+        if snapshot and self.parallel.writes:
             emb = self.model.embeddings
             save_snapshot(self.run_dir / layout.EMBEDDINGS, step, emb.input_weight,
                           emb.output_weight, tied=emb.tied, seeds=c.seeds, vocab=self.task.vocab)
@@ -226,13 +260,15 @@ class Trainer:
         stream (new variants and masks; the yardstick against the Bayes optimum)."""
         self.model.eval()
         try:
-            batches = dict(self.eval_batches, train_fresh=self._draw(self.draw_generators))
+            batches = dict(self.eval_batches,
+                           train_fresh=self.parallel.shard(self._draw(self.draw_generators)))
             emb = self.model.embeddings
             gap, tied, lr = emb.gap().tolist(), emb.tied, self.lr.lr_at(self.step)
             lines = []
             for split, batch in batches.items():
                 logits = self.model(batch.inputs, batch.padding)
-                loss, accuracy = member_loss(logits, batch), member_accuracy(logits, batch)
+                loss = self.parallel.sum(member_loss(logits, batch))
+                accuracy = self.parallel.sum(member_accuracy(logits, batch))
                 self._guard(loss, f"{split} loss")
                 for i, seed in enumerate(self.config.seeds):
                     lines.append({"step": self.step, "member": i, "seed": seed, "split": split,
@@ -253,7 +289,7 @@ class Trainer:
             bad = "nan" if math.isnan(float(values[i])) else "inf"
             raise DhwtError(f"{what} became {bad} at step {self.step} (member seed "
                             f"{self.config.seeds[i]}); last good checkpoint: "
-                            f"{self.last_checkpoint}")
+                            f"{_named(self.last_checkpoint)}")
 
     # -- checkpoints ------------------------------------------------------------------------
     def _guard_weights(self) -> None:
@@ -266,6 +302,9 @@ class Trainer:
         self._guard(marks, "a weight")
 
     def _checkpoint(self) -> None:
+        if not self.parallel.writes:  # rank 0 writes the state every rank holds
+            self.last_checkpoint = checkpoint_path(self.run_dir / layout.CHECKPOINTS, self.step)
+            return
         names = {id(p): n for n, p in self.model.named_parameters()}
         state = {
             "format": CHECKPOINT_FORMAT,
@@ -289,7 +328,8 @@ class Trainer:
     def _restore(self) -> None:
         """Load the newest checkpoint: model, tying state, optimizer, step, every RNG."""
         directory = self.run_dir / layout.CHECKPOINTS
-        remove_stray_temporaries(directory)
+        if self.parallel.writes:
+            remove_stray_temporaries(directory)
         path, state = latest_checkpoint(directory)
         if state.get("format") != CHECKPOINT_FORMAT:
             raise DhwtError(f"checkpoint {path} has format {state.get('format')!r}; this dhwt "
@@ -319,6 +359,11 @@ class Trainer:
         c = self.config
         return torch.optim.AdamW([{"params": g} for g in groups], lr=c.lr,
                                  betas=(c.beta1, c.beta2), eps=c.eps, weight_decay=c.weight_decay)
+
+
+def _named(checkpoint: Path | None) -> str:
+    """A checkpoint for a message, or what it means that there is none yet."""
+    return str(checkpoint) if checkpoint else "none (the run stopped before its first checkpoint)"
 
 
 class _torch_settings:
