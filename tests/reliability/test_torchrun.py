@@ -1,0 +1,204 @@
+"""Data-parallel training under torchrun (2 CPU processes, gloo) against the oracle of one process
+with the same global batch: equal to float tolerance (weights, Adam moments, metrics, snapshots),
+the data generators' states bit for bit, only rank 0 writing, and resume after the whole launch is
+killed (with 2 processes again, or with 1)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from dhwt.analysis.snapshots import read_snapshot
+from dhwt.errors import DhwtError
+from dhwt.languages import load_task
+from dhwt.training import TrainConfig
+from dhwt.training.checkpoint import checkpoint_path, load_checkpoint
+from dhwt.training.distributed import Parallel
+from dhwt.training.ensemble import repeat_batch
+from dhwt.models import build_model
+from dhwt.training.trainer import Trainer, model_config
+
+ROOT = Path(__file__).resolve().parents[2]
+TORCHRUN = Path(sys.executable).parent / "torchrun"
+TOLERANCE = dict(rtol=1e-4, atol=1e-5)  # float32 sums in another order, over 200 steps
+
+#: Batch mode through both tie switches, with the tie penalty (added once, on rank 0) and
+#: per-member clipping (after the all-reduce): every piece that could double-count.
+BATCHED = ["--seeds", "1-2", "--steps", 40, "--batch-size", 6, "--lr", 0.01,
+           "--tie-schedule", "untie@10,tie@25:mean", "--tie-penalty", 0.01, "--eval-every", 5,
+           "--snapshot-every", 10, "--checkpoint-every", 10]
+#: Full batch: the 14 training strings split 7 + 7 with their probability weights.
+FULL = ["--seeds", "3", "--steps", 200, "--lr", 0.01, "--tie-schedule", "untie@30",
+        "--eval-every", 20, "--snapshot-every", 50, "--checkpoint-every", 40]
+
+
+def _torchrun(args: list[object]) -> subprocess.Popen:
+    return subprocess.Popen(
+        [str(TORCHRUN), "--standalone", "--nproc-per-node", "2", "-m", "dhwt", *map(str, args)],
+        cwd=ROOT, env=dict(os.environ, MPLBACKEND="Agg"), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def _finish(proc: subprocess.Popen) -> str:
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err[-3000:]
+    return out
+
+
+def _single(cli, args: list[object]) -> None:
+    code, _, err = cli(args)
+    assert code == 0, err
+
+
+def _clip(grad_clip: float, directory: Path) -> Path:
+    (directory / "clip.toml").write_text(f"grad_clip = {grad_clip}\n")
+    return directory / "clip.toml"
+
+
+def _assert_close_runs(expected: Path, actual: Path, rundirs) -> None:
+    """Same files; metrics, snapshots, weights and Adam moments equal to float tolerance; step,
+    tying and the generators' states equal exactly."""
+    assert sorted(rundirs.files(expected)) == sorted(rundirs.files(actual))
+    a, b = rundirs.metric_lines(expected), rundirs.metric_lines(actual)
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        assert {k: v for k, v in x.items() if k not in ("loss", "accuracy", "gap")} == {
+            k: v for k, v in y.items() if k not in ("loss", "accuracy", "gap")}
+        for key in ("loss", "accuracy", "gap"):
+            assert y[key] == pytest.approx(x[key], rel=1e-4, abs=1e-5), (x, key)
+    for name in rundirs.files(expected):
+        if name.startswith("embeddings/"):
+            sa, sb = read_snapshot(expected / name), read_snapshot(actual / name)
+            assert (sa.step, sa.tied, sa.seeds, sa.vocab) == (sb.step, sb.tied, sb.seeds, sb.vocab)
+            for key in ("input", "output"):
+                torch.testing.assert_close(torch.from_numpy(getattr(sb, key)),
+                                           torch.from_numpy(getattr(sa, key)), **TOLERANCE)
+    states_a, states_b = rundirs.checkpoint_states(expected), rundirs.checkpoint_states(actual)
+    assert states_a.keys() == states_b.keys()
+    for name, sa in states_a.items():
+        sb = states_b[name]
+        assert (sa["step"], sa["config"], sa["optimizer_params"]) == (
+            sb["step"], sb["config"], sb["optimizer_params"])
+        torch.testing.assert_close(_logits(sb), _logits(sa), **TOLERANCE)
+        torch.testing.assert_close(_without_key_bias(sb), _without_key_bias(sa), **TOLERANCE)
+        rundirs.assert_same(sa["rng"], sb["rng"], name)  # data, draw, dropout streams
+
+
+def _logits(state: dict) -> torch.Tensor:
+    """What a checkpoint's model predicts on the task's fixed training evaluation batch."""
+    config = TrainConfig.from_dict(state["config"])
+    task = load_task(config.data, config.objective)
+    model = build_model(model_config(config, task), config.seeds, tied=True)
+    model.load_state_dict(state["model"])  # adopts the checkpoint's tying state
+    batch = repeat_batch(task.eval_batch("train"), len(config.seeds))
+    with torch.no_grad():
+        return model.eval()(batch.inputs, batch.padding)
+
+
+def _without_key_bias(state: dict) -> dict[str, object]:
+    """Weights and Adam state, with the attention key bias zeroed. Its exact gradient is 0
+    (softmax ignores a shift shared by every key), so its computed gradient is float noise
+    (~1e-9) that depends on the order of summation, and Adam with eps 1e-12 turns that noise
+    into full steps: the key bias wanders by ~lr per step in any two runs that sum in different
+    orders, without changing a prediction (the logits are compared separately)."""
+    def cut(name: str, t: torch.Tensor) -> torch.Tensor:
+        if not name.endswith("in_proj_bias") or t.dim() == 0:  # (Adam's step count: a scalar)
+            return t
+        t, d = t.clone(), t.shape[-1] // 3
+        t[..., d:2 * d] = 0
+        return t
+
+    names = [n for group in state["optimizer_params"] for n in group]
+    adam = {names[i]: {k: cut(names[i], v) for k, v in per.items()}
+            for i, per in state["optimizer"]["state"].items()}
+    return {"model": {n: cut(n, t) for n, t in state["model"].items()}, "adam": adam}
+
+
+def test_two_processes_equal_one_with_the_same_global_batch(dataset, tmp_path, cli, rundirs):
+    clip = _clip(1.0, tmp_path)
+    args = ["train", "--data", dataset, "--config", clip, *BATCHED]
+    proc = _torchrun([*args, "--out", tmp_path / "ddp"])
+    _single(cli, [*args, "--out", tmp_path / "one"])
+    out = _finish(proc)
+    assert out.count("trained 40 steps") == 1  # only rank 0 reports (and writes)
+    _assert_close_runs(tmp_path / "one", tmp_path / "ddp", rundirs)
+    # the Adam moments hold the gradient's scale, which Adam's update itself would not show:
+    # a mean instead of a sum over processes would halve exp_avg
+    state = load_checkpoint(tmp_path / "ddp" / "checkpoints" / "step_0000040.pt")
+    assert any(v["exp_avg"].abs().max() > 1e-3 for v in state["optimizer"]["state"].values())
+
+
+def _workers(pid: int) -> list[int]:
+    """The processes torchrun started (its children)."""
+    return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def test_full_batch_killed_launch_resumes_with_two_processes_or_one(dataset, tmp_path, cli,
+                                                                    rundirs):
+    """The whole launch is killed (workers and launcher, SIGKILL) after a checkpoint; the run then
+    resumes under torchrun, and a copy of it in one process: both end as the one-process run."""
+    args = ["train", "--data", dataset, *FULL]
+    run = tmp_path / "ddp"
+    proc = _torchrun([*args, "--out", run])
+    _single(cli, [*args, "--out", tmp_path / "one"])
+    target = checkpoint_path(run / "checkpoints", 40)
+    deadline = time.monotonic() + 300
+    while not target.is_file():
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        assert time.monotonic() < deadline
+        time.sleep(0.002)
+    workers = _workers(proc.pid)
+    for pid in [*workers, proc.pid]:
+        os.kill(pid, signal.SIGKILL)
+    proc.communicate()
+    assert len(workers) == 2 and (run / "metrics.jsonl").is_file()
+    assert not (run / "report.md").exists()  # killed before the end
+    shutil.copytree(run, tmp_path / "ddp-then-one")
+    _finish(_torchrun(["train", "--out", run, "--resume"]))
+    _assert_close_runs(tmp_path / "one", run, rundirs)
+    _single(cli, ["train", "--out", tmp_path / "ddp-then-one", "--resume"])
+    _assert_close_runs(tmp_path / "one", tmp_path / "ddp-then-one", rundirs)
+
+
+# -- the pieces, in one process -------------------------------------------------------------------
+@pytest.mark.parametrize("rows, world", [(r, w) for r in (2, 3, 7, 14) for w in (1, 2, 3)
+                                         if r >= w])  # fewer rows than processes is refused
+def test_shards_partition_the_rows_and_keep_the_global_weights(rows, world, dataset):
+    batch = repeat_batch(load_task(dataset, "mlm").eval_batch("train"), 2)
+    batch = type(batch)(*(None if t is None else t[:, :rows] for t in (
+        batch.inputs, batch.targets, batch.weights, batch.padding)))
+    shards = [Parallel(rank, world).shard(batch) for rank in range(world)]
+    assert all(s.inputs.shape[1] in (rows // world, -(-rows // world)) for s in shards)
+    for field in ("inputs", "targets", "weights"):
+        joined = torch.cat([getattr(s, field) for s in shards], dim=1)
+        assert torch.equal(joined, getattr(batch, field))
+
+
+@pytest.mark.parametrize("config, fragment", [
+    (dict(dropout=0.1), "dropout 0.1 is not supported with 2 processes"),
+    (dict(batch_size=1), "a training batch has 1 rows, fewer than the 2 processes"),
+])
+def test_what_cannot_be_split_is_refused_before_anything_runs(config, fragment, dataset,
+                                                              tmp_path):
+    with pytest.raises(DhwtError, match=fragment):
+        Trainer(TrainConfig(data=str(dataset), steps=5, **config), load_task(dataset, "mlm"),
+                tmp_path / "run", Parallel(0, 2))
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_bad_torchrun_environment_is_a_clear_error(dataset, tmp_path, cli, monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.delenv("MASTER_ADDR", raising=False)
+    code, _, err = cli(["train", "--data", dataset, "--steps", 2, "--out", tmp_path / "run"])
+    assert code == 2 and err == ("error: WORLD_SIZE is 2 but MASTER_ADDR is not set; start "
+                                 "several processes with torchrun (see README, 'Running long and "
+                                 "large')\n")
+    assert not (tmp_path / "run").exists()
