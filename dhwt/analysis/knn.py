@@ -43,7 +43,7 @@ TILE = 32
 #: Default rows per block: a 4096 x 4096 float32 block is 64 MB.
 BLOCK = 4096
 #: Extra float32 candidates per row re-ranked in float64 (guards against float32 rounding).
-SLACK = 8
+SLACK = 4
 _LOWEST = float(np.finfo(np.float32).min)
 
 
@@ -241,33 +241,47 @@ def average_weights(weights: np.ndarray | None, n: int, ids: np.ndarray) -> np.n
 _U32 = 2.0**-24
 
 
+class _Exact:
+    """Rows of the matrix in float64 as the final scores use them (cosine: divided by their
+    norm), made on demand so that no float64 copy of the whole matrix is kept."""
+
+    def __init__(self, x: np.ndarray, norms: np.ndarray | None) -> None:
+        self.x, self.norms = x, norms
+
+    def __getitem__(self, rows: np.ndarray | slice) -> np.ndarray:
+        values = self.x[rows].astype(np.float64)
+        return values if self.norms is None else values / self.norms[rows][..., None]
+
+
 def _work_matrices(x: np.ndarray, metric: str,
-                   name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """float32 (left, right) with left @ right.T the ranking score; the float64 matrix the final
+                   name: str) -> tuple[np.ndarray, np.ndarray, _Exact, np.ndarray]:
+    """float32 (left, right) with left @ right.T the ranking score; the float64 rows the final
     scores are computed from; and per row i a bound on |float32 score(i, j) - exact score(i, j)|
     over all j (rounding of the inputs and of a length-d float32 dot product, times 2 for
     safety)."""
-    exact = x.astype(np.float64)
-    if metric == "cos":
-        norms = np.linalg.norm(exact, axis=1, keepdims=True)
-        if (norms == 0).any():
-            row = int(np.flatnonzero(norms[:, 0] == 0)[0])
-            raise DhwtError(f"{name} row {row} is zero: its cosine is undefined")
-        exact = exact / norms
     gamma = 2 * (x.shape[1] + 6) * _U32
-    if metric != "l2":
-        work = np.ascontiguousarray(exact, np.float32)
-        norms = np.sqrt(np.einsum("ij,ij->i", exact, exact))
-        return work, work, exact, gamma * norms * norms.max()
+    sq = np.einsum("ij,ij->i", x, x, dtype=np.float64)
+    if metric == "ip":
+        norms = np.sqrt(sq)
+        work = np.ascontiguousarray(x, np.float32)
+        return work, work, _Exact(x, None), gamma * norms * norms.max()
+    if metric == "cos":
+        norms = np.sqrt(sq)
+        if (norms == 0).any():
+            row = int(np.flatnonzero(norms == 0)[0])
+            raise DhwtError(f"{name} row {row} is zero: its cosine is undefined")
+        exact = _Exact(x, norms)
+        work = np.ascontiguousarray(exact[:], np.float32)
+        return work, work, exact, np.full(len(x), gamma)
     # Centred rows (distances do not change; float32 cancels less), and
     # -||xi - xj||^2 = <2 xi, xj> - |xi|^2 - |xj|^2 = <[2 xi, -|xi|^2, 1], [xj, 1, -|xj|^2]>.
-    centred = exact - exact.mean(axis=0)
-    sq = (centred**2).sum(axis=1, keepdims=True)
+    centred = x - x.mean(axis=0, dtype=np.float64)
+    sq = np.einsum("ij,ij->i", centred, centred)[:, None]
     ones = np.ones_like(sq)
     left = np.ascontiguousarray(np.hstack([2 * centred, -sq, ones]), np.float32)
     right = np.ascontiguousarray(np.hstack([centred, ones, -sq]), np.float32)
     norms = np.sqrt(sq[:, 0])
-    return left, right, exact, gamma * 2 * (norms + norms.max()) ** 2
+    return left, right, _Exact(x, None), gamma * 2 * (norms + norms.max()) ** 2
 
 
 class _Best:
@@ -358,11 +372,11 @@ def _row_candidates(g: np.ndarray, threshold: np.ndarray,
     m > 0 (a row's first block): the threshold is raised to the m-th largest tile maximum of
     the row, which still keeps at least m entries (one per such tile)."""
     tiles = g.reshape(g.shape[0], -1, TILE)
-    tile_max = torch.from_numpy(tiles).amax(dim=2)
+    tile_max = torch.from_numpy(tiles).amax(dim=2).numpy()
     if 0 < m <= tile_max.shape[1]:
-        kth = torch.topk(tile_max, m, dim=1, sorted=False).values.amin(dim=1).numpy()
+        kth = np.partition(tile_max, -m, axis=1)[:, -m]
         threshold = np.maximum(threshold, kth)
-    flag_r, flag_t = np.nonzero(tile_max.numpy() >= threshold[:, None])
+    flag_r, flag_t = np.nonzero(tile_max >= threshold[:, None])
     values = tiles[flag_r, flag_t]  # (flagged, w)
     hit, within = np.nonzero(values >= threshold[flag_r][:, None])
     return flag_r[hit], flag_t[hit] * TILE + within, values[hit, within]
@@ -379,7 +393,7 @@ def _column_candidates(g: np.ndarray,
     return flag_c[hit], flag_t[hit] * TILE + within, values[hit, within]
 
 
-def _rerank(exact: np.ndarray, cand: np.ndarray, bound: np.ndarray, k: int, metric: str,
+def _rerank(exact: _Exact, cand: np.ndarray, bound: np.ndarray, k: int, metric: str,
             chunk: int = 1024) -> Neighbours:
     """Recompute the candidates' scores in float64 and keep the best k (ties: lower index).
 
@@ -411,11 +425,12 @@ def _rerank(exact: np.ndarray, cand: np.ndarray, bound: np.ndarray, k: int, metr
     return Neighbours(metric=metric, indices=indices, scores=scores)
 
 
-def _brute_scores(exact: np.ndarray, rows: np.ndarray, metric: str) -> np.ndarray:
+def _brute_scores(exact: _Exact, rows: np.ndarray, metric: str) -> np.ndarray:
     """float64 scores of `rows` against every row, self set to -inf."""
-    score = exact[rows] @ exact.T
+    everything = exact[:]
+    score = everything[rows] @ everything.T
     if metric == "l2":
-        sq = (exact**2).sum(axis=1)
+        sq = (everything**2).sum(axis=1)
         score = 2 * score - sq[rows, None] - sq[None, :]
     score[np.arange(len(rows)), rows] = -np.inf
     return score
