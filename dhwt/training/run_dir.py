@@ -45,7 +45,8 @@ def create_run_dir(run_dir: Path, config_toml: str, *, overwrite: bool = False,
     """Create `run_dir` with config.toml (written first) and whatever `fill(staging_dir)` adds.
 
     `fill` may build a dataset and validate it; if it or anything else raises, the staging
-    directory is removed and the exception propagates, leaving the file system as it was.
+    directory is removed and the exception propagates, leaving the file system as it was (an
+    OSError, such as a full disk, as a DhwtError naming `run_dir`).
     Returns what `fill` returned.
     """
     run_dir = Path(run_dir)
@@ -69,6 +70,9 @@ def create_run_dir(run_dir: Path, config_toml: str, *, overwrite: bool = False,
             shutil.rmtree(trash)
         else:
             os.replace(staging, run_dir)
+    except OSError as exc:  # a full disk, a permission: say where, in one line
+        shutil.rmtree(staging, ignore_errors=True)
+        raise DhwtError(f"cannot create run directory {run_dir}: {exc.strerror or exc}") from None
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
