@@ -128,7 +128,7 @@ def test_killed_or_interrupted_at_random_steps_then_resumed_equals_an_uninterrup
     landed = [(latest_checkpoint(run / "checkpoints")[1]["step"], _progress(run))]
     proc = spawn(["train", "--out", run, "--resume"])
     if trial == 0:
-        second = rng.randrange(first + 1, STEPS - 20)
+        second = rng.randrange(first + 1, STEPS - 50)  # a margin: the kill lands before the end
         _wait_for(lambda: _progress(run) >= second, proc, f"step {second}")
     else:
         path = checkpoint_path(run / "checkpoints",
@@ -329,6 +329,16 @@ def test_a_write_that_fails_mid_run_stops_cleanly_and_resumes(dataset, reference
     assert Path(match[2]) == list_checkpoints(run / "checkpoints")[-1]
     _resume_in_process(cli, run)
     rundirs.assert_identical_runs(reference, run)
+
+
+def test_a_write_that_fails_while_creating_the_run_leaves_nothing(dataset, tmp_path, spawn):
+    """With 64 bytes allowed per file, config.toml cannot be written: one line, exit 2, and
+    neither RUN_DIR nor its hidden staging directory is left."""
+    proc = spawn(_train(dataset, tmp_path / "run"), preexec_fn=_file_size_limit(64))
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2 and out == ""
+    assert _one_error_line(err) == f"cannot create run directory {tmp_path / 'run'}: File too large"
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_full_disk_stops_cleanly_and_resumes_elsewhere(dataset, reference, tmp_path, cli,

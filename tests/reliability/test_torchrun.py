@@ -6,8 +6,10 @@ killed (with 2 processes again, or with 1)."""
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -66,7 +68,8 @@ def _clip(grad_clip: float, directory: Path) -> Path:
 def _assert_close_runs(expected: Path, actual: Path, rundirs) -> None:
     """Same files; metrics, snapshots, weights and Adam moments equal to float tolerance; step,
     tying and the generators' states equal exactly."""
-    assert sorted(rundirs.files(expected)) == sorted(rundirs.files(actual))
+    names_a, names_b = set(rundirs.files(expected)), set(rundirs.files(actual))
+    assert names_a == names_b, (sorted(names_a - names_b), sorted(names_b - names_a))
     a, b = rundirs.metric_lines(expected), rundirs.metric_lines(actual)
     assert len(a) == len(b)
     for x, y in zip(a, b):
@@ -137,8 +140,17 @@ def test_two_processes_equal_one_with_the_same_global_batch(dataset, tmp_path, c
 
 
 def _workers(pid: int) -> list[int]:
-    """The processes torchrun started (its children)."""
-    return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    """The processes torchrun started: those whose parent is `pid` (from /proc/N/stat, whose
+    fourth field is the parent's pid; the text after the last ')' skips the command name)."""
+    children = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # the process ended while we looked
+        if int(fields[1]) == pid:
+            children.append(int(stat.parent.name))
+    return children
 
 
 def test_full_batch_killed_launch_resumes_with_two_processes_or_one(dataset, tmp_path, cli,
@@ -159,8 +171,8 @@ def test_full_batch_killed_launch_resumes_with_two_processes_or_one(dataset, tmp
     for pid in [*workers, proc.pid]:
         os.kill(pid, signal.SIGKILL)
     proc.communicate()
-    assert len(workers) == 2 and (run / "metrics.jsonl").is_file()
-    assert not (run / "report.md").exists()  # killed before the end
+    assert len(workers) == 2, workers
+    assert not (run / "report.md").exists(), "the launch ended before the kill"
     shutil.copytree(run, tmp_path / "ddp-then-one")
     _finish(_torchrun(["train", "--out", run, "--resume"]))
     _assert_close_runs(tmp_path / "one", run, rundirs)
@@ -202,3 +214,30 @@ def test_a_bad_torchrun_environment_is_a_clear_error(dataset, tmp_path, cli, mon
                                  "several processes with torchrun (see README, 'Running long and "
                                  "large')\n")
     assert not (tmp_path / "run").exists()
+
+
+def test_only_rank_0_writes(dataset, tmp_path):
+    """The two processes started by hand as torchrun would (RANK, WORLD_SIZE, MASTER_ADDR/PORT),
+    rank 1 unable to write more than 64 bytes to any file (RLIMIT_FSIZE; torch itself probes the
+    temporary directory with a few bytes; a config.toml, a metrics line, a snapshot or a
+    checkpoint is far larger): the run still completes, and only rank 0 prints."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    args = ["train", "--data", dataset, "--seeds", "1-2", "--steps", 12, "--batch-size", 4,
+            "--tie-schedule", "untie@4", "--eval-every", 4, "--checkpoint-every", 4,
+            "--out", tmp_path / "run"]
+
+    def no_writes() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64, 64))
+
+    procs = [subprocess.Popen(
+        [sys.executable, "-m", "dhwt", *map(str, args)], cwd=ROOT, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, preexec_fn=no_writes if rank else None,
+        env=dict(os.environ, MPLBACKEND="Agg", RANK=str(rank), LOCAL_RANK=str(rank),
+                 WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)))
+        for rank in (0, 1)]
+    (out0, err0), (out1, err1) = (p.communicate(timeout=300) for p in procs)
+    assert [p.returncode for p in procs] == [0, 0], err0[-2000:] + err1[-2000:]
+    assert "trained 12 steps" in out0 and out1 == ""
+    assert (tmp_path / "run" / "report.md").is_file()
