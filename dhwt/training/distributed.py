@@ -80,9 +80,9 @@ class Parallel:
                      for split in ("train", "valid") if task.n_strings(split) > 0})
         for what, n in rows.items():
             if n < self.world_size:
-                raise DhwtError(f"{what} has {n} rows, fewer than the {self.world_size} "
-                                "processes; each needs at least one (raise --batch-size or use "
-                                "fewer processes)")
+                raise DhwtError(f"{what} has {n} row{'s' * (n != 1)}, fewer than the "
+                                f"{self.world_size} processes; each needs at least one (raise "
+                                "--batch-size or use fewer processes)")
 
     def shard(self, batch: Batch) -> Batch:
         """This process's rows of an ensemble batch (S, B, L), keeping their global weights."""
@@ -97,7 +97,8 @@ class Parallel:
         return Batch(cut(batch.inputs), cut(batch.targets), cut(batch.weights), cut(batch.padding))
 
     def sum(self, values: torch.Tensor) -> torch.Tensor:
-        """`values` summed over processes (detached), e.g. per-member shard losses."""
+        """`values` summed over processes (a detached copy when there are several), e.g. the
+        per-member losses of the shards."""
         if self.world_size == 1:
             return values
         total = values.detach().clone()
@@ -182,7 +183,7 @@ def _env_int(name: str, default: int) -> int:
     return int(text)
 
 
-def _sum_gradients(group, bucket):  # noqa: ANN001, ANN202 (DDP checks the real annotations)
+def _sum_gradients(group, bucket):  # no annotations: DDP checks them against its own types
     """DDP comm hook: all-reduce a gradient bucket (a dist.GradBucket) as a sum, where DDP's
     default divides by W; returns the future of the summed buffer."""
     work = torch.distributed.all_reduce(bucket.buffer(), group=group, async_op=True)

@@ -196,7 +196,7 @@ def test_shards_partition_the_rows_and_keep_the_global_weights(rows, world, data
 
 @pytest.mark.parametrize("config, fragment", [
     (dict(dropout=0.1), "dropout 0.1 is not supported with 2 processes"),
-    (dict(batch_size=1), "a training batch has 1 rows, fewer than the 2 processes"),
+    (dict(batch_size=1), "a training batch has 1 row, fewer than the 2 processes"),
 ])
 def test_what_cannot_be_split_is_refused_before_anything_runs(config, fragment, dataset,
                                                               tmp_path):
