@@ -88,7 +88,7 @@ def load_language(name_or_path: str, overrides: dict[str, object] | None = None)
     default_name, raw = read_spec(name_or_path)
     spec = apply_overrides(raw, overrides or {})
     family = spec.get("family")
-    if family not in FAMILIES:
+    if not isinstance(family, str) or family not in FAMILIES:
         raise DhwtError(f"the spec's 'family' is {family!r}; choose one of {', '.join(FAMILIES)}")
     name = need_str(spec.get("name", default_name), "'name'")
     if not isinstance(spec.get("description", ""), str):

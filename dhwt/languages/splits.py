@@ -12,10 +12,9 @@ from dhwt.errors import DhwtError
 SPLITS = ("train", "valid", "test")
 
 
-def make_splits(n_strings: int, valid_fraction: float, test_fraction: float,
-                seed: int) -> np.ndarray:
-    """(n_strings,) int8 split ids (index into SPLITS). A split with a fraction > 0 gets
-    round(fraction * n) strings but at least one; train keeps at least one."""
+def check_split_options(valid_fraction: float, test_fraction: float, seed: int) -> None:
+    """DhwtError unless the fractions are in [0, 1) with room left for training and the seed is a
+    non-negative integer (whatever the language: its size is checked by make_splits)."""
     for name, f in (("valid_fraction", valid_fraction), ("test_fraction", test_fraction)):
         if not (isinstance(f, (int, float)) and math.isfinite(f) and 0.0 <= f < 1.0):
             raise DhwtError(f"{name} must be in [0, 1), got {f!r}")
@@ -24,6 +23,13 @@ def make_splits(n_strings: int, valid_fraction: float, test_fraction: float,
     if valid_fraction + test_fraction >= 1.0:
         raise DhwtError(f"valid_fraction + test_fraction must be below 1 (training needs "
                         f"strings), got {valid_fraction} + {test_fraction}")
+
+
+def make_splits(n_strings: int, valid_fraction: float, test_fraction: float,
+                seed: int) -> np.ndarray:
+    """(n_strings,) int8 split ids (index into SPLITS). A split with a fraction > 0 gets
+    round(fraction * n) strings but at least one; train keeps at least one."""
+    check_split_options(valid_fraction, test_fraction, seed)
     sizes = [max(1, round(f * n_strings)) if f > 0 else 0 for f in (valid_fraction, test_fraction)]
     if n_strings - sum(sizes) < 1:
         raise DhwtError(f"the language has {n_strings} strings: too few for valid_fraction "

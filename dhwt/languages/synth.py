@@ -9,7 +9,7 @@ from pathlib import Path
 from dhwt.languages.dataset import write_dataset
 from dhwt.languages.language import OBJECTIVES, load_language
 from dhwt.languages.spec import parse_assignments
-from dhwt.languages.splits import SPLITS, make_splits
+from dhwt.languages.splits import SPLITS, check_split_options, make_splits
 from dhwt.languages.summary import format_summary
 from dhwt.languages.truth import compute_truth
 
@@ -19,6 +19,7 @@ def synth(grammar: str, assignments: Sequence[str] = (), out: str | Path | None 
           overwrite: bool = False) -> str:
     """Summary text of the grammar (a built-in name or a TOML path) with `KEY=VALUE`
     assignments applied; with `out`, the dataset is written there too."""
+    check_split_options(valid_fraction, test_fraction, seed)  # even when nothing is written
     language = load_language(grammar, parse_assignments(assignments))
     split = None if out is None else make_splits(len(language.probs), valid_fraction,
                                                  test_fraction, seed)

@@ -19,6 +19,9 @@ def parse_only(only: str | None) -> tuple[str, ...]:
     if only is None or not only.strip():
         return tuple(THEOREMS)
     names = [part.strip().upper() for part in only.split(",") if part.strip()]
+    if not names:
+        raise DhwtError(f"--only {only!r} names no theorem; give e.g. T1,T3 "
+                        f"(choose from {', '.join(THEOREMS)})")
     unknown = [name for name in names if name not in THEOREMS]
     if unknown:
         raise DhwtError(
