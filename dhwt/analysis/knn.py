@@ -304,7 +304,10 @@ class _Best:
         if not len(rows):
             return
         m = self.m
-        touched, slot, counts = np.unique(rows, return_inverse=True, return_counts=True)
+        counts = np.bincount(rows)
+        touched = np.flatnonzero(counts)
+        slot = (np.cumsum(counts > 0) - 1)[rows]  # row -> its place among the touched rows
+        counts = counts[touched]
         touched += start
         r = np.concatenate([np.repeat(np.arange(len(touched)), m), slot])
         c = np.concatenate([self.index[touched].reshape(-1), cols])
