@@ -158,3 +158,19 @@ def test_real_archive_counts(monkeypatch):
     assert "sha256 verified" in c.origin
     assert len(c.texts["valid"].splitlines()) == 3760  # data README
     assert hashlib.sha256(c.texts["valid"].encode()).hexdigest().startswith("f0737ed3")
+
+
+def test_hf_datasets_fallback_with_a_stand_in_module(tmp_path, monkeypatch):
+    import types
+
+    lines = {"train": [" = A = \n", " text \n"], "validation": [" v \n"], "test": [" t \n"]}
+    fake = types.ModuleType("datasets")
+    fake.load_dataset = lambda name, config: (
+        {split: {"text": text} for split, text in lines.items()}
+        if (name, config) == ("wikitext", "wikitext-2-v1") else None)
+    monkeypatch.setitem(sys.modules, "datasets", fake)
+    monkeypatch.delenv("WIKITEXT2_PATH", raising=False)
+    monkeypatch.setenv("DHWT_DATA", str(tmp_path))  # holds no WikiText-2
+    c = load_corpus("wikitext-2")
+    assert c.texts == {"train": " = A = \n text \n", "valid": " v \n", "test": " t \n"}
+    assert "HF datasets" in c.origin and "not checked" in c.origin
