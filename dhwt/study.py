@@ -94,6 +94,10 @@ def load_study(path: str | Path) -> Study:
                             f"[train] or [[runs]]")
         fields = {**shared, **run, "data": "<study data>"}
         configs.append((name, TrainConfig.from_dict(fields, source=f"run {name!r} of {path}")))
+    objectives = {config.objective for _, config in configs}
+    if len(objectives) > 1:
+        raise DhwtError(f"study file {path}: runs mix objectives {sorted(objectives)}; one study "
+                        f"compares runs of one objective (its report uses one ground truth)")
     analysis = raw.get("analysis", {})
     measure = analysis.get("measure", "normalised")
     if measure not in MEASURES:

@@ -91,6 +91,8 @@ def test_a_different_study_in_the_same_dir_is_refused(tmp_path):
     (lambda s: s.replace('tie_schedule = "untie@10"', 'tie_schedule = "untie@99"'),
      "at or beyond"),
     (lambda s: s.replace('name = "untie"', 'name = "tied"'), "appears twice"),
+    (lambda s: s.replace('tie_schedule = "untie@10"', 'tie_schedule = "untie@10"\nobjective = "clm"'),
+     "mix objectives"),
     (lambda s: s + '\n[analysis]\nmeasure = "angle"\n', "measure must be one of"),
     (lambda s: s + "\n[analysis]\npairs = [[\"0a\"]]\n", "pairs must be a list"),
     (lambda s: s.replace("[train]", "[train]\nbogus_key = 1"), "bogus_key"),
