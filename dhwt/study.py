@@ -21,7 +21,6 @@ missing ones start. A different study file for an existing DIR is refused unless
 
 from __future__ import annotations
 
-import itertools
 import shutil
 import tomllib
 from dataclasses import dataclass
@@ -157,11 +156,6 @@ def run_study(study: Study, out: str | Path, *, overwrite: bool = False) -> Path
     ]
     return write_runs_report(runs, load_task(data_dir, objective), out, title=f"Study: {study.name}",
                              intro=intro, pairs=study.pairs, measure=study.measure)
-
-
-def default_pairs(language) -> tuple[tuple[str, str], ...]:
-    """Every pair of variant symbols that share a class: the pairs the paper tracks."""
-    return tuple(pair for c in language.classes for pair in itertools.combinations(c.variants, 2))
 
 
 def _claim(out: Path, study: Study, overwrite: bool) -> None:

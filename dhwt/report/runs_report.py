@@ -39,9 +39,7 @@ def write_runs_report(
     """Analyse the run directories `runs` (name -> dir), all trained on `task`'s language;
     write out/figures/ and out/report.md; return the report's path.
 
-    `pairs` defaults to every pair of variants of one class (dhwt.study.default_pairs)."""
-    from dhwt.study import default_pairs
-
+    `pairs` defaults to every pair of variants of one class (default_pairs)."""
     truth = task.truth
     pairs = tuple(pairs or default_pairs(task.language))
     baseline = _baseline_pairs(task.language, truth)
@@ -135,6 +133,11 @@ def write_runs_report(
     tmp.write_text("\n".join(lines), encoding="utf-8")
     os.replace(tmp, path)
     return path
+
+
+def default_pairs(language) -> tuple[tuple[str, str], ...]:
+    """Every pair of variant symbols that share a class: the pairs the paper tracks."""
+    return tuple(pair for c in language.classes for pair in itertools.combinations(c.variants, 2))
 
 
 def _baseline_pairs(language, truth) -> tuple[tuple[str, str], ...]:
