@@ -18,7 +18,7 @@ SPLITS = ("train", "valid", "train_fresh")
 FIGURE = "figures/training.png"
 
 
-def write_figure(records: list[dict[str, object]], path: Path, truth: GroundTruth,
+def write_figure(records: list[dict[str, object]], path: Path, truth: GroundTruth | None,
                  events: tuple[TieEvent, ...] = ()) -> None:
     """Loss and accuracy against step: one line per member and split; the task's Bayes optimum
     (dashed), the unigram baseline of always predicting the target marginal (dotted) and the
@@ -41,12 +41,14 @@ def write_figure(records: list[dict[str, object]], path: Path, truth: GroundTrut
                 steps, values = zip(*points)
                 ax.plot(steps, values, color=colours[split], alpha=0.8 if len(members) == 1 else 0.35,
                         linewidth=1, label=split if i == 0 else None)
-        bayes, marginal = ((truth.bayes_cross_entropy, truth.marginal_entropy) if metric == "loss"
-                           else (truth.bayes_accuracy, truth.marginal_accuracy))
-        ax.axhline(bayes, color="black", linestyle="--", linewidth=1,
-                   label=f"Bayes optimum {bayes:.3f}")
-        ax.axhline(marginal, color="grey", linestyle=":", linewidth=1,
-                   label=f"unigram baseline {marginal:.3f}")
+        if truth is not None:  # text tasks have no exact ground truth
+            bayes, marginal = ((truth.bayes_cross_entropy, truth.marginal_entropy)
+                               if metric == "loss" else (truth.bayes_accuracy,
+                                                         truth.marginal_accuracy))
+            ax.axhline(bayes, color="black", linestyle="--", linewidth=1,
+                       label=f"Bayes optimum {bayes:.3f}")
+            ax.axhline(marginal, color="grey", linestyle=":", linewidth=1,
+                       label=f"unigram baseline {marginal:.3f}")
         for event in events:
             ax.axvline(event.step, color="purple", linewidth=0.8, alpha=0.6)
             ax.annotate(str(event), (event.step, 1), xycoords=("data", "axes fraction"),
@@ -62,7 +64,7 @@ def write_figure(records: list[dict[str, object]], path: Path, truth: GroundTrut
 
 
 def write_report(path: Path, config: TrainConfig, final: list[dict[str, object]],
-                 truth: GroundTruth) -> None:
+                 truth: GroundTruth | None) -> None:
     """report.md: the config in brief, final metrics per member against the task's Bayes optimum
     (from its ground truth), pointers to the figure and the files."""
     data = (f"grammar `{config.grammar}` (dataset in `data/`)" if config.grammar is not None
@@ -81,14 +83,19 @@ def write_report(path: Path, config: TrainConfig, final: list[dict[str, object]]
         "Accuracy is the probability-weighted share of loss positions predicted right; "
         "`train_fresh` is a new draw of training batches (fresh variants and masks).",
     ]
-    lines += [
-        f"The task's Bayes optimum: accuracy **{truth.bayes_accuracy:.4f}**, cross-entropy "
-        f"**{truth.bayes_cross_entropy:.4f}** nats; always predicting the target marginal gives "
-        f"accuracy {truth.marginal_accuracy:.4f}, cross-entropy {truth.marginal_entropy:.4f}.",
-        "", "| seed | split | loss | accuracy | accuracy - Bayes |", "|---:|---|---:|---:|---:|"]
+    if truth is None:  # a text task: no exact optimum to compare with
+        lines += ["", "| seed | split | loss | accuracy |", "|---:|---|---:|---:|"]
+    else:
+        lines += [
+            f"The task's Bayes optimum: accuracy **{truth.bayes_accuracy:.4f}**, cross-entropy "
+            f"**{truth.bayes_cross_entropy:.4f}** nats; always predicting the target marginal "
+            f"gives accuracy {truth.marginal_accuracy:.4f}, cross-entropy "
+            f"{truth.marginal_entropy:.4f}.",
+            "", "| seed | split | loss | accuracy | accuracy - Bayes |", "|---:|---|---:|---:|---:|"]
     for r in sorted(final, key=lambda r: (r["member"], SPLITS.index(r["split"]))):
-        lines.append(f"| {r['seed']} | {r['split']} | {r['loss']:.4f} | {r['accuracy']:.4f} | "
-                     f"{r['accuracy'] - truth.bayes_accuracy:+.4f} |")
+        gap = "" if truth is None else f" {r['accuracy'] - truth.bayes_accuracy:+.4f} |"
+        lines.append(f"| {r['seed']} | {r['split']} | {r['loss']:.4f} | {r['accuracy']:.4f} |"
+                     + gap)
     lines += ["", f"Curves: `{FIGURE}`. Metrics per evaluation: `metrics.jsonl`. Embedding "
               "snapshots (input and output, per step): `embeddings/`. Checkpoints: `checkpoints/`.",
               ""]

@@ -82,3 +82,17 @@ def test_snapshot_bytes_are_reproducible_and_read_by_safetensors(tmp_path):
     assert a.read_bytes() == b.read_bytes()
     arrays = load_file(str(a))
     assert (arrays["input"] == x.numpy()).all() and (arrays["output"] == -x.numpy()).all()
+
+
+def test_run_report_without_ground_truth(tmp_path):
+    """A text task has no exact truth: the report and figure leave the Bayes lines out."""
+    from dhwt.training.config import TrainConfig
+    from dhwt.training.run_report import write_figure, write_report
+
+    records = [{"step": s, "member": 0, "seed": 1, "split": "train", "loss": 2.0 - s / 10,
+                "accuracy": 0.1 * s} for s in (0, 5, 10)]
+    write_figure(records, tmp_path / "figures" / "training.png", None, ())
+    write_report(tmp_path / "report.md", TrainConfig(data="x", seeds=[1]), records[-1:], None)
+    text = (tmp_path / "report.md").read_text()
+    assert "| 1 | train | 1.0000 | 1.0000 |" in text and "Bayes" not in text
+    assert (tmp_path / "figures" / "training.png").stat().st_size > 0
