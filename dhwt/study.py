@@ -29,6 +29,7 @@ from pathlib import Path
 from dhwt.errors import DhwtError
 from dhwt.languages import load_language, load_task, write_dataset
 from dhwt.training import run_dir as layout
+from dhwt.training.checkpoint import atomic_write_bytes
 from dhwt.training.config import TrainConfig
 from dhwt.training.trainer import train
 
@@ -168,9 +169,7 @@ def _claim(out: Path, study: Study, overwrite: bool) -> None:
                         f"replace it")
     out.mkdir(parents=True, exist_ok=True)
     if not marker.is_file():
-        tmp = marker.with_name(".study.toml.tmp")
-        tmp.write_text(study.text, encoding="utf-8")
-        tmp.replace(marker)
+        atomic_write_bytes(marker, study.text.encode("utf-8"))
 
 
 def _dotted(table: dict, prefix: str = "") -> dict[str, object]:

@@ -10,7 +10,6 @@ ensemble members (seeds).
 from __future__ import annotations
 
 import itertools
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from dhwt.analysis.population import run_population_fit
 from dhwt.analysis.snapshots import read_run
 from dhwt.report.figures import closeness_figure, metric_figure
 from dhwt.training import run_dir as layout
+from dhwt.training.checkpoint import atomic_write_bytes
 from dhwt.training.metrics import read_metrics
 
 EVAL_SPLIT = "train"  # the fixed evaluation set over the training strings (see dhwt.training)
@@ -129,9 +129,7 @@ def write_runs_report(
         "",
     ]
     path = out / layout.REPORT
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text("\n".join(lines), encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write_bytes(path, "\n".join(lines).encode("utf-8"))
     return path
 
 

@@ -8,10 +8,10 @@ written by a killed process is dropped.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from dhwt.errors import DhwtError
+from dhwt.training.checkpoint import atomic_write_bytes
 
 
 def read_metrics(path: Path) -> list[dict[str, object]]:
@@ -35,9 +35,7 @@ def read_metrics(path: Path) -> list[dict[str, object]]:
 def truncate_metrics(path: Path, step: int) -> None:
     """Keep only the lines with step <= `step`, rewriting the file atomically."""
     kept = [r for r in read_metrics(path) if int(r["step"]) <= step]
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in kept), encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write_bytes(path, "".join(json.dumps(r) + "\n" for r in kept).encode("utf-8"))
 
 
 class MetricsWriter:

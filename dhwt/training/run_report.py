@@ -11,6 +11,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from dhwt.languages import GroundTruth
+from dhwt.training.checkpoint import atomic_write_bytes
 from dhwt.training.config import TrainConfig, format_seeds
 from dhwt.training.tying import TieEvent
 
@@ -99,6 +100,4 @@ def write_report(path: Path, config: TrainConfig, final: list[dict[str, object]]
     lines += ["", f"Curves: `{FIGURE}`. Metrics per evaluation: `metrics.jsonl`. Embedding "
               "snapshots (input and output, per step): `embeddings/`. Checkpoints: `checkpoints/`.",
               ""]
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text("\n".join(lines), encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write_bytes(path, "\n".join(lines).encode("utf-8"))
