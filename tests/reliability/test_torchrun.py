@@ -160,7 +160,6 @@ def test_full_batch_killed_launch_resumes_with_two_processes_or_one(dataset, tmp
     args = ["train", "--data", dataset, *FULL]
     run = tmp_path / "ddp"
     proc = _torchrun([*args, "--out", run])
-    _single(cli, [*args, "--out", tmp_path / "one"])
     target = checkpoint_path(run / "checkpoints", 40)
     deadline = time.monotonic() + 300
     while not target.is_file():
@@ -173,6 +172,9 @@ def test_full_batch_killed_launch_resumes_with_two_processes_or_one(dataset, tmp
     proc.communicate()
     assert len(workers) == 2, workers
     assert not (run / "report.md").exists(), "the launch ended before the kill"
+    # the one-process reference runs only now: run while the launch was being watched, it gave
+    # the launch time to finish all its steps before the kill (the test's old flakiness)
+    _single(cli, [*args, "--out", tmp_path / "one"])
     shutil.copytree(run, tmp_path / "ddp-then-one")
     _finish(_torchrun(["train", "--out", run, "--resume"]))
     _assert_close_runs(tmp_path / "one", run, rundirs)
