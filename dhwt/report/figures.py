@@ -15,6 +15,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
 
 from dhwt.analysis.closeness import Closeness, mean_ci
 
@@ -42,6 +43,20 @@ def save(fig: Figure, path: str | Path) -> Path:
     return path
 
 
+def step_axis(ax: Axes) -> None:
+    """Label the x axis "step" with compact ticks (150k, not 150000: long runs' labels collide)."""
+    ax.set_xlabel("step")
+    ax.xaxis.set_major_formatter(FuncFormatter(_compact))
+
+
+def _compact(value: float, _position: int | None = None) -> str:
+    """12 -> '12', 25000 -> '25k', 1500000 -> '1.5M'."""
+    for scale, suffix in ((1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:g}{suffix}"
+    return f"{value:g}"
+
+
 def _band(ax: Axes, x: np.ndarray, values: np.ndarray, label: str) -> None:
     mean, half = mean_ci(values, axis=1)
     (line,) = ax.plot(x, mean, label=label, lw=1.4)
@@ -67,7 +82,7 @@ def closeness_figure(
             label = (pair_labels or {}).get(pair, f"{pair[0]}-{pair[1]}")
             _band(ax, closeness.steps, values[:, :, p], label)
         ax.set_title(title, fontsize=10)
-        ax.set_xlabel("step")
+        step_axis(ax)
         ax.grid(alpha=0.3)
         if ax.get_subplotspec().is_first_col():
             ax.set_ylabel(MEASURE_LABELS[measure])
@@ -92,7 +107,7 @@ def metric_figure(
         ax.axhline(optimum, ls="--", color="k", lw=1, label=f"Bayes optimum {optimum:.3f}")
     if log:
         ax.set_yscale("log")
-    ax.set_xlabel("step")
+    step_axis(ax)
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)

@@ -1,12 +1,12 @@
 """The end of a run: figures/training.png (loss and accuracy curves) and a short report.md.
 
-Both are written to a temporary file and renamed. matplotlib is imported here, lazily, through its
-object API with the Agg canvas, so no global backend is switched in the caller's process.
+Both are written to a temporary file and renamed. The figure goes through dhwt.report.figures,
+imported lazily so that importing the trainer does not import matplotlib.
 """
 
 from __future__ import annotations
 
-import os
+import math
 from collections import defaultdict
 from pathlib import Path
 
@@ -15,7 +15,7 @@ from dhwt.training.checkpoint import atomic_write_bytes
 from dhwt.training.config import TrainConfig, format_seeds
 from dhwt.training.tying import TieEvent
 
-SPLITS = ("train", "valid", "train_fresh")
+SPLITS = ("train", "valid", "test", "train_fresh")  # test: the last step only
 FIGURE = "figures/training.png"
 
 
@@ -24,17 +24,15 @@ def write_figure(records: list[dict[str, object]], path: Path, truth: GroundTrut
     """Loss and accuracy against step: one line per member and split; the task's Bayes optimum
     (dashed), the unigram baseline of always predicting the target marginal (dotted) and the
     tie-schedule switches (vertical lines)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    from dhwt.report.figures import new_figure, save, step_axis
 
     curves: dict[tuple[str, str], dict[int, list[tuple[int, float]]]] = defaultdict(
         lambda: defaultdict(list))
     for r in records:
         for metric in ("loss", "accuracy"):
             curves[(metric, r["split"])][r["member"]].append((r["step"], r[metric]))
-    fig = Figure(figsize=(10, 4), layout="constrained")
-    FigureCanvasAgg(fig)
-    colours = dict(zip(SPLITS, ("tab:blue", "tab:orange", "tab:green")))
+    fig = new_figure(10, 4)
+    colours = dict(zip(SPLITS, ("tab:blue", "tab:orange", "tab:red", "tab:green")))
     for ax, metric in zip(fig.subplots(1, 2), ("loss", "accuracy")):
         for split in SPLITS:
             members = curves.get((metric, split), {})
@@ -54,14 +52,11 @@ def write_figure(records: list[dict[str, object]], path: Path, truth: GroundTrut
             ax.axvline(event.step, color="purple", linewidth=0.8, alpha=0.6)
             ax.annotate(str(event), (event.step, 1), xycoords=("data", "axes fraction"),
                         fontsize="small", color="purple", rotation=90, va="top", ha="right")
-        ax.set_xlabel("step")
+        step_axis(ax)
         ax.set_ylabel(metric)
         ax.legend(fontsize="small")
     fig.suptitle("one line per member; train/valid: fixed evaluation sets, train_fresh: new draws")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.tmp-{os.getpid()}{path.suffix}")
-    fig.savefig(tmp, dpi=120)
-    os.replace(tmp, path)
+    save(fig, path)
 
 
 def write_report(path: Path, config: TrainConfig, final: list[dict[str, object]],
@@ -69,6 +64,8 @@ def write_report(path: Path, config: TrainConfig, final: list[dict[str, object]]
     """report.md: the config in brief, final metrics per member against the task's Bayes optimum
     (from its ground truth), pointers to the figure and the files."""
     data = (f"grammar `{config.grammar}` (dataset in `data/`)" if config.grammar is not None
+            else f"corpus `{config.corpus}`, tokenizer `{config.tokenizer}`, windows of "
+                 f"{config.seq_len} tokens" if config.corpus is not None
             else f"dataset `{config.data}`")
     lines = [
         "# Training run", "",
@@ -84,8 +81,8 @@ def write_report(path: Path, config: TrainConfig, final: list[dict[str, object]]
         "Accuracy is the probability-weighted share of loss positions predicted right; "
         "`train_fresh` is a new draw of training batches (fresh variants and masks).",
     ]
-    if truth is None:  # a text task: no exact optimum to compare with
-        lines += ["", "| seed | split | loss | accuracy |", "|---:|---|---:|---:|"]
+    if truth is None:  # a text task: no exact optimum to compare with; perplexity = exp(loss)
+        lines += ["", "| seed | split | loss | perplexity | accuracy |", "|---:|---|---:|---:|---:|"]
     else:
         lines += [
             f"The task's Bayes optimum: accuracy **{truth.bayes_accuracy:.4f}**, cross-entropy "
@@ -95,7 +92,8 @@ def write_report(path: Path, config: TrainConfig, final: list[dict[str, object]]
             "", "| seed | split | loss | accuracy | accuracy - Bayes |", "|---:|---|---:|---:|---:|"]
     for r in sorted(final, key=lambda r: (r["member"], SPLITS.index(r["split"]))):
         gap = "" if truth is None else f" {r['accuracy'] - truth.bayes_accuracy:+.4f} |"
-        lines.append(f"| {r['seed']} | {r['split']} | {r['loss']:.4f} | {r['accuracy']:.4f} |"
+        ppl = f" {math.exp(r['loss']):.2f} |" if truth is None else ""
+        lines.append(f"| {r['seed']} | {r['split']} | {r['loss']:.4f} |{ppl} {r['accuracy']:.4f} |"
                      + gap)
     lines += ["", f"Curves: `{FIGURE}`. Metrics per evaluation: `metrics.jsonl`. Embedding "
               "snapshots (input and output, per step): `embeddings/`. Checkpoints: `checkpoints/`.",
