@@ -92,7 +92,18 @@ class _BatchSize(click.ParamType):
 @click.option("--grammar", metavar="NAME|PATH",
               help="A built-in grammar (e.g. parity) or a grammar TOML; the dataset is built into "
                    "RUN_DIR/data.")
-@click.option("--data", metavar="DIR", help="A dataset directory written by `dhwt synth`.")
+@click.option("--data", metavar="DIR",
+              help="A dataset directory written by `dhwt synth`; with --corpus wikitext-2: the "
+                   "WikiText-2 folder or archive (else WIKITEXT2_PATH, DHWT_DATA, HF datasets).")
+@click.option("--corpus", metavar="wikitext-2|DIR",
+              help="Natural text for causal LM (--objective clm): WikiText-2, or a folder with "
+                   "train.txt, valid.txt, test.txt. Needs --tokenizer and --seq-len.")
+@click.option("--tokenizer", metavar="gpt2|bpe:N|word",
+              help="Tokenizer of --corpus: GPT-2 BPE (tiktoken; TIKTOKEN_CACHE_DIR offline), a "
+                   "byte-level BPE of N tokens trained on the train split, or words.")
+@click.option("--seq-len", type=int, metavar="N",
+              help="Context of --corpus runs: training windows of N tokens start anywhere; "
+                   "valid/test are cut into consecutive windows of N (each token predicted once).")
 @click.option("--objective", type=click.Choice(["mlm", "clm"]),
               help="Masked (bidirectional) or causal language modelling.  [default: mlm]")
 @click.option("--architecture", type=click.Choice(["transformer", "lstm", "mixer"]),
@@ -126,6 +137,10 @@ class _BatchSize(click.ParamType):
 @click.option("--threads", type=int, metavar="N",
               help="torch CPU threads; 1 is fastest for tiny models, raise it for large ones.  "
                    "[default: 1]")
+@click.option("--device", metavar="cpu|cuda|cuda:N|auto",
+              help="Where to train: cpu (bit-exact resume), cuda (cuda:0; under torchrun each "
+                   "process takes cuda:LOCAL_RANK and nccl), cuda:N (one process), auto (cuda if "
+                   "a GPU is seen, else cpu). --resume may change it.  [default: cpu]")
 @click.option("--config", "config_file", metavar="FILE.toml",
               type=click.Path(dir_okay=False),
               help="A TOML of TrainConfig keys (flat, as in a run's config.toml); flags override it.")
@@ -145,16 +160,19 @@ def train_cmd(config_file: str | None, out: str, overwrite: bool, resume: bool,
     Defaults are the paper's EXor setting: 1 layer, 1 head, d_model 4, d_ff 4, gelu, post-LN,
     no positions, N(0,1) embeddings, full batch, AdamW lr 5e-4 (betas 0.9/0.999, eps 1e-12,
     weight decay 0.1), periodic cosine (T_max 10000, eta_min 1e-5). Every other setting (model
-    size, warmup, clipping, splits...) goes in --config; see a run's config.toml for the keys.
+    size, warmup, clipping, splits, vary / init_from / redraw / freeze for init studies...) goes
+    in --config; see a run's config.toml for the keys and experiments/wikitext/ for examples.
 
     \b
     Examples:
       dhwt train --grammar parity --tie-schedule untie@5000 --steps 10000 --out runs/u5k
       dhwt train --data data/parity --seeds 42-46 --config exor.toml --out runs/exor
+      dhwt train --corpus wikitext-2 --tokenizer bpe:2048 --seq-len 64 --config wt2.toml --out runs/wt2
       dhwt train --out runs/u5k --resume
 
     A killed or interrupted run continues with `--out RUN_DIR --resume` and ends exactly as an
-    uninterrupted one would; flags given with --resume may repeat the run's values, not change them.
+    uninterrupted one would (on the CPU); flags given with --resume may repeat the run's values,
+    not change them, except --device.
     """
     from dhwt.training.command import train_command
 
@@ -225,26 +243,67 @@ def study_cmd(study_file: str, out: str, overwrite: bool) -> None:
 @click.argument("run_dirs", nargs=-1, required=True, metavar="RUN_DIR...",
                 type=click.Path(file_okay=False))
 @click.option("--out", required=True, type=click.Path(file_okay=False),
-              help="Where report.md and figures/ go.")
+              help="Where report.md, figures/ and similarity.csv/.json go.")
 @click.option("--pairs", metavar="A:B,C:D",
               help="Symbol pairs to track (default: every pair of variants of one class).")
 @click.option("--measure", type=click.Choice(["normalised", "raw", "cosine"]), default="normalised",
-              show_default=True, help="What the main closeness figure shows.")
-def analyze_cmd(run_dirs: tuple[str, ...], out: str, pairs: str | None, measure: str) -> None:
-    """Closeness of symbol pairs over training, for any runs of one language.
+              show_default=True, help="What the main closeness figure shows (synthetic runs).")
+@click.option("--similarity", "measures", default="knn", show_default=True,
+              metavar="knn,cka,procrustes,mutual-knn|none",
+              help="Similarity of embedding spaces at every snapshot, comma separated: knn (KNN "
+                   "match with its chance level, and the DH diagnostic of untied members), cka "
+                   "(linear CKA), procrustes (relative error after orthogonal alignment), "
+                   "mutual-knn (cosine overlap); none to skip.")
+@click.option("--k", type=int, default=10, show_default=True,
+              help="Neighbours per token for KNN match (self excluded). Skipped when the "
+                   "vocabulary is not larger than k.")
+@click.option("--metric", type=click.Choice(["ip", "cos", "l2"]), default="ip", show_default=True,
+              help="KNN neighbours by raw inner product (the reference study's), cosine or "
+                   "Euclidean distance.")
+@click.option("--members", default="all", show_default=True, metavar="all|0,1,...",
+              help="Members of each run to compare (0-based, in seed order); every two chosen "
+                   "members are a pair, across runs too.")
+@click.option("--tokens", type=click.Choice(["all", "seen"]), default="all", show_default=True,
+              help="Compare all tokens, or only those seen in training (count > 0; neighbours "
+                   "are then searched among them only).")
+@click.option("--counts", metavar="FILE", type=click.Path(dir_okay=False),
+              help="Training count per token id (text or .npy) for --tokens seen / --weighted "
+                   "(default: RUN_DIR/token_counts.npy, written by the trainer for text).")
+@click.option("--weighted", is_flag=True,
+              help="Average KNN match over tokens weighted by their training counts.")
+@click.option("--chance/--no-chance", default=True, show_default=True,
+              help="KNN chance level: the same measure on norm-matched random directions "
+                   "(doubles the time).")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the chance level's random directions.")
+@click.option("--score", type=click.Choice(["overlap", "jaccard"]), default="overlap",
+              show_default=True,
+              help="KNN score the figures plot: |A∩B|/k (the reference code's) or Jaccard "
+                   "|A∩B|/|A∪B| (its text's); the tables and files hold both.")
+def analyze_cmd(run_dirs: tuple[str, ...], out: str, pairs: str | None, measure: str,
+                **similarity: object) -> None:
+    """Report on run directories: closeness or loss, and embedding similarity over training.
 
-    Reads each run's embedding snapshots (never a live model) and writes a report with the
-    paper's figure layout: the tied matrix, or the input and output matrices, one curve per pair
-    with a 95% band over seeds; loss and accuracy against the Bayes optimum; a table of final
-    values with each pair's exact relation (sem / cnd) from the grammar.
+    Reads each run's snapshots and metrics (never a live model). Synthetic runs: the paper's
+    figure layout (the tied matrix, or input and output, one curve per pair with a 95% band over
+    seeds), loss and accuracy against the Bayes optimum, final values with each pair's exact
+    relation. Text runs: loss, perplexity and accuracy. Both: with two or more members (or
+    runs), KNN match between them at every snapshot for the input and the output matrices beside
+    its chance level; for each untied member the DH diagnostic (its own input vs output
+    neighbourhoods) with a one-line reading on tying. 8192 tokens x 128: about 1 s per matrix
+    and step.
 
     \b
-    Example:
+    Examples:
       dhwt analyze runs/tied runs/untied --pairs 0a:0b,1a:1b --out reports/exor
+      dhwt analyze runs/wt2-cpu --tokens seen --similarity knn,cka --out reports/wt2
+      dhwt analyze runs/seed1 runs/seed2 --members 0 --k 20 --out reports/init
     """
     from dhwt.report.analyze import analyze
+    from dhwt.report.run_similarity import SimilarityOptions
 
-    click.echo(f"report: {analyze(run_dirs, out, pairs=pairs, measure=measure)}")
+    options = SimilarityOptions(**similarity)
+    click.echo(f"report: {analyze(run_dirs, out, pairs=pairs, measure=measure, similarity=options)}")
 
 
 @cli.command("knn", context_settings={"max_content_width": 100})

@@ -1,7 +1,10 @@
-"""`dhwt analyze RUN_DIR...`: the closeness report of any run directories of one language.
+"""`dhwt analyze RUN_DIR...`: the report of any run directories of one vocabulary.
 
-The language (and its exact relations) comes from the first run's config: RUN_DIR/data for a run
-built with `--grammar`, else the dataset the config names. Every run must share its vocabulary.
+Runs of a synthetic language (RUN_DIR/data for a run built with `--grammar`, else the dataset
+directory the config names) get the closeness report with the exact relations and the Bayes
+optimum; runs without one (text) get loss, accuracy and perplexity. Both get the similarity of
+embedding spaces over training (dhwt.report.run_similarity): KNN match between members with its
+chance level, and the DH diagnostic of untied members. Every run must share its vocabulary.
 """
 
 from __future__ import annotations
@@ -12,7 +15,10 @@ from pathlib import Path
 from dhwt.analysis.snapshots import read_snapshot, snapshot_paths
 from dhwt.errors import DhwtError
 from dhwt.languages import load_task
+from dhwt.report.loss_report import loss_lines
+from dhwt.report.run_similarity import SimilarityOptions, similarity_lines
 from dhwt.report.runs_report import write_runs_report
+from dhwt.training.checkpoint import atomic_write_bytes
 from dhwt.training import run_dir as layout
 from dhwt.training.config import TrainConfig
 
@@ -30,7 +36,7 @@ def parse_pairs(text: str) -> tuple[tuple[str, str], ...]:
 
 
 def analyze(run_dirs: Sequence[str | Path], out: str | Path, *, pairs: str | None = None,
-            measure: str = "normalised") -> Path:
+            measure: str = "normalised", similarity: SimilarityOptions | None = None) -> Path:
     """Write out/report.md and out/figures/ for `run_dirs`; return the report's path."""
     dirs = [Path(d) for d in run_dirs]
     if not dirs:
@@ -42,16 +48,40 @@ def analyze(run_dirs: Sequence[str | Path], out: str | Path, *, pairs: str | Non
     if len(set(vocabularies.values())) > 1:
         raise DhwtError("the runs have different vocabularies: "
                         + "; ".join(f"{d}: {list(v)}" for d, v in vocabularies.items()))
-    config = TrainConfig.from_toml(dirs[0] / layout.CONFIG)
-    data = dirs[0] / layout.DATA if config.grammar is not None else Path(str(config.data))
-    if not data.is_dir():
-        raise DhwtError(f"the dataset of {dirs[0]} ({data}) is missing")
     names = [d.name for d in dirs]
     if len(set(names)) < len(names):
         names = [f"{d.parent.name}/{d.name}" for d in dirs]
     if len(set(names)) < len(names):
         raise DhwtError("two run directories have the same name; give distinct runs")
+    runs, out = dict(zip(names, dirs)), Path(out)
+    options = similarity or SimilarityOptions()
+    config = TrainConfig.from_toml(dirs[0] / layout.CONFIG)
+    intro = f"Runs: {', '.join(str(d) for d in dirs)}."
+    data = _language_dataset(dirs[0], config)
+    if data is None:  # no synthetic language: text
+        if pairs:
+            raise DhwtError(f"--pairs tracks symbols of a synthetic language; {dirs[0]} was not "
+                            "trained on one")
+        section = similarity_lines(runs, out, options)
+        lines = ["# Runs report", "", intro, "", *loss_lines(runs, out), *section]
+        path = out / layout.REPORT
+        atomic_write_bytes(path, "\n".join(lines).encode("utf-8"))
+        return path
     return write_runs_report(
-        dict(zip(names, dirs)), load_task(data, config.objective), Path(out),
-        title="Closeness of symbol pairs", intro=[f"Runs: {', '.join(str(d) for d in dirs)}."],
-        pairs=parse_pairs(pairs) if pairs else None, measure=measure)
+        runs, load_task(data, config.objective), out,
+        title="Closeness of symbol pairs", intro=[intro],
+        pairs=parse_pairs(pairs) if pairs else None, measure=measure,
+        extra=lambda: similarity_lines(runs, out, options))
+
+
+def _language_dataset(run: Path, config: TrainConfig) -> Path | None:
+    """The synthetic dataset directory the run trained on, or None for other data (text)."""
+    if config.grammar is not None:
+        data = run / layout.DATA
+    elif config.data is not None and (Path(str(config.data)) / "truth.json").exists():
+        data = Path(str(config.data))
+    else:
+        return None
+    if not data.is_dir():
+        raise DhwtError(f"the dataset of {run} ({data}) is missing")
+    return data

@@ -10,7 +10,7 @@ ensemble members (seeds).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -35,11 +35,14 @@ def write_runs_report(
     intro: Sequence[str] = (),
     pairs: Sequence[tuple[str, str]] | None = None,
     measure: str = "normalised",
+    extra: Callable[[], Sequence[str]] | None = None,
 ) -> Path:
     """Analyse the run directories `runs` (name -> dir), all trained on `task`'s language;
     write out/figures/ and out/report.md; return the report's path.
 
-    `pairs` defaults to every pair of variants of one class (default_pairs)."""
+    `pairs` defaults to every pair of variants of one class (default_pairs). `extra`, called
+    once the pairs are validated and before anything is written, gives more report lines
+    (e.g. dhwt.report.run_similarity)."""
     truth = task.truth
     pairs = tuple(pairs or default_pairs(task.language))
     baseline = _baseline_pairs(task.language, truth)
@@ -58,6 +61,7 @@ def write_runs_report(
         for metric in curves:
             curves[metric][name] = _curve(records, EVAL_SPLIT, metric)
 
+    more = list(extra()) if extra is not None else []
     figures = out / layout.FIGURES
     closeness_figure(panels, figures / "closeness.png", measure, labels)
     closeness_figure(panels, figures / "closeness_raw.png", "raw", labels)
@@ -124,6 +128,7 @@ def write_runs_report(
         "",
         "![accuracy](figures/accuracy.png)",
         "",
+        *more,
         "Each run's own directory holds its metrics, snapshots, checkpoints and a per-run report "
         "with loss curves.",
         "",

@@ -1,0 +1,48 @@
+"""Loss and accuracy of runs whose task has no exact ground truth (natural text): curves over
+training and a table of final values, read from metrics.jsonl. Runs of a synthetic language get
+the closeness report instead (dhwt.report.runs_report), which compares with the Bayes optimum.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+
+from dhwt.analysis.closeness import mean_ci
+from dhwt.report.figures import metric_figure
+from dhwt.report.runs_report import _curve
+from dhwt.training import run_dir as layout
+from dhwt.training.metrics import read_metrics
+
+SPLITS = ("valid", "train")
+
+
+def loss_lines(runs: Mapping[str, Path], out: Path) -> list[str]:
+    """Write out/figures/loss.png and accuracy.png; return the markdown section."""
+    records = {name: read_metrics(Path(run) / layout.METRICS) for name, run in runs.items()}
+    lines = ["## Loss (mean ± 95% CI over members, last evaluation)", "",
+             "| run | split | step | cross-entropy (nats) | perplexity | accuracy |",
+             "|---|---|---|---|---|---|"]
+    figures = []
+    for split in SPLITS:
+        curves = {name: _curve(r, split, "loss") for name, r in records.items()
+                  if any(x["split"] == split for x in r)}
+        if not curves:
+            continue
+        accuracy = {name: _curve(records[name], split, "accuracy") for name in curves}
+        for name, (steps, values) in curves.items():
+            loss, half = mean_ci(values[-1:], axis=1)
+            acc, acc_half = mean_ci(accuracy[name][1][-1:], axis=1)
+            lines.append(f"| {name} | {split} | {steps[-1]} | {loss[0]:.4f} ± {half[0]:.4f} | "
+                         f"{math.exp(loss[0]):.2f} | {acc[0]:.4f} ± {acc_half[0]:.4f} |")
+        metric_figure(curves, out / layout.FIGURES / f"loss_{split}.png",
+                      ylabel=f"cross-entropy, nats ({split} evaluation set)")
+        metric_figure(accuracy, out / layout.FIGURES / f"accuracy_{split}.png",
+                      ylabel=f"next-token accuracy ({split} evaluation set)")
+        figures += [f"![loss ({split})](figures/loss_{split}.png)", "",
+                    f"![accuracy ({split})](figures/accuracy_{split}.png)", ""]
+    if not figures:
+        return ["## Loss", "", "No evaluations in metrics.jsonl yet.", ""]
+    return lines + ["", "Perplexity = exp(mean cross-entropy) under the task's evaluation "
+                    "windowing.", ""] + figures

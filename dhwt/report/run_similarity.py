@@ -1,0 +1,132 @@
+"""From run directories to the similarity section of a report: which members are compared,
+which tokens count, and the options `dhwt analyze` exposes for it.
+
+Tokens seen in training come from a count vector (one count per token id): a file given by the
+user, or RUN_DIR/token_counts.npy, which the trainer writes for tasks that can count their
+training tokens (text).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from dhwt.analysis.knn_command import read_weights
+from dhwt.analysis.knn_curves import Source, parse_measures, similarity_curves
+from dhwt.analysis.snapshots import read_snapshot, snapshot_paths
+from dhwt.errors import DhwtError
+from dhwt.report.similarity_report import SCORES, similarity_section
+
+TOKEN_COUNTS = "token_counts.npy"
+TOKEN_CHOICES = ("all", "seen")
+
+
+@dataclass(frozen=True)
+class SimilarityOptions:
+    """What `dhwt analyze` computes beside closeness and loss (see its --help).
+
+    measures: comma list of dhwt.analysis.knn_curves.MEASURES, or "none"; members: "all" or
+    comma-separated member indices (0-based, in each run's seed order); tokens: "all" or "seen"
+    (count > 0 in the counts); counts: a file of one count per token id (else
+    RUN_DIR/token_counts.npy); weighted: average weighted by the counts.
+    """
+
+    measures: str = "knn"
+    k: int = 10
+    metric: str = "ip"
+    members: str = "all"
+    tokens: str = "all"
+    counts: str | None = None
+    weighted: bool = False
+    chance: bool = True
+    seed: int = 0
+    score: str = "overlap"
+
+
+def similarity_lines(runs: Mapping[str, Path], out: Path,
+                     options: SimilarityOptions) -> list[str]:
+    """Compute the curves for `runs` (name -> dir) and write their files; the report lines.
+
+    Skipped, with a line saying why, when there is nothing to compare or the vocabulary is
+    not larger than k."""
+    if options.measures == "none":
+        return []
+    measures = parse_measures(options.measures)
+    if options.tokens not in TOKEN_CHOICES:
+        raise DhwtError(f"tokens must be 'all' or 'seen', got {options.tokens!r}")
+    if options.score not in SCORES:
+        raise DhwtError(f"score must be one of {', '.join(SCORES)}, got {options.score!r}")
+    sources = select_sources(runs, options.members)
+    counts = None
+    if options.tokens == "seen" or options.weighted:
+        counts = token_counts(runs, options.counts)
+    vocab = read_snapshot(snapshot_paths(next(iter(runs.values())))[0]).input.shape[1]
+    if counts is not None and len(counts) != vocab:
+        raise DhwtError(f"the token counts hold {len(counts)} values; the runs have {vocab} "
+                        "tokens")
+    tokens = np.flatnonzero(counts > 0) if options.tokens == "seen" else None
+    n = vocab if tokens is None else len(tokens)
+    heading = ["## Similarity of embedding spaces over training", ""]
+    if n <= options.k:
+        return heading + [f"Skipped: {n} tokens, not more than k = {options.k} neighbours.", ""]
+    result = similarity_curves(
+        sources, k=options.k, metric=options.metric, measures=measures, tokens=tokens,
+        weights=counts if options.weighted else None, chance=options.chance, seed=options.seed,
+        pairs=len(sources) >= 2, progress=None)
+    if not result.curves:
+        return heading + ["Skipped: one member and it was tied at every snapshot (nothing to "
+                          "compare).", ""]
+    note = (f" seen in training (count > 0) of {vocab}"
+            if options.tokens == "seen" else "")
+    note += ", weighted by training counts" if options.weighted else ""
+    return similarity_section(result, out, score=options.score, tokens_note=note)
+
+
+def select_sources(runs: Mapping[str, Path], members: str) -> list[Source]:
+    """One Source per chosen member of every run, named by seed (and run when several)."""
+    chosen = None if members == "all" else _indices(members)
+    sources = []
+    for name, run in runs.items():
+        seeds = read_snapshot(snapshot_paths(run)[0]).seeds
+        for m in range(len(seeds)) if chosen is None else chosen:
+            if m >= len(seeds):
+                raise DhwtError(f"{run} holds {len(seeds)} members (seeds "
+                                f"{list(seeds)}); member {m} does not exist")
+            label = f"seed{seeds[m]}" if len(runs) == 1 else f"{name}/seed{seeds[m]}"
+            sources.append(Source(label, Path(run), m))
+    return sources
+
+
+def _indices(text: str) -> list[int]:
+    try:
+        values = [int(t) for t in text.split(",")]
+    except ValueError:
+        values = [-1]
+    if any(v < 0 for v in values) or len(set(values)) < len(values):
+        raise DhwtError(f"bad --members {text!r}: give 'all' or distinct member indices "
+                        "(0-based) joined by commas, e.g. 0,1")
+    return values
+
+
+def token_counts(runs: Mapping[str, Path], counts_file: str | None) -> np.ndarray:
+    """One training count per token id: from counts_file, else the first run's
+    token_counts.npy; DhwtError naming both ways when neither exists."""
+    if counts_file is not None:
+        return _checked(read_weights(counts_file), counts_file)
+    for run in runs.values():
+        path = Path(run) / TOKEN_COUNTS
+        if path.is_file():
+            return _checked(read_weights(str(path)), str(path))
+    first = next(iter(runs.values()))
+    raise DhwtError(f"tokens seen in training need counts: {first}/{TOKEN_COUNTS} does not exist "
+                    "(the trainer writes it for text tasks); give --counts FILE with one count "
+                    "per token id")
+
+
+def _checked(counts: np.ndarray, where: str) -> np.ndarray:
+    if not np.isfinite(counts).all() or (counts < 0).any():
+        raise DhwtError(f"{where}: counts must be finite and non-negative")
+    return counts

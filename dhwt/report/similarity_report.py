@@ -1,0 +1,192 @@
+"""The similarity section of a runs report: KNN match between members over training, the DH
+diagnostic, their chance levels; figures, a CSV and a JSON of every number, markdown lines.
+
+The DH reading. An untied model's input rows tend to gather semantically equivalent tokens
+(proofs/T3: swap-symmetric data keeps equal input rows equal) and its output rows conditionally
+equivalent ones (proofs/T1, T2: at the optimum u1 - u2 is orthogonal to every h(r), and output
+rows of a ~cnd pair contract). Tying makes one vector serve both; where the two relations differ
+a tied model pays excess cross-entropy (proofs/T4, the price B(δ)). So when the input and output
+neighbourhoods of a trained untied model agree far above chance, the geometry the two relations
+induce is largely shared and tying is likely cheap; near chance, it is likely costly. The cut
+points (EXCESS_AGREE, EXCESS_PARTLY of the way from chance to identity) are a heuristic, not a
+theorem: neighbourhoods are a coarse, global proxy for "~sem and ~cnd coincide", and an output
+bias removes the price of violations that are frequency ratios alone (T4 c). Confirm with a tied
+run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from dhwt.analysis.knn_curves import Curve, SimilarityCurves, excess_over_chance
+from dhwt.report.figures import new_figure, save, step_axis
+from dhwt.training.checkpoint import atomic_write_bytes
+
+#: At least this share of the way from chance to identity: "largely agree".
+EXCESS_AGREE = 0.5
+#: Below this share: "disagree (near chance)"; in between: "partly agree".
+EXCESS_PARTLY = 0.15
+SCORES = ("overlap", "jaccard")
+OTHER = {"cka": "linear CKA", "procrustes": "Procrustes relative error",
+         "mutual_knn": "mutual k-NN (cosine overlap)"}
+CSV = "similarity.csv"
+JSON = "similarity.json"
+
+
+def dh_reading(value: float, chance: float, score: str = "overlap") -> str:
+    """One line on what an input/output KNN match of one untied model suggests about tying."""
+    excess = excess_over_chance(value, chance)
+    if not math.isfinite(excess):
+        return "no reading (no untied snapshot)"
+    head = (f"input and output neighbourhoods share {100 * value:.1f}% ({score}) vs chance "
+            f"{100 * chance:.1f}%")
+    if excess >= EXCESS_AGREE:
+        return (f"{head}: the semantic (input) and distributional (output) geometry largely "
+                "agree; tying is likely cheap")
+    if excess >= EXCESS_PARTLY:
+        return (f"{head}: the semantic and distributional geometry partly agree; tying will "
+                "likely cost something, compare with a tied run")
+    return (f"{head}: the semantic and distributional geometry disagree (near chance); tying is "
+            "likely costly")
+
+
+def similarity_section(result: SimilarityCurves, out: Path, *, score: str = "overlap",
+                       tokens_note: str = "") -> list[str]:
+    """Write out/figures/similarity_*.png, out/similarity.csv and .json; return the markdown."""
+    write_numbers(result, out)
+    pairs, dh = result.of_kind("pair"), result.of_kind("dh")
+    lines = ["## Similarity of embedding spaces over training", "",
+             f"KNN Match Similarity: for each token its k = {result.k} nearest neighbours by "
+             f"{_METRIC[result.metric]}, self excluded, exact; Jaccard |A∩B|/|A∪B| and overlap "
+             f"|A∩B|/k, averaged over {result.n_tokens} tokens{tokens_note}. Chance: the same "
+             "measure on norm-matched random stand-ins (each row's norm kept, direction random), "
+             f"dotted in the figures. Numbers at every step: `{CSV}`, `{JSON}`.", ""]
+    if pairs and _has(pairs, score):
+        sides = sorted({c.side for c in pairs}, key=("input", "output").index)
+        names = ["tied matrix"] if result.tied_everywhere else sides
+        _curves_figure([[c for c in pairs if c.side == s] for s in sides], names, result.steps,
+                       score, out / "figures" / "similarity_knn.png")
+        lines += ["### Between members", "",
+                  "| pair | side | step | jaccard | overlap | chance overlap | peak overlap (step) |",
+                  "|---|---|---|---|---|---|---|"]
+        for c in pairs:
+            t = _last(c, "overlap")
+            if t is None:
+                continue
+            peak = int(np.nanargmax(c.values["overlap"]))
+            side = "tied" if result.tied_everywhere else c.side
+            lines.append(f"| {c.a} vs {c.b} | {side} | {result.steps[t]} | "
+                         f"{c.values['jaccard'][t]:.4f} | {c.values['overlap'][t]:.4f} | "
+                         f"{_cell(c, 'chance_overlap', t)} | "
+                         f"{c.values['overlap'][peak]:.4f} ({result.steps[peak]}) |")
+        lines += ["", "![KNN match between members](figures/similarity_knn.png)", ""]
+    others = [m for m in OTHER if pairs and m in pairs[0].values]
+    if others:
+        _others_figure(pairs, others, result, out / "figures" / "similarity_other.png")
+        lines += ["| pair | side | " + " | ".join(OTHER[m] for m in others) + " (last step) |",
+                  "|---|---|" + "---|" * len(others)]
+        for c in pairs:
+            t = _last(c, others[0])
+            if t is not None:
+                lines.append(f"| {c.a} vs {c.b} | {c.side} | "
+                             + " | ".join(f"{c.values[m][t]:.4f}" for m in others) + " |")
+        lines += ["", "![other measures](figures/similarity_other.png)", ""]
+    if dh and _has(dh, score):
+        _curves_figure([dh], ["input vs output (DH diagnostic)"], result.steps, score,
+                       out / "figures" / "similarity_dh.png")
+        lines += ["### DH diagnostic: each untied member's input vs output neighbourhoods", "",
+                  "| member | step | jaccard | overlap | chance overlap | reading |",
+                  "|---|---|---|---|---|---|"]
+        for c in dh:
+            t = _last(c, "overlap")
+            chance = c.values.get("chance_overlap", np.full(len(result.steps), np.nan))[t]
+            lines.append(f"| {c.a} | {result.steps[t]} | {c.values['jaccard'][t]:.4f} | "
+                         f"{c.values['overlap'][t]:.4f} | {_cell(c, 'chance_overlap', t)} | "
+                         f"{dh_reading(c.values['overlap'][t], chance)} |")
+        lines += ["", "![DH diagnostic](figures/similarity_dh.png)", "",
+                  "Reading: input rows gather semantically equivalent tokens (proofs/T3), output "
+                  "rows conditionally equivalent ones (proofs/T1, T2), and a tied model pays "
+                  "where the two differ (proofs/T4). The words follow the overlap's share of the "
+                  f"way from chance to identity: >= {EXCESS_AGREE} agree, >= {EXCESS_PARTLY} "
+                  "partly, below disagree. These cut points are a heuristic, not a theorem; a "
+                  "tied run decides.", ""]
+    return lines
+
+
+_METRIC = {"ip": "raw inner product", "cos": "cosine", "l2": "Euclidean distance"}
+
+
+def _has(curves: Sequence[Curve], score: str) -> bool:
+    return any(score in c.values for c in curves)
+
+
+def _last(curve: Curve, name: str) -> int | None:
+    """Index of the last step where the curve has a value."""
+    done = np.flatnonzero(np.isfinite(curve.values[name]))
+    return int(done[-1]) if len(done) else None
+
+
+def _cell(curve: Curve, name: str, t: int) -> str:
+    return f"{curve.values[name][t]:.4f}" if name in curve.values else "—"
+
+
+def write_numbers(result: SimilarityCurves, out: Path) -> None:
+    """similarity.csv (one row per curve and step) and similarity.json (the same, nested)."""
+    out.mkdir(parents=True, exist_ok=True)
+    names = sorted({n for c in result.curves for n in c.values})
+    rows = ["kind,side,a,b,step," + ",".join(names)]
+    for c in result.curves:
+        for t, step in enumerate(result.steps):
+            cells = [_num(c.values[n][t]) if n in c.values else "" for n in names]
+            rows.append(f"{c.kind},{c.side},{c.a},{c.b},{step}," + ",".join(cells))
+    atomic_write_bytes(out / CSV, ("\n".join(rows) + "\n").encode("utf-8"))
+    document = {
+        "k": result.k, "metric": result.metric, "n_tokens": result.n_tokens,
+        "steps": result.steps.tolist(), "tied_everywhere": result.tied_everywhere,
+        "curves": [{"kind": c.kind, "side": c.side, "a": c.a, "b": c.b,
+                    **{n: [None if math.isnan(v) else v for v in c.values[n].tolist()]
+                       for n in c.values}} for c in result.curves],
+    }
+    atomic_write_bytes(out / JSON, json.dumps(document, indent=1).encode("utf-8"))
+
+
+def _num(value: float) -> str:
+    return "" if math.isnan(value) else f"{value:.6g}"
+
+
+def _curves_figure(panels: Sequence[Sequence[Curve]], titles: Sequence[str], steps: np.ndarray,
+                   score: str, path: Path) -> None:
+    """One panel per group of curves: each curve solid, its chance level dotted, same colour."""
+    fig = new_figure(4.8 * len(panels), 3.4)
+    axes = fig.subplots(1, len(panels), squeeze=False, sharey=True)[0]
+    for ax, curves, title in zip(axes, panels, titles):
+        for c in curves:
+            (line,) = ax.plot(steps, c.values[score], marker=".", lw=1.4,
+                              label=c.label if c.kind == "dh" else f"{c.a} vs {c.b}")
+            if f"chance_{score}" in c.values:
+                ax.plot(steps, c.values[f"chance_{score}"], ls=":", lw=1.2,
+                        color=line.get_color())
+        ax.set_title(title, fontsize=10)
+        step_axis(ax)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    axes[0].set_ylabel(f"KNN match ({score}); dotted: chance")
+    save(fig, path)
+
+
+def _others_figure(pairs: Sequence[Curve], measures: Sequence[str], result: SimilarityCurves,
+                   path: Path) -> None:
+    fig = new_figure(4.4 * len(measures), 3.2)
+    for ax, m in zip(fig.subplots(1, len(measures), squeeze=False)[0], measures):
+        for c in pairs:
+            ax.plot(result.steps, c.values[m], marker=".", lw=1.2, label=c.label)
+        ax.set_title(OTHER[m], fontsize=10)
+        step_axis(ax)
+        ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    save(fig, path)

@@ -1,0 +1,123 @@
+"""`dhwt analyze` on text runs: loss, KNN match between members and the DH diagnostic over
+training, checked against a float64 brute force on the run's own snapshots."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+
+import numpy as np
+import pytest
+
+from dhwt.analysis.snapshots import read_run
+from dhwt.cli import main
+from dhwt.languages.text_task import TextTask
+from dhwt.training.config import TrainConfig
+from dhwt.training.trainer import train
+
+V = 40
+
+
+def dhwt(*args):
+    with pytest.raises(SystemExit) as exit_:
+        main([str(a) for a in args])
+    return exit_.value.code
+
+
+@pytest.fixture(scope="module")
+def text_run(tmp_path_factory):
+    """Two untied members trained a few steps on random text of 35 of the 40 token ids."""
+    rng = np.random.default_rng(0)
+    ids = {s: rng.integers(0, V - 5, n).astype(np.int32)
+           for s, n in (("train", 600), ("valid", 100), ("test", 100))}
+    task = TextTask(ids, tuple(f"t{i}" for i in range(V)), 8)
+    config = TrainConfig.from_dict(dict(
+        objective="clm", d_model=8, n_layers=1, n_heads=2, d_ff=16, seeds=[1, 2], steps=4,
+        batch_size=4, lr=0.05, eval_every=2, snapshot_every=2, checkpoint_every=4,
+        tie_schedule="untied"), "test")
+    run = tmp_path_factory.mktemp("runs") / "text"
+    train(config, task, run)
+    return run
+
+
+def brute_overlap(x, y, k):
+    def neighbours(m):
+        m = np.asarray(m, np.float64)
+        score = m @ m.T
+        np.fill_diagonal(score, -np.inf)
+        order = np.lexsort((np.broadcast_to(np.arange(len(m)), score.shape), -score), axis=1)
+        return order[:, :k]
+    a, b = neighbours(x), neighbours(y)
+    return np.mean([len(set(r) & set(s)) / k for r, s in zip(a, b)])
+
+
+def read_csv(path):
+    with open(path) as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_text_run_report_matches_a_brute_force(text_run, tmp_path, capsys):
+    assert dhwt("analyze", text_run, "--out", tmp_path / "rep", "--k", 5) == 0
+    text = (tmp_path / "rep" / "report.md").read_text()
+    assert "perplexity" in text and "### Between members" in text and "DH diagnostic" in text
+    assert "| seed1 vs seed2 | output |" in text
+    for name in ("similarity_knn.png", "similarity_dh.png", "loss_valid.png"):
+        assert (tmp_path / "rep" / "figures" / name).stat().st_size > 0
+    rows = read_csv(tmp_path / "rep" / "similarity.csv")
+    snapshots = {s.step: s for s in read_run(text_run)}
+    assert {int(r["step"]) for r in rows} == set(snapshots) == {0, 2, 4}
+    for r in rows:
+        snap = snapshots[int(r["step"])]
+        if r["kind"] == "pair":
+            x, y = getattr(snap, r["side"])[0], getattr(snap, r["side"])[1]
+        else:
+            m = 0 if r["a"] == "seed1" else 1
+            x, y = snap.input[m], snap.output[m]
+        assert float(r["overlap"]) == pytest.approx(brute_overlap(x, y, 5), abs=1e-6)
+        assert 0 <= float(r["chance_overlap"]) < 1
+
+
+def test_seen_tokens_come_from_counts(text_run, tmp_path):
+    counts = np.zeros(V)
+    counts[: V - 5] = 3  # ids 35..39 never occur
+    np.save(tmp_path / "counts.npy", counts)
+    assert dhwt("analyze", text_run, "--out", tmp_path / "rep", "--k", 4, "--tokens", "seen",
+                "--counts", tmp_path / "counts.npy", "--members", "0,1",
+                "--similarity", "knn,cka", "--no-chance") == 0
+    text = (tmp_path / "rep" / "report.md").read_text()
+    assert "averaged over 35 tokens seen in training (count > 0) of 40" in text
+    rows = read_csv(tmp_path / "rep" / "similarity.csv")
+    last = next(r for r in rows if r["kind"] == "pair" and r["side"] == "input"
+                and r["step"] == "4")
+    snap = read_run(text_run)[-1]
+    expected = brute_overlap(snap.input[0][:35], snap.input[1][:35], 4)
+    assert float(last["overlap"]) == pytest.approx(expected, abs=1e-6)
+    assert "chance_overlap" not in last and float(last["cka"]) > 0
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--members", "0,7"], "member 7 does not exist"),
+    (["--members", "a"], "bad --members 'a'"),
+    (["--similarity", "knn,foo"], "unknown similarity measure 'foo'"),
+    (["--pairs", "t1:t2"], "--pairs tracks symbols of a synthetic language"),
+])
+def test_bad_options_are_one_line_and_write_nothing(text_run, tmp_path, capsys, args, message):
+    assert dhwt("analyze", text_run, "--out", tmp_path / "rep", *args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and message in err
+    assert not (tmp_path / "rep").exists()
+
+
+def test_seen_tokens_default_to_the_runs_counts_file(text_run, tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(text_run, run)
+    (run / "token_counts.npy").unlink(missing_ok=True)
+    assert dhwt("analyze", run, "--out", tmp_path / "rep", "--tokens", "seen") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "token_counts.npy does not exist" in err
+    assert not (tmp_path / "rep").exists()
+    counts = np.zeros(V)
+    counts[:20] = 1
+    np.save(run / "token_counts.npy", counts)
+    assert dhwt("analyze", run, "--out", tmp_path / "rep", "--tokens", "seen", "--k", 3) == 0
+    assert "averaged over 20 tokens seen in training" in (tmp_path / "rep" / "report.md").read_text()
