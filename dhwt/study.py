@@ -5,14 +5,21 @@ A study file:
 
     [study]            name, description (free text for the report)
     [data]             grammar (built-in name or path), set (table of spec overrides, as
-                       `dhwt synth --set`), valid_fraction, test_fraction, split_seed
+                       `dhwt synth --set`), valid_fraction, test_fraction, split_seed;
+                       or, for natural text (causal LM), corpus (`wikitext-2` or a folder with
+                       train/valid/test.txt), tokenizer, seq_len, eval_windows and data (where
+                       WikiText-2 lies, else WIKITEXT2_PATH / DHWT_DATA): TrainConfig's keys
     [train]            TrainConfig fields shared by every run (see `dhwt train --help`)
-    [[runs]]           name, plus the TrainConfig fields in which this run differs
+    [[runs]]           name, plus the TrainConfig fields in which this run differs;
+                       `init_from = "NAME[@STEP]"` may name an earlier run of the study
     [analysis]         pairs: list of [a, b] (default: every pair of variants of one class),
-                       measure: "normalised" | "raw" | "cosine" for the figures
+                       measure: "normalised" | "raw" | "cosine" for the figures (grammar only)
 
-Layout of DIR: study.toml (the file as run), data/ (built once), runs/NAME/ (one run directory
-each, as `dhwt train` writes it), figures/, report.md.
+Layout of DIR: study.toml (the file as run), data/ (a grammar's dataset, built once), runs/NAME/
+(one run directory each, as `dhwt train` writes it), figures/, report.md. A text study's
+report.md is `dhwt analyze` of all runs without similarity (loss, perplexity), and
+analysis/NAME/report.md that of each run: KNN match between its members at every snapshot with
+the chance level, over tokens seen in training, and the DH diagnostic of untied members.
 
 Nothing is lost when a study is killed: run again with the same file and DIR, and finished runs
 are kept, interrupted ones resume from their last checkpoint (bit for bit, see dhwt.training),
@@ -30,11 +37,13 @@ from dhwt.errors import DhwtError
 from dhwt.languages import load_language, load_task, write_dataset
 from dhwt.training import run_dir as layout
 from dhwt.training.checkpoint import atomic_write_bytes
-from dhwt.training.config import TrainConfig
+from dhwt.training.command import load_config_text
+from dhwt.training.config import TrainConfig, split_init_from
 from dhwt.training.trainer import train
 
 SECTIONS = {"study", "data", "train", "runs", "analysis"}
 DATA_KEYS = {"grammar", "set", "valid_fraction", "test_fraction", "split_seed"}
+TEXT_KEYS = {"corpus", "tokenizer", "seq_len", "eval_windows", "data"}
 MEASURES = ("normalised", "raw", "cosine")
 
 
@@ -69,12 +78,16 @@ def load_study(path: str | Path) -> Study:
                         f"allowed: {sorted(SECTIONS)}")
     head = raw.get("study", {})
     data = dict(raw.get("data", {}))
-    if set(data) - DATA_KEYS:
-        raise DhwtError(f"study file {path}: unknown [data] keys {sorted(set(data) - DATA_KEYS)}; "
-                        f"allowed: {sorted(DATA_KEYS)}")
-    if "grammar" not in data:
-        raise DhwtError(f"study file {path}: [data] needs a grammar (built-in name or path)")
-    if not Path(str(data["grammar"])).is_absolute() and (path.parent / data["grammar"]).is_file():
+    allowed = TEXT_KEYS if "corpus" in data else DATA_KEYS
+    if set(data) - allowed:
+        raise DhwtError(f"study file {path}: unknown [data] keys {sorted(set(data) - allowed)}; "
+                        f"allowed: {sorted(allowed)} (grammar keys {sorted(DATA_KEYS)} or text "
+                        f"keys {sorted(TEXT_KEYS)}, not both)")
+    if "grammar" not in data and "corpus" not in data:
+        raise DhwtError(f"study file {path}: [data] needs a grammar (built-in name or path) or a "
+                        "corpus (wikitext-2 or a folder) with tokenizer and seq_len")
+    if "grammar" in data and not Path(str(data["grammar"])).is_absolute() and (
+            path.parent / data["grammar"]).is_file():
         data["grammar"] = str((path.parent / data["grammar"]).resolve())
     shared = raw.get("train", {})
     runs = raw.get("runs", [])
@@ -89,11 +102,17 @@ def load_study(path: str | Path) -> Study:
         if name in names:
             raise DhwtError(f"study file {path}: run name {name!r} appears twice")
         names.add(name)
-        if {"grammar", "data"} & (set(shared) | set(run)):
+        if ({"grammar"} | TEXT_KEYS) & (set(shared) | set(run)):
             raise DhwtError(f"study file {path}: the data source belongs in [data], not in "
                             f"[train] or [[runs]]")
-        fields = {**shared, **run, "data": "<study data>"}
+        source = data if "corpus" in data else {"data": "<study data>"}
+        fields = {**shared, **run, **source}
         configs.append((name, TrainConfig.from_dict(fields, source=f"run {name!r} of {path}")))
+        start = configs[-1][1].init_from
+        earlier = split_init_from(start)[0] if start is not None else None
+        if earlier is not None and "/" not in earlier and earlier not in names - {name}:
+            raise DhwtError(f"study file {path}: run {name!r} starts from {earlier!r}, which is "
+                            "not an earlier run of the study (or give a path with a /)")
     objectives = {config.objective for _, config in configs}
     if len(objectives) > 1:
         raise DhwtError(f"study file {path}: runs mix objectives {sorted(objectives)}; one study "
@@ -125,18 +144,19 @@ def run_study(study: Study, out: str | Path, *, overwrite: bool = False) -> Path
     from dhwt.report.runs_report import write_runs_report
 
     out = Path(out)
-    language = load_language(study.data["grammar"], _dotted(study.data.get("set", {})))
+    text = "corpus" in study.data
+    language = None if text else load_language(study.data["grammar"],
+                                                _dotted(study.data.get("set", {})))
     _claim(out, study, overwrite)
     data_dir = out / layout.DATA
-    if not data_dir.is_dir():
+    if language is not None and not data_dir.is_dir():
         write_dataset(language, data_dir,
                       valid_fraction=study.data.get("valid_fraction", 0.1),
                       test_fraction=study.data.get("test_fraction", 0.0),
                       seed=study.data.get("split_seed", 14))
     for name, config in study.runs:
-        config = TrainConfig.from_dict({**config.to_dict(), "data": str(data_dir.resolve())},
-                                       source=f"run {name!r}")
-        task = load_task(data_dir, config.objective)
+        config = _run_config(config, name, out, None if text else data_dir)
+        task = load_config_text(config) if text else load_task(data_dir, config.objective)
         run_dir = out / "runs" / name
         run_dir.parent.mkdir(exist_ok=True)
         if (run_dir / layout.REPORT).is_file():  # written last: the run is finished
@@ -146,6 +166,8 @@ def run_study(study: Study, out: str | Path, *, overwrite: bool = False) -> Path
         if run_dir.exists() and not resume:
             shutil.rmtree(run_dir)  # created but killed before its first checkpoint
         train(config, task, run_dir, resume=resume)
+    if text:
+        return _text_report(study, out)
     objective = study.runs[0][1].objective
     runs = {name: out / "runs" / name for name, _ in study.runs}
     intro = [
@@ -157,6 +179,31 @@ def run_study(study: Study, out: str | Path, *, overwrite: bool = False) -> Path
     ]
     return write_runs_report(runs, load_task(data_dir, objective), out, title=f"Study: {study.name}",
                              intro=intro, pairs=study.pairs, measure=study.measure)
+
+
+def _run_config(config: TrainConfig, name: str, out: Path, data_dir: Path | None) -> TrainConfig:
+    """A run's config as trained: the study's dataset directory (grammar studies) and
+    init_from resolved (the name of an earlier run -> its directory under out/runs)."""
+    values = config.to_dict()
+    if data_dir is not None:
+        values["data"] = str(data_dir.resolve())
+    if config.init_from is not None:
+        run, step = split_init_from(config.init_from)
+        source = Path(run) if "/" in run else out / "runs" / run
+        values["init_from"] = str(source.resolve()) + ("" if step is None else f"@{step}")
+    return TrainConfig.from_dict(values, source=f"run {name!r}")
+
+
+def _text_report(study: Study, out: Path) -> Path:
+    """analysis/NAME/report.md per run (KNN match between its members over tokens seen in
+    training, DH diagnostic) and report.md over all runs (loss, perplexity)."""
+    from dhwt.report.analyze import analyze
+    from dhwt.report.run_similarity import SimilarityOptions
+
+    dirs = [out / "runs" / name for name, _ in study.runs]
+    for run in dirs:
+        analyze([run], out / "analysis" / run.name, similarity=SimilarityOptions(tokens="seen"))
+    return analyze(dirs, out, similarity=SimilarityOptions(measures="none"))
 
 
 def _claim(out: Path, study: Study, overwrite: bool) -> None:

@@ -11,7 +11,8 @@ the first is predicted exactly once, with the context since its window start; th
 is shorter (its missing positions have target -100 and weight 0; causal attention keeps them
 from touching real positions). exp(loss) of this batch is the perplexity under that windowing.
 "train" evaluates `eval_windows` windows spread evenly over the train split (default: as many
-as valid has), a fixed sample. `eval_windows` caps every split (e.g. for smoke tests).
+as valid has, at most TRAIN_WINDOWS: a fixed sample for the training curve, which need not cost
+as much as the whole valid split). `eval_windows` caps every split (e.g. for smoke tests).
 """
 
 from __future__ import annotations
@@ -24,10 +25,12 @@ import torch
 
 from dhwt.errors import DhwtError
 from dhwt.languages.batch import Batch
-from dhwt.languages.corpus import SPLITS, load_corpus
+from dhwt.languages.corpus import SPLITS, WIKITEXT2, load_corpus, load_wikitext2
 from dhwt.languages.token_cache import tokenize_corpus
 
 IGNORE = -100
+#: At most this many windows in the "train" evaluation sample unless eval_windows says otherwise.
+TRAIN_WINDOWS = 1024
 
 
 class TextTask:
@@ -57,6 +60,11 @@ class TextTask:
     def n_strings(self, split: str) -> int:
         """Number of evaluation windows of a split."""
         return len(self._window_starts(split))
+
+    def token_counts(self) -> np.ndarray:
+        """(V,) int64 occurrences of each token id in the train split: the tokens training sees
+        (the trainer writes them to RUN_DIR/token_counts.npy for `dhwt analyze --tokens seen`)."""
+        return np.bincount(self._ids["train"], minlength=len(self.vocab)).astype(np.int64)
 
     def train_batch(self, generator: torch.Generator, batch_size: int | None = None) -> Batch:
         """batch_size windows starting at uniformly drawn tokens of the train split."""
@@ -92,7 +100,8 @@ class TextTask:
             raise DhwtError(f"unknown split {split!r}; choose one of {', '.join(SPLITS)}")
         length, step = len(self._ids[split]), self.seq_len
         if split == "train":
-            wanted = self._eval_windows or max(1, len(self._window_starts("valid")))
+            wanted = self._eval_windows or min(TRAIN_WINDOWS,
+                                               max(1, len(self._window_starts("valid"))))
             count = (length - 1) // step
             picks = np.linspace(0, count - 1, min(wanted, count)).round().astype(np.int64)
             return np.unique(picks) * step
@@ -101,9 +110,12 @@ class TextTask:
 
 
 def load_text_task(corpus: str | Path, tokenizer: str, seq_len: int, *,
-                   cache_dir: str | Path | None = None,
+                   source: str | Path | None = None, cache_dir: str | Path | None = None,
                    eval_windows: int | None = None) -> TextTask:
     """A TextTask for a corpus (`wikitext-2` or a path, see load_corpus) and a tokenizer name
-    (`gpt2`, `bpe:N`, `word`); token ids come from the cache (dhwt.languages.token_cache)."""
-    tokens = tokenize_corpus(load_corpus(corpus), tokenizer, cache_dir)
+    (`gpt2`, `bpe:N`, `word`); token ids come from the cache (dhwt.languages.token_cache).
+    `source`: where WikiText-2 lies (folder or archive), instead of the environment."""
+    found = load_wikitext2(source) if source is not None and str(corpus) == WIKITEXT2 else (
+        load_corpus(corpus))
+    tokens = tokenize_corpus(found, tokenizer, cache_dir)
     return TextTask(tokens.ids, tokens.vocab, seq_len, eval_windows)

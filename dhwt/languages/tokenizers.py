@@ -51,17 +51,22 @@ def make_tokenizer(spec: str, train_text: str | None = None,
                    model_dir: str | Path | None = None) -> TextTokenizer:
     """`gpt2`, `bpe:N` (trained on train_text, saved in / reloaded from model_dir) or `word`
     (vocabulary from train_text)."""
+    check_tokenizer(spec)
     if spec == "gpt2":
         return gpt2_tokenizer()
     if spec == "word":
         return word_tokenizer(_need_text(train_text, spec))
-    if spec.startswith("bpe:"):
-        size = spec.removeprefix("bpe:")
-        if not size.isdigit() or int(size) < 257:
-            raise DhwtError(f"bpe vocabulary size must be a whole number >= 257 (256 bytes plus "
-                            f"merges), got {size!r}")
-        return bpe_tokenizer(int(size), _need_text(train_text, spec), model_dir)
-    raise DhwtError(f"unknown tokenizer {spec!r}; choose one of {', '.join(NAMES)}")
+    return bpe_tokenizer(int(spec.removeprefix("bpe:")), _need_text(train_text, spec), model_dir)
+
+
+def check_tokenizer(spec: object) -> None:
+    """DhwtError unless `spec` names a tokenizer: `gpt2`, `bpe:N` (N >= 257) or `word`."""
+    if not isinstance(spec, str) or not (spec in ("gpt2", "word") or spec.startswith("bpe:")):
+        raise DhwtError(f"unknown tokenizer {spec!r}; choose one of {', '.join(NAMES)}")
+    size = spec.removeprefix("bpe:")
+    if spec.startswith("bpe:") and (not size.isdigit() or int(size) < 257):
+        raise DhwtError(f"bpe vocabulary size must be a whole number >= 257 (256 bytes plus "
+                        f"merges), got {size!r}")
 
 
 def _need_text(text: str | None, spec: str) -> str:

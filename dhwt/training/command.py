@@ -1,9 +1,11 @@
 """`dhwt train`: resolve the config from a file and flags, find or build the data, then train.
 
-Precedence: TrainConfig defaults < `--config FILE.toml` < flags. A `--grammar` or `--data` flag
-replaces the file's data source (so the file may name one and the flag the other). Relative paths
-(in flags or the file) are relative to the working directory and made absolute in the resolved
-config. With `--grammar` the dataset is built into RUN_DIR/data in the
+Precedence: TrainConfig defaults < `--config FILE.toml` < flags. A `--grammar`, `--data` or
+`--corpus` flag replaces the file's data source (so the file may name one and the flag another;
+`--corpus wikitext-2 --data PATH` keeps both flags). Text corpora (`--corpus`, `--tokenizer`,
+`--seq-len`) are tokenized through the token-id cache (dhwt.languages.text_task). Relative paths
+(in flags or the file: data, grammar, corpus, init_from) are relative to the working directory
+and made absolute in the resolved config. With `--grammar` the dataset is built into RUN_DIR/data in the
 same all-or-nothing step that creates the run directory, so a bad grammar, dataset or option
 leaves nothing behind.
 
@@ -21,7 +23,7 @@ from pathlib import Path
 from dhwt.errors import DhwtError
 from dhwt.languages import Task, load_language, load_task, write_dataset
 from dhwt.training import run_dir as layout
-from dhwt.training.config import TrainConfig
+from dhwt.training.config import TrainConfig, split_init_from
 from dhwt.training.distributed import Parallel, launch
 from dhwt.training.trainer import RunResult, Trainer, train
 
@@ -50,15 +52,17 @@ def _train_command(options: dict[str, object], config_file: str | None, run_dir:
                                         **_absolute(options)}, source="the flags")
         return train(config, _load(config, run_dir), run_dir, resume=True, parallel=parallel)
     values = TrainConfig.toml_values(config_file) if config_file is not None else {}
-    if "grammar" in options or "data" in options:
-        values.pop("grammar", None)
-        values.pop("data", None)
+    if {"grammar", "data", "corpus"} & set(options):
+        for key in ("grammar", "data", "corpus", "tokenizer", "seq_len", "eval_windows"):
+            if key not in options:
+                values.pop(key, None)
     config = TrainConfig.from_dict(_absolute({**values, **options}), source="the flags")
-    if config.grammar is None and config.data is None:
-        raise DhwtError("no data: give --grammar NAME|PATH (built into RUN_DIR/data) or --data DIR "
-                        "(a dataset from `dhwt synth`)")
+    if config.grammar is None and config.data is None and config.corpus is None:
+        raise DhwtError("no data: give --grammar NAME|PATH (built into RUN_DIR/data), --data DIR "
+                        "(a dataset from `dhwt synth`) or --corpus wikitext-2|DIR with --tokenizer "
+                        "and --seq-len")
     layout.refuse_existing(run_dir, overwrite)
-    if config.data is not None:
+    if config.grammar is None:
         return train(config, _load(config, run_dir), run_dir, overwrite=overwrite,
                      parallel=parallel)
 
@@ -74,7 +78,10 @@ def _train_command(options: dict[str, object], config_file: str | None, run_dir:
 
 
 def _load(config: TrainConfig, run_dir: Path) -> Task:
-    """The run's Task: RUN_DIR/data for a grammar-built run, else the dataset `config.data`."""
+    """The run's Task: RUN_DIR/data for a grammar-built run, the text corpus `config.corpus`, else
+    the dataset `config.data`."""
+    if config.corpus is not None:
+        return load_config_text(config)
     data = run_dir / layout.DATA if config.grammar is not None else Path(str(config.data))
     if not data.is_dir():
         problem = "is not a directory" if data.exists() else "does not exist"
@@ -82,11 +89,27 @@ def _load(config: TrainConfig, run_dir: Path) -> Task:
     return load_task(data, config.objective)
 
 
+def load_config_text(config: TrainConfig) -> Task:
+    """The text Task a config's corpus, tokenizer, seq_len, eval_windows (and data: where
+    WikiText-2 lies) describe."""
+    from dhwt.languages.text_task import load_text_task
+
+    assert config.corpus is not None and config.tokenizer is not None and config.seq_len
+    return load_text_task(config.corpus, config.tokenizer, config.seq_len, source=config.data,
+                          eval_windows=config.eval_windows)
+
+
 def _absolute(options: dict[str, object]) -> dict[str, object]:
-    """Flags with `data` and a grammar given as an existing file made absolute paths."""
+    """Flags with `data`, `init_from`'s run and a grammar or corpus given as an existing path made
+    absolute paths."""
     options = dict(options)
     if options.get("data") is not None:
         options["data"] = str(Path(str(options["data"])).resolve())
     if options.get("grammar") is not None and Path(str(options["grammar"])).is_file():
         options["grammar"] = str(Path(str(options["grammar"])).resolve())
+    if options.get("corpus") is not None and Path(str(options["corpus"])).is_dir():
+        options["corpus"] = str(Path(str(options["corpus"])).resolve())
+    if isinstance(options.get("init_from"), str):
+        run, step = split_init_from(str(options["init_from"]))
+        options["init_from"] = str(Path(run).resolve()) + ("" if step is None else f"@{step}")
     return options

@@ -17,6 +17,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from dhwt.errors import DhwtError
+from dhwt.languages.corpus import WIKITEXT2
+from dhwt.languages.tokenizers import check_tokenizer
 from dhwt.languages.tomlwrite import dumps
 from dhwt.models import ModelConfig
 from dhwt.training.tying import TieSchedule
@@ -28,6 +30,22 @@ MODEL_FIELDS = ("architecture", "d_model", "n_layers", "n_heads", "d_ff", "dropo
                 "channel_mixing")
 LR_SCHEDULES = ("constant", "cosine", "periodic-cosine")
 FULL_BATCH = "full"
+VARY = ("all", "embeddings")
+REDRAW = ("both", "input", "output")
+FREEZE = ("none", "non-embedding", "loaded")
+
+
+def split_init_from(text: str) -> tuple[str, int | None]:
+    """`"RUN_DIR"` or `"RUN_DIR@STEP"` -> (RUN_DIR, STEP or None)."""
+    if not isinstance(text, str) or not text:
+        raise DhwtError(f"init_from must be \"RUN_DIR\" or \"RUN_DIR@STEP\", got {text!r}")
+    run, at, step = text.rpartition("@")
+    if not at:
+        return text, None
+    if not run or not step.isdigit():
+        raise DhwtError(f"init_from must be \"RUN_DIR\" or \"RUN_DIR@STEP\" (STEP a whole "
+                        f"number), got {text!r}")
+    return run, int(step)
 
 
 def parse_seeds(text: str | int | list[int] | tuple[int, ...]) -> list[int]:
@@ -83,9 +101,22 @@ class TrainConfig:
     """One training run. Validated on construction; every bad value raises a one-line DhwtError.
 
     Data: exactly one of `grammar` (a built-in name or a grammar TOML; the dataset is built into
-    RUN_DIR/data) or `data` (a dataset directory written by `dhwt synth`). `train()` itself takes a
-    loaded Task and only records these two. `valid_fraction`, `test_fraction` and `split_seed` are
-    used when building the dataset from `grammar`.
+    RUN_DIR/data), `data` alone (a dataset directory written by `dhwt synth`) or `corpus` (natural
+    text, causal LM only: `wikitext-2` or a folder with train/valid/test.txt, cut into windows of
+    `seq_len` by `tokenizer` = gpt2 | bpe:N | word, see dhwt.languages.text_task; with `corpus =
+    "wikitext-2"`, `data` may say where WikiText-2 lies; `eval_windows` caps the evaluation windows
+    of every split, for smoke tests). `train()` itself takes a loaded Task and only records these.
+    `valid_fraction`, `test_fraction` and `split_seed` are used when building the dataset from
+    `grammar`.
+
+    Members (dhwt.training.members): `vary = "all"` draws every weight of member i from seeds[i];
+    `vary = "embeddings"` gives every member the non-embedding weights, the data order and the
+    dropout masks of seeds[0], and only its input and output embeddings from its own seed.
+    `init_from = "RUN_DIR[@STEP]"` starts from member `init_member` of that run's checkpoint
+    (newest, or the one of STEP) and re-draws `redraw` ("input", "output" or "both" embedding
+    matrices) from each member's own seed; the rest is the checkpoint's. `freeze`: "none",
+    "non-embedding" (only the embedding matrices train) or "loaded" (only the re-drawn matrices
+    train; needs init_from). Frozen weights get no gradient and no optimizer state.
 
     Steps: `steps` optimizer updates. "Step N" means "after N updates". Tie-schedule events at
     step N take effect after N updates, before update N+1 is computed; evaluations, snapshots and
@@ -107,6 +138,10 @@ class TrainConfig:
     # data
     grammar: str | None = None
     data: str | None = None
+    corpus: str | None = None
+    tokenizer: str | None = None
+    seq_len: int | None = None
+    eval_windows: int | None = None
     objective: str = "mlm"
     valid_fraction: float = 0.1
     test_fraction: float = 0.1
@@ -136,6 +171,11 @@ class TrainConfig:
     channel_mixing: int = 8
     # ensemble and tying
     seeds: list[int] = field(default_factory=lambda: [42])
+    vary: str = "all"
+    init_from: str | None = None
+    init_member: int = 0
+    redraw: str = "both"
+    freeze: str = "none"
     tie_schedule: str = "tied"
     tie_penalty: float = 0.0
     # optimisation
@@ -187,7 +227,9 @@ class TrainConfig:
         if self.grammar is not None and self.data is not None:
             raise DhwtError("give either grammar or data, not both "
                             f"(got grammar {self.grammar!r} and data {self.data!r})")
+        self._check_text()
         schedule = TieSchedule.parse(self.tie_schedule, self.steps)
+        self._check_members(schedule)
         if self.tie_penalty and schedule.initial_tied and not schedule.events:
             raise DhwtError(f"tie_penalty {self.tie_penalty} has no effect with tie_schedule "
                             f"{self.tie_schedule!r}: the embeddings are never untied")
@@ -201,6 +243,57 @@ class TrainConfig:
         if self.valid_fraction + self.test_fraction >= 1.0:
             raise DhwtError(f"valid_fraction + test_fraction must leave training strings, got "
                             f"{self.valid_fraction} + {self.test_fraction}")
+
+    def _check_text(self) -> None:
+        """The text-corpus fields: all or none, and only for a causal LM with a batch size."""
+        text = {"tokenizer": self.tokenizer, "seq_len": self.seq_len,
+                "eval_windows": self.eval_windows}
+        if self.corpus is None:
+            given = [k for k, v in text.items() if v is not None]
+            if given:
+                raise DhwtError(f"{given[0]} is an option of text corpora; give corpus too "
+                                "(e.g. corpus = \"wikitext-2\")")
+            return
+        if self.grammar is not None:
+            raise DhwtError(f"give either grammar or corpus, not both (got grammar "
+                            f"{self.grammar!r} and corpus {self.corpus!r})")
+        if self.data is not None and self.corpus != WIKITEXT2:
+            raise DhwtError(f"data (where WikiText-2 lies) goes with corpus = \"{WIKITEXT2}\" "
+                            f"only; corpus {self.corpus!r} is itself a path")
+        if self.tokenizer is None or self.seq_len is None:
+            raise DhwtError("a text corpus needs tokenizer (gpt2, bpe:N or word) and seq_len")
+        check_tokenizer(self.tokenizer)
+        _check_int("seq_len", self.seq_len, low=1)
+        if self.eval_windows is not None:
+            _check_int("eval_windows", self.eval_windows, low=1)
+        if self.objective != "clm":
+            raise DhwtError(f"a text corpus is for causal LM: objective must be 'clm', got "
+                            f"{self.objective!r}")
+        if self.batch_size is None:
+            raise DhwtError("a text corpus needs an integer batch_size (windows per member per "
+                            "step); a full batch would be the whole corpus")
+
+    def _check_members(self, schedule: TieSchedule) -> None:
+        """vary, init_from, init_member, redraw, freeze, and how they go with the tie schedule."""
+        _check_choice("vary", self.vary, VARY)
+        _check_choice("redraw", self.redraw, REDRAW)
+        _check_choice("freeze", self.freeze, FREEZE)
+        _check_int("init_member", self.init_member, low=0)
+        if self.init_from is None:
+            if self.freeze == "loaded" or self.redraw != "both" or self.init_member:
+                what = ("freeze = 'loaded'" if self.freeze == "loaded" else
+                        f"redraw = {self.redraw!r}" if self.redraw != "both" else "init_member")
+                raise DhwtError(f"{what} needs init_from = \"RUN_DIR[@STEP]\" (the run to start "
+                                "from)")
+        else:
+            split_init_from(self.init_from)
+            if self.redraw != "both" and schedule.initial_tied:
+                raise DhwtError(f"redraw = {self.redraw!r} keeps one embedding matrix of the "
+                                f"source, which needs untied embeddings; tie_schedule is "
+                                f"{self.tie_schedule!r}")
+        if self.freeze != "none" and schedule.events:
+            raise DhwtError(f"freeze = {self.freeze!r} needs a fixed tying state: tie_schedule "
+                            f"{self.tie_schedule!r} switches it (tied or untied only)")
 
     def model_config(self, *, vocab_size: int, max_len: int, causal: bool) -> ModelConfig:
         """The ModelConfig of these model fields for a task's vocabulary and length."""

@@ -77,7 +77,7 @@ class Parallel:
                             "train with dropout 0 or in one process")
         rows = {"a training batch": batch_size or task.n_strings("train")}
         rows.update({f"the {split} evaluation batch": len(task.eval_batch(split).inputs)
-                     for split in ("train", "valid") if task.n_strings(split) > 0})
+                     for split in ("train", "valid", "test") if task.n_strings(split) > 0})
         for what, n in rows.items():
             if n < self.world_size:
                 raise DhwtError(f"{what} has {n} row{'s' * (n != 1)}, fewer than the "

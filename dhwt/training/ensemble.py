@@ -7,7 +7,7 @@ member's gradient is its own), and gradient clipping uses each member's own norm
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -51,6 +51,35 @@ def member_accuracy(logits: torch.Tensor, batch: Batch) -> torch.Tensor:
     """(S,) per-member accuracy sum(weights * [argmax == target]) (evaluation only)."""
     correct = (logits.detach().argmax(-1) == batch.targets).to(logits.dtype)
     return (batch.weights.to(logits.dtype) * correct).reshape(logits.shape[0], -1).sum(1)
+
+
+#: Bytes of logits (with the softmax's temporaries) one evaluation chunk may hold.
+EVAL_BYTES = 2**28
+
+
+def eval_rows(members: int, length: int, vocab: int, budget: int = EVAL_BYTES) -> int:
+    """Rows (sequences) per evaluation chunk so that S x rows x L x V float32 logits, taken three
+    times (logits, log-softmax, their gather), stay within `budget` bytes; at least one."""
+    return max(1, budget // (3 * 4 * members * length * vocab))
+
+
+def chunked_metrics(model: Callable[..., torch.Tensor], batch: Batch,
+                    rows: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(S,) loss and accuracy of `batch` (S, B, L) computed `rows` sequences at a time.
+
+    The weights are global (they sum to 1 over the whole batch), so the sums over chunks equal
+    member_loss and member_accuracy of one forward pass over everything, to float rounding; the
+    sequences are independent, so the chunking changes nothing else. Call under torch.no_grad().
+    """
+    loss = accuracy = None
+    for start in range(0, batch.inputs.shape[1], rows):
+        part = Batch(*(None if t is None else t[:, start:start + rows]
+                       for t in (batch.inputs, batch.targets, batch.weights, batch.padding)))
+        logits = model(part.inputs, part.padding)
+        chunk = (member_loss(logits, part), member_accuracy(logits, part))
+        loss, accuracy = chunk if loss is None else (loss + chunk[0], accuracy + chunk[1])
+    assert loss is not None and accuracy is not None, "an evaluation batch has no rows"
+    return loss, accuracy
 
 
 def clip_member_grads(parameters: Iterable[torch.nn.Parameter], max_norm: float) -> torch.Tensor:

@@ -9,13 +9,17 @@ that state. Step 0 (before any update) and the last step are always recorded.
 Data. Member i draws its training batches from its own generator, stream "data" of seeds[i], and
 the fresh-draw evaluation batches from stream "draw"; the model's dropout uses the model's own
 per-member generators. So member i equals a solo run of seeds[i] (to float tolerance) and nothing
-draws from the global RNGs (their states are checkpointed all the same).
+draws from the global RNGs (their states are checkpointed all the same). With vary =
+"embeddings" every member uses the streams of seeds[0] instead (same batches, same dropout), and
+init_from / freeze set the start and the trainable weights (dhwt.training.members); frozen
+weights are left out of the optimizer.
 
 Per update the loss is sum_i sum(weights_i * CE_i) (+ tie_penalty * sum_i gap_i while untied).
 
 metrics.jsonl: per evaluated step, one line per member and split with step, member (index),
 seed, split ("train" and "valid": the task's fixed evaluation batches over every string and
-loss position; "train_fresh": a new training batch from the member's draw stream), loss
+loss position; "test" likewise, at the last step only; "train_fresh": a new training batch from
+the member's draw stream), loss
 (sum of weights * CE), accuracy (sum of weights * [argmax == target]), lr (the lr of the next
 update, lr_at(step)), tied, and gap (||E_in - E_out||^2 of the member).
 
@@ -36,6 +40,7 @@ non-finite value and every checkpoint kept is good.
 
 from __future__ import annotations
 
+import io
 import math
 import random
 import time
@@ -51,13 +56,14 @@ from dhwt.languages import Batch, Task
 from dhwt.models import ModelConfig, build_model
 from dhwt.models.init import member_generator
 from dhwt.training import run_dir as layout
-from dhwt.training.checkpoint import (checkpoint_path, latest_checkpoint,
+from dhwt.training.checkpoint import (atomic_write_bytes, checkpoint_path, latest_checkpoint,
                                       remove_stray_temporaries, save_checkpoint)
 from dhwt.training.config import TrainConfig
 from dhwt.training.distributed import SINGLE, Parallel
-from dhwt.training.ensemble import (clip_member_grads, member_accuracy, member_loss, repeat_batch,
-                                    stack_batches)
+from dhwt.training.ensemble import (chunked_metrics, clip_member_grads, eval_rows, member_loss,
+                                    repeat_batch, stack_batches)
 from dhwt.training.lr import LRSchedule
+from dhwt.training.members import prepare_members
 from dhwt.training.metrics import MetricsWriter, read_metrics, truncate_metrics
 from dhwt.training.run_report import FIGURE, write_figure, write_report
 from dhwt.training.snapshots import remove_snapshots_after, save_snapshot
@@ -67,6 +73,8 @@ from dhwt.training.tying import TieSchedule, apply_switch, tie_penalty
 DATA_STREAM = int.from_bytes(b"data", "big")
 DRAW_STREAM = int.from_bytes(b"draw", "big")
 CHECKPOINT_FORMAT = 1
+#: Training count per token id, written at the start for tasks that count them (text).
+TOKEN_COUNTS = "token_counts.npy"
 
 
 @dataclass(frozen=True)
@@ -134,14 +142,17 @@ class Trainer:
         self.schedule = TieSchedule.parse(config.tie_schedule, config.steps)
         self.model = build_model(model_config(config, task), config.seeds,
                                  tied=self.schedule.initial_tied)
-        self.optimizer = self._optimizer([list(self.model.parameters())])
+        prepare_members(self.model, config)
+        self.optimizer = self._optimizer([[p for p in self.model.parameters() if p.requires_grad]])
         self.lr = LRSchedule(config.lr_schedule, config.lr, config.lr_min, config.steps,
                              config.lr_period, config.warmup_steps)
-        self.data_generators = [member_generator(s, DATA_STREAM) for s in config.seeds]
-        self.draw_generators = [member_generator(s, DRAW_STREAM) for s in config.seeds]
         members = len(config.seeds)
+        data_seeds = config.seeds[:1] * members if config.vary == "embeddings" else config.seeds
+        self.data_generators = [member_generator(s, DATA_STREAM) for s in data_seeds]
+        self.draw_generators = [member_generator(s, DRAW_STREAM) for s in data_seeds]
         self.eval_batches = {split: parallel.shard(repeat_batch(task.eval_batch(split), members))
-                             for split in ("train", "valid") if task.n_strings(split) > 0}
+                             for split in ("train", "valid", "test") if task.n_strings(split) > 0}
+        self.eval_rows = eval_rows(members, task.seq_len, len(task.vocab))
         self.net = self.model  # what the training forward calls (DDP around it in parallel)
         self.step = 0
         self.last_checkpoint: Path | None = None
@@ -178,6 +189,10 @@ class Trainer:
         writer = MetricsWriter(metrics_path) if self.parallel.writes else None
         try:
             if not resume:
+                if self.parallel.writes and hasattr(self.task, "token_counts"):
+                    buffer = io.BytesIO()
+                    np.save(buffer, self.task.token_counts())
+                    atomic_write_bytes(self.run_dir / TOKEN_COUNTS, buffer.getvalue())
                 self._apply_events()
                 self._record(writer, force=True)
             bar = tqdm(total=self.config.steps, initial=self.step, unit="step", desc="train",
@@ -256,19 +271,21 @@ class Trainer:
     @torch.no_grad()
     def evaluate(self) -> list[dict[str, object]]:
         """Metric lines for the current step: per member, the deterministic "train" and "valid"
-        evaluation batches and "train_fresh", a fresh training batch from the member's draw
-        stream (new variants and masks; the yardstick against the Bayes optimum)."""
+        evaluation batches ("test" too at the last step) and "train_fresh", a fresh training
+        batch from the member's draw stream (new variants and masks; the yardstick against the
+        Bayes optimum). Each batch is evaluated in chunks of `eval_rows` sequences, so logit
+        memory stays bounded (dhwt.training.ensemble.EVAL_BYTES) on whole text splits."""
         self.model.eval()
         try:
-            batches = dict(self.eval_batches,
-                           train_fresh=self.parallel.shard(self._draw(self.draw_generators)))
+            batches = {split: batch for split, batch in self.eval_batches.items()
+                       if split != "test" or self.step == self.config.steps}
+            batches["train_fresh"] = self.parallel.shard(self._draw(self.draw_generators))
             emb = self.model.embeddings
             gap, tied, lr = emb.gap().tolist(), emb.tied, self.lr.lr_at(self.step)
             lines = []
             for split, batch in batches.items():
-                logits = self.model(batch.inputs, batch.padding)
-                loss = self.parallel.sum(member_loss(logits, batch))
-                accuracy = self.parallel.sum(member_accuracy(logits, batch))
+                loss, accuracy = map(self.parallel.sum,
+                                     chunked_metrics(self.model, batch, self.eval_rows))
                 self._guard(loss, f"{split} loss")
                 for i, seed in enumerate(self.config.seeds):
                     lines.append({"step": self.step, "member": i, "seed": seed, "split": split,

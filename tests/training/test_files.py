@@ -94,5 +94,5 @@ def test_run_report_without_ground_truth(tmp_path):
     write_figure(records, tmp_path / "figures" / "training.png", None, ())
     write_report(tmp_path / "report.md", TrainConfig(data="x", seeds=[1]), records[-1:], None)
     text = (tmp_path / "report.md").read_text()
-    assert "| 1 | train | 1.0000 | 1.0000 |" in text and "Bayes" not in text
+    assert "| 1 | train | 1.0000 | 2.72 | 1.0000 |" in text and "Bayes" not in text  # ppl e^1
     assert (tmp_path / "figures" / "training.png").stat().st_size > 0

@@ -1,0 +1,132 @@
+"""Text corpora as a data source of `dhwt train` and `dhwt study`: a corpus folder, the word
+tokenizer, full valid/test perplexity, and the errors of mixed or incomplete sources."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from dhwt.cli import main
+from dhwt.errors import DhwtError
+from dhwt.study import load_study
+from dhwt.training import TrainConfig
+
+WORDS = "the cat sat on a mat and the dog ran to the red door".split()
+
+
+@pytest.fixture()
+def corpus(tmp_path, monkeypatch):
+    """A folder with train/valid/test.txt of random lines; the token cache in tmp_path."""
+    monkeypatch.setenv("DHWT_CACHE", str(tmp_path / "cache"))
+    rng = np.random.default_rng(0)
+    folder = tmp_path / "text"
+    folder.mkdir()
+    for split, lines in (("train", 60), ("valid", 9), ("test", 7)):
+        text = "".join(" ".join(rng.choice(WORDS, 6)) + "\n" for _ in range(lines))
+        (folder / f"{split}.txt").write_text(text)
+    return folder
+
+
+def run(args, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+    out = capsys.readouterr()
+    return exit_info.value.code, out.out + out.err
+
+
+MODEL = ["--objective", "clm", "--steps", "2", "--batch-size", "3", "--eval-every", "2",
+         "--seeds", "1,2"]
+
+
+def test_train_on_a_corpus_folder_reports_full_valid_and_test_perplexity(corpus, tmp_path, capsys):
+    code, text = run(["train", "--corpus", str(corpus), "--tokenizer", "word", "--seq-len", "5",
+                      *MODEL, "--out", str(tmp_path / "run")], capsys)
+    assert code == 0, text
+    lines = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().split("\n")
+             if x]
+    assert {(r["step"], r["split"]) for r in lines if r["split"] == "test"} == {(2, "test")}
+    counts = np.load(tmp_path / "run" / "token_counts.npy")
+    words = (corpus / "train.txt").read_text().split()
+    assert counts.sum() == len(words) + 60  # every word and one <eos> per line
+    report = (tmp_path / "run" / "report.md").read_text()
+    final = [r for r in lines if r["step"] == 2 and r["split"] == "valid" and r["member"] == 0]
+    assert f"{math.exp(final[0]['loss']):.2f}" in report
+    config = TrainConfig.from_toml(tmp_path / "run" / "config.toml")
+    assert (config.corpus, config.tokenizer, config.seq_len) == (str(corpus), "word", 5)
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--grammar", "parity"], "either grammar or corpus"),
+    (["--tokenizer", "bpe:12"], "bpe vocabulary size must be a whole number >= 257"),
+    (["--tokenizer", "chars"], "unknown tokenizer 'chars'"),
+    (["--data", "somewhere"], "goes with corpus = \"wikitext-2\" only"),
+    (["--objective", "mlm"], "objective must be 'clm'"),
+])
+def test_bad_text_sources_are_one_line_errors(corpus, tmp_path, capsys, extra, message):
+    args = ["train", "--corpus", str(corpus), "--tokenizer", "word", "--seq-len", "5", *MODEL,
+            *extra, "--out", str(tmp_path / "run")]
+    code, text = run(args, capsys)
+    assert code == 2 and text.startswith("error: ") and message in text, text
+    assert text.count("\n") == 1 and not (tmp_path / "run").exists()
+
+
+def test_text_options_need_a_corpus():
+    with pytest.raises(DhwtError, match="seq_len is an option of text corpora"):
+        TrainConfig(grammar="parity", seq_len=8)
+    with pytest.raises(DhwtError, match="needs tokenizer"):
+        TrainConfig(corpus="wikitext-2", objective="clm", batch_size=2, seq_len=8)
+
+
+STUDY = """
+[data]
+corpus = "{corpus}"
+tokenizer = "word"
+seq_len = 5
+[train]
+objective = "clm"
+d_model = 8
+n_heads = 2
+d_ff = 8
+positions = "sinusoidal"
+tie_schedule = "untied"
+seeds = [1, 2]
+steps = 2
+batch_size = 3
+eval_every = 2
+snapshot_every = 1
+[[runs]]
+name = "body-shared"
+vary = "embeddings"
+[[runs]]
+name = "redrawn"
+seeds = [5, 6]
+vary = "embeddings"
+init_from = "body-shared"
+redraw = "input"
+freeze = "loaded"
+"""
+
+
+def test_a_text_study_chains_a_run_into_the_next(corpus, tmp_path, capsys):
+    path = tmp_path / "study.toml"
+    path.write_text(STUDY.format(corpus=corpus))
+    code, text = run(["study", str(path), "--out", str(tmp_path / "s")], capsys)
+    assert code == 0, text
+    config = TrainConfig.from_toml(tmp_path / "s" / "runs" / "redrawn" / "config.toml")
+    assert config.init_from == str((tmp_path / "s" / "runs" / "body-shared").resolve())
+    assert (tmp_path / "s" / "report.md").is_file()
+    assert (tmp_path / "s" / "analysis" / "redrawn" / "report.md").is_file()
+
+
+def test_study_refuses_a_later_or_unknown_source_and_mixed_data(corpus, tmp_path):
+    path = tmp_path / "study.toml"
+    path.write_text(STUDY.format(corpus=corpus).replace('init_from = "body-shared"',
+                                                        'init_from = "nothing@2"'))
+    with pytest.raises(DhwtError, match="'nothing', which is not an earlier run"):
+        load_study(path)
+    path.write_text(STUDY.format(corpus=corpus).replace("seq_len = 5", "seq_len = 5\nsplit_seed = 1"))
+    with pytest.raises(DhwtError, match=r"unknown \[data\] keys \['split_seed'\]"):
+        load_study(path)
