@@ -104,6 +104,9 @@ class _BatchSize(click.ParamType):
 @click.option("--seq-len", type=int, metavar="N",
               help="Context of --corpus runs: training windows of N tokens start anywhere; "
                    "valid/test are cut into consecutive windows of N (each token predicted once).")
+@click.option("--eval-windows", type=int, metavar="N",
+              help="Evaluate at most N windows of each split of --corpus (smoke tests).  "
+                   "[default: all: perplexity over the whole valid and test splits]")
 @click.option("--objective", type=click.Choice(["mlm", "clm"]),
               help="Masked (bidirectional) or causal language modelling.  [default: mlm]")
 @click.option("--architecture", type=click.Choice(["transformer", "lstm", "mixer"]),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -130,3 +131,16 @@ def test_study_refuses_a_later_or_unknown_source_and_mixed_data(corpus, tmp_path
     path.write_text(STUDY.format(corpus=corpus).replace("seq_len = 5", "seq_len = 5\nsplit_seed = 1"))
     with pytest.raises(DhwtError, match=r"unknown \[data\] keys \['split_seed'\]"):
         load_study(path)
+
+
+def test_the_wikitext_experiment_files_load_with_the_reference_settings():
+    folder = Path(__file__).resolve().parents[2] / "experiments" / "wikitext"
+    gpu = TrainConfig.from_toml(folder / "gpu.toml")
+    assert (gpu.d_model, gpu.n_layers, gpu.n_heads, gpu.d_ff, gpu.seq_len, gpu.batch_size,
+            gpu.steps, gpu.lr, gpu.tokenizer, gpu.vary) == (
+        512, 6, 8, 2048, 512, 12, 16000, 1e-4, "gpt2", "embeddings")
+    assert TrainConfig.from_toml(folder / "cpu.toml").corpus == "wikitext-2"
+    runs = dict(load_study(folder / "butterfly.toml").runs)
+    assert runs["exp2"].init_from == "exp1" and runs["exp2"].freeze == "loaded"
+    assert {c.tie_schedule for _, c in load_study(folder / "tying.toml").runs} == {
+        "tied", "untie@150"}
