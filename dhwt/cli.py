@@ -227,7 +227,10 @@ def study_cmd(study_file: str, out: str, overwrite: bool) -> None:
 
     STUDY.toml (see experiments/) names a grammar, shared training settings and the runs that
     differ (e.g. tied, untied, untie@N). The report compares pair closeness in the input and
-    output matrices with the pairs' exact relations, and accuracy with the Bayes optimum.
+    output matrices with the pairs' exact relations, and accuracy with the Bayes optimum. A text
+    study ([data] corpus, tokenizer, seq_len) reports perplexity, and per run KNN match between
+    its members over training and the DH diagnostic; a run may start from an earlier one
+    (init_from = "NAME").
 
     Killed half-way? Run the same command again: finished runs are kept, interrupted ones resume
     from their last checkpoint.
@@ -235,6 +238,7 @@ def study_cmd(study_file: str, out: str, overwrite: bool) -> None:
     \b
     Example:
       dhwt study experiments/exor_small.toml --out runs/exor-small
+      DHWT_DATA=../shared/data dhwt study experiments/wikitext/butterfly.toml --out runs/wt2
     """
     from dhwt.study import load_study, run_study
 
