@@ -9,7 +9,8 @@ A study file:
                        or, for natural text (causal LM), corpus (`wikitext-2` or a folder with
                        train/valid/test.txt), tokenizer, seq_len, eval_windows and data (where
                        WikiText-2 lies, else WIKITEXT2_PATH / DHWT_DATA): TrainConfig's keys
-    [train]            TrainConfig fields shared by every run (see `dhwt train --help`)
+    [train]            TrainConfig fields shared by every run (see `dhwt train --help`), e.g.
+                       device = "cuda"
     [[runs]]           name, plus the TrainConfig fields in which this run differs;
                        `init_from = "NAME[@STEP]"` may name an earlier run of the study
     [analysis]         pairs: list of [a, b] (default: every pair of variants of one class),
@@ -39,6 +40,7 @@ from dhwt.training import run_dir as layout
 from dhwt.training.checkpoint import atomic_write_bytes
 from dhwt.training.command import load_config_text
 from dhwt.training.config import TrainConfig, split_init_from
+from dhwt.training.device import resolve_device
 from dhwt.training.trainer import train
 
 SECTIONS = {"study", "data", "train", "runs", "analysis"}
@@ -147,6 +149,8 @@ def run_study(study: Study, out: str | Path, *, overwrite: bool = False) -> Path
     text = "corpus" in study.data
     language = None if text else load_language(study.data["grammar"],
                                                 _dotted(study.data.get("set", {})))
+    for _, config in study.runs:  # a missing GPU stops the study before anything is written
+        resolve_device(config.device)
     _claim(out, study, overwrite)
     data_dir = out / layout.DATA
     if language is not None and not data_dir.is_dir():

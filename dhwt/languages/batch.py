@@ -22,3 +22,17 @@ class Batch:
     targets: torch.Tensor
     weights: torch.Tensor
     padding: torch.Tensor | None = None
+
+    def to(self, device: torch.device) -> Batch:
+        """This batch on `device` (itself if already there). Bound for a GPU, the tensors go
+        through pinned memory and are copied without blocking the host."""
+        if self.inputs.device == device:
+            return self
+        pin = device.type == "cuda"
+
+        def move(t: torch.Tensor | None) -> torch.Tensor | None:
+            if t is None:
+                return None
+            return (t.pin_memory() if pin else t).to(device, non_blocking=pin)
+
+        return Batch(move(self.inputs), move(self.targets), move(self.weights), move(self.padding))

@@ -7,6 +7,15 @@ own weights between `_build_embeddings` and `_build_output` (so every member's d
 fixed order: input embeddings first, then the architecture's weights) and computes the final
 hidden states feature-major in `_features`; this class adds the optional final LayerNorm and
 turns them into logits.
+
+Devices. Weights are always drawn on the CPU (so a seed gives the same initial weights on every
+device) and move with `model.to(device)`. Every tensor a forward pass makes (masks, positions,
+dropout masks, recurrent states) is made on the device of the inputs or is a buffer, so the
+forward pass runs wherever the model and its inputs are (tests/models/test_devices.py runs it
+on the "meta" device, where any tensor made on the CPU is an error). Dropout on the CPU draws
+from each member's CPU generator; on another device from a generator on that device seeded like
+it (`dropout_generators`), since drawing masks on the CPU and copying them would cost more than
+the step itself at GPU sizes.
 """
 
 from __future__ import annotations
@@ -138,11 +147,37 @@ class EnsembleLM(nn.Module):
         x = F.embedding(inputs + self._row_offsets, table)
         return x * math.sqrt(c.d_model) if c.emb_scale else x
 
+    def dropout_generators(self, device: torch.device) -> list[torch.Generator] | None:
+        """Each member's dropout generator for tensors on `device`: the CPU ones (`generators`),
+        or one per member on `device` seeded with the CPU one's seed, made on first use (their
+        streams differ from the CPU's: another algorithm). None on "meta", which draws nothing."""
+        if device.type == "cpu":
+            return self.generators
+        if device.type == "meta":
+            return None
+        held = getattr(self, "_device_generators", None)
+        if held is None or held[0].device != device:
+            held = [torch.Generator(device).manual_seed(g.initial_seed()) for g in self.generators]
+            self._device_generators = held
+        return held
+
+    @property
+    def device(self) -> torch.device:
+        """The device of the weights."""
+        return self.embeddings.input_weight.device
+
     def rng_state(self) -> torch.Tensor:
-        """(S, n) uint8: the dropout generators' states, for checkpoints."""
-        return torch.stack([g.get_state() for g in self.generators])
+        """(S, n) uint8 on the CPU: the states of the dropout generators of the weights' device,
+        for checkpoints (restore them on a device of the same type)."""
+        return torch.stack([g.get_state() for g in self.dropout_generators(self.device)])
 
     def set_rng_state(self, state: torch.Tensor) -> None:
-        """Restore the dropout generators from `rng_state()`."""
-        for generator, row in zip(self.generators, state):
+        """Restore the dropout generators of the weights' device from `rng_state()`."""
+        for generator, row in zip(self.dropout_generators(self.device), state):
             generator.set_state(row.clone())
+
+    def reseed_dropout(self, step: int) -> None:
+        """Start the dropout generators of the weights' device afresh from each member's seed and
+        `step` (for a resume on another type of device, where saved states do not fit)."""
+        for seed, generator in zip(self.seeds, self.dropout_generators(self.device)):
+            generator.manual_seed(init.stream_seed(seed, init.DROPOUT, step))

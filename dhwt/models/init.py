@@ -35,8 +35,13 @@ def member_generator(seed: int, stream: int = MAIN) -> torch.Generator:
     """The generator of one member's `stream` (MAIN, OUTPUT or DROPOUT)."""
     if stream == MAIN:
         return torch.Generator().manual_seed(seed)
-    words = np.random.SeedSequence(seed, spawn_key=(stream,)).generate_state(2, np.uint32)
-    return torch.Generator().manual_seed(int(words[0]) << 32 | int(words[1]))
+    return torch.Generator().manual_seed(stream_seed(seed, stream))
+
+
+def stream_seed(seed: int, *key: int) -> int:
+    """The 64-bit seed of the stream `key` of `seed`: numpy's SeedSequence with that spawn key."""
+    words = np.random.SeedSequence(seed, spawn_key=key).generate_state(2, np.uint32)
+    return int(words[0]) << 32 | int(words[1])
 
 
 def uniform(shape: tuple[int, ...], bound: float, generator: torch.Generator) -> torch.Tensor:

@@ -81,7 +81,7 @@ class Block(nn.Module):
         if c.dropout > 0 and self.training:
             scores = (q @ k.transpose(-2, -1)) / math.sqrt(c.head_dim)
             if allowed is None and c.causal:
-                allowed = torch.ones(length, length, dtype=torch.bool).tril()
+                allowed = torch.ones(length, length, dtype=torch.bool, device=x.device).tril()
             if allowed is not None:
                 scores = scores.masked_fill(~allowed, float("-inf"))
             heads = drop(scores.softmax(dim=-1)) @ v
@@ -141,20 +141,23 @@ class Transformer(EnsembleLM):
         (and, if causal, not in the future), plus each position itself."""
         members, batch, length = padding.shape
         allowed = ~padding.reshape(members * batch, 1, 1, length)
-        eye = torch.eye(length, dtype=torch.bool)
+        eye = torch.eye(length, dtype=torch.bool, device=padding.device)
         if self.config.causal:
-            allowed = allowed & torch.ones(length, length, dtype=torch.bool).tril()
+            allowed = allowed & torch.ones(length, length, dtype=torch.bool,
+                                           device=padding.device).tril()
         return allowed | eye
 
     def _dropout(self, x: torch.Tensor) -> torch.Tensor:
         """Inverted dropout with each member's mask drawn from its own generator.
 
         x's leading dim is S or S*B (member-major), so x.view(S, -1) puts one member per row.
+        The mask is drawn on x's device (see EnsembleLM.dropout_generators).
         """
         p = self.config.dropout
         if p == 0 or not self.training:
             return x
-        keep = torch.empty(self.members, x.numel() // self.members, dtype=x.dtype)
-        for row, generator in zip(keep, self.generators):
+        keep = torch.empty(self.members, x.numel() // self.members, dtype=x.dtype, device=x.device)
+        generators = self.dropout_generators(x.device) or [None] * self.members
+        for row, generator in zip(keep, generators):
             row.bernoulli_(1.0 - p, generator=generator)
         return x * keep.view(x.shape) / (1.0 - p)

@@ -3,7 +3,9 @@
 A checkpoint is `checkpoints/step_XXXXXXX.pt`: a short header line `dhwt-checkpoint sha256=<hex>`
 followed by the bytes of a `torch.save` of a plain dict. The header makes truncation or corruption
 detectable before anything is trusted; loading uses `weights_only=True`, so the dict may hold only
-tensors and plain Python values (the trainer stores every RNG state in such a form).
+tensors and plain Python values (the trainer stores every RNG state in such a form). Tensors are
+saved from CPU copies (`cpu_copy`) and read onto the CPU (`map_location`), so a checkpoint does
+not depend on the device that trained: one written on a GPU loads on a machine without one.
 
 Writing goes to a temporary file in the same directory, fsynced, then `os.replace`d onto its
 final name: a kill at any moment leaves either the old set of checkpoints or the new one, never a
@@ -50,6 +52,19 @@ def save_checkpoint(directory: Path, step: int, state: dict[str, object], keep: 
     return path
 
 
+def cpu_copy(value: object) -> object:
+    """`value` (a state dict, nested dicts, lists and tuples of tensors) with every tensor on the
+    CPU: what a checkpoint saves, so that it loads on a machine without the training's device.
+    CPU tensors are kept as they are (no copy)."""
+    if torch.is_tensor(value):
+        return value.detach().cpu()
+    if isinstance(value, dict):
+        return type(value)((k, cpu_copy(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return type(value)(cpu_copy(v) for v in value)
+    return value
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write `data` to `path` via a fsynced temporary file in the same directory and os.replace."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
@@ -71,8 +86,11 @@ def list_checkpoints(directory: Path) -> list[Path]:
     return [p for _, p in sorted(found)]
 
 
-def load_checkpoint(path: Path) -> dict[str, object]:
-    """Read and verify one checkpoint; DhwtError if it is truncated, corrupt or not a checkpoint."""
+def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, object]:
+    """Read and verify one checkpoint; DhwtError if it is truncated, corrupt or not a checkpoint.
+
+    Its tensors land on `map_location` (the CPU by default) whatever device saved them, so a
+    checkpoint written on a GPU reads on a machine without one."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -83,11 +101,11 @@ def load_checkpoint(path: Path) -> dict[str, object]:
     if hashlib.sha256(payload).hexdigest().encode() != header[len(_MAGIC):]:
         raise DhwtError(f"checkpoint {path} is truncated or corrupt (checksum mismatch, "
                         f"{len(raw)} bytes)")
-    return torch.load(io.BytesIO(payload), weights_only=True)
+    return torch.load(io.BytesIO(payload), map_location=map_location, weights_only=True)
 
 
 def latest_checkpoint(directory: Path) -> tuple[Path, dict[str, object]]:
-    """The newest checkpoint in `directory` and its contents, verified.
+    """The newest checkpoint in `directory` and its contents, verified, on the CPU.
 
     Raises DhwtError when there is none, or when the newest is damaged; the message then names the
     previous checkpoint, which `--resume` uses once the damaged file is deleted.

@@ -10,7 +10,8 @@ same all-or-nothing step that creates the run directory, so a bad grammar, datas
 leaves nothing behind.
 
 `--resume` continues RUN_DIR as its config.toml says; flags may repeat its values but not change
-them, and `--config` is refused (the run's own config.toml is the config).
+them, except `--device` (a run may continue on another device; dhwt.training.trainer says what
+carries over), and `--config` is refused (the run's own config.toml is the config).
 
 Under torchrun every process runs this command; rank 0 creates RUN_DIR (the others wait for it)
 and is the only one to write (dhwt.training.distributed).
@@ -24,6 +25,7 @@ from dhwt.errors import DhwtError
 from dhwt.languages import Task, load_language, load_task, write_dataset
 from dhwt.training import run_dir as layout
 from dhwt.training.config import TrainConfig, split_init_from
+from dhwt.training.device import resolve_device
 from dhwt.training.distributed import Parallel, launch
 from dhwt.training.trainer import RunResult, Trainer, train
 
@@ -32,13 +34,17 @@ def train_command(options: dict[str, object], *, config_file: str | None, out: s
                   overwrite: bool = False, resume: bool = False) -> RunResult | None:
     """Run `dhwt train`. `options` holds only the flags the user gave (TrainConfig field names).
     Returns the result on rank 0 (the only process of a plain launch) and None on the others."""
-    with launch() as parallel:
-        result = _train_command(options, config_file, Path(out), overwrite, resume, parallel)
+    run_dir = Path(out)
+    config = _resolve_config(options, config_file, run_dir, overwrite, resume)
+    with launch(config.device) as parallel:  # its backend follows the device
+        result = _train_command(config, run_dir, overwrite, resume, parallel)
     return result if parallel.writes else None
 
 
-def _train_command(options: dict[str, object], config_file: str | None, run_dir: Path,
-                   overwrite: bool, resume: bool, parallel: Parallel) -> RunResult:
+def _resolve_config(options: dict[str, object], config_file: str | None, run_dir: Path,
+                    overwrite: bool, resume: bool) -> TrainConfig:
+    """The run's config from the flags, `--config` and (with --resume) RUN_DIR's config.toml,
+    whose device the flags may change; this only reads."""
     if resume and overwrite:
         raise DhwtError("--resume continues a run and --overwrite replaces it; give only one")
     if resume:
@@ -48,9 +54,8 @@ def _train_command(options: dict[str, object], config_file: str | None, run_dir:
         if not saved.is_file():
             raise DhwtError(f"cannot resume {run_dir}: it has no {layout.CONFIG} (not a run "
                             "directory)")
-        config = TrainConfig.from_dict({**TrainConfig.from_toml(saved).to_dict(),
-                                        **_absolute(options)}, source="the flags")
-        return train(config, _load(config, run_dir), run_dir, resume=True, parallel=parallel)
+        return TrainConfig.from_dict({**TrainConfig.from_toml(saved).to_dict(),
+                                      **_absolute(options)}, source="the flags")
     values = TrainConfig.toml_values(config_file) if config_file is not None else {}
     if {"grammar", "data", "corpus"} & set(options):
         for key in ("grammar", "data", "corpus", "tokenizer", "seq_len", "eval_windows"):
@@ -61,6 +66,14 @@ def _train_command(options: dict[str, object], config_file: str | None, run_dir:
         raise DhwtError("no data: give --grammar NAME|PATH (built into RUN_DIR/data), --data DIR "
                         "(a dataset from `dhwt synth`) or --corpus wikitext-2|DIR with --tokenizer "
                         "and --seq-len")
+    return config
+
+
+def _train_command(config: TrainConfig, run_dir: Path, overwrite: bool, resume: bool,
+                   parallel: Parallel) -> RunResult:
+    resolve_device(config.device, parallel.local_rank, parallel.world_size)  # before any write
+    if resume:
+        return train(config, _load(config, run_dir), run_dir, resume=True, parallel=parallel)
     layout.refuse_existing(run_dir, overwrite)
     if config.grammar is None:
         return train(config, _load(config, run_dir), run_dir, overwrite=overwrite,

@@ -21,6 +21,7 @@ from dhwt.languages.corpus import WIKITEXT2
 from dhwt.languages.tokenizers import check_tokenizer
 from dhwt.languages.tomlwrite import dumps
 from dhwt.models import ModelConfig
+from dhwt.training.device import check_device
 from dhwt.training.tying import TieSchedule
 
 OBJECTIVES = ("mlm", "clm")
@@ -30,6 +31,8 @@ MODEL_FIELDS = ("architecture", "d_model", "n_layers", "n_heads", "d_ff", "dropo
                 "channel_mixing")
 LR_SCHEDULES = ("constant", "cosine", "periodic-cosine")
 FULL_BATCH = "full"
+# Fields that say where a run computes, not what: a resume may change them (dhwt.training.device)
+PLACEMENT = ("device",)
 VARY = ("all", "embeddings")
 REDRAW = ("both", "input", "output")
 FREEZE = ("none", "non-embedding", "loaded")
@@ -133,6 +136,10 @@ class TrainConfig:
 
     grad_clip: if set, each ensemble member's gradient is clipped to this norm on its own (a
     global norm would couple members, so member i would no longer equal a solo run of its seed).
+
+    device: "cpu" (default), "cuda", "cuda:N" or "auto" (see dhwt.training.device). The run
+    directory records the setting as given, not what it resolved to, and a resume may change it
+    (a run started on a GPU continues on the CPU and vice versa).
     """
 
     # data
@@ -196,6 +203,7 @@ class TrainConfig:
     snapshot_every: int = 100
     checkpoint_every: int = 1000
     threads: int = 1
+    device: str = "cpu"
 
     def __post_init__(self) -> None:
         self.seeds = parse_seeds(self.seeds)
@@ -203,6 +211,7 @@ class TrainConfig:
             self.batch_size = None
         _check_choice("objective", self.objective, OBJECTIVES)
         _check_choice("lr_schedule", self.lr_schedule, LR_SCHEDULES)
+        check_device(self.device)
         for name in ("steps", "lr_period", "eval_every", "snapshot_every", "checkpoint_every",
                      "threads"):
             _check_int(name, getattr(self, name), low=1)
@@ -333,6 +342,11 @@ class TrainConfig:
     def to_dict(self) -> dict[str, object]:
         """All fields as plain values (batch_size None stays None)."""
         return asdict(self)
+
+    def identity(self) -> dict[str, object]:
+        """The fields that fix what the run computes: `to_dict()` without PLACEMENT. A resume
+        must repeat these; it may change the others."""
+        return {k: v for k, v in self.to_dict().items() if k not in PLACEMENT}
 
     def to_toml(self) -> str:
         """The resolved config as flat TOML; unset (None) values follow as comments."""

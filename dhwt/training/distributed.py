@@ -2,9 +2,11 @@
 
     torchrun --standalone --nproc-per-node 2 -m dhwt train --grammar parity --out runs/p
 
-torchrun sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT; `launch()` reads them and joins the
-process group (gloo: the models build their masks on the CPU, so training is CPU-only). Without
-them, or with WORLD_SIZE 1, nothing changes: one process, no process group.
+torchrun sets RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT; `launch(device)` reads
+them and joins the process group: backend nccl when the run's device is a GPU (device "cuda", or
+"auto" where torch sees one; process r of a machine computes on cuda:LOCAL_RANK), gloo on the CPU.
+"cuda:N" is refused with several processes: it would put every process on one GPU. Without
+torchrun, or with WORLD_SIZE 1, nothing changes: one process, no process group.
 
 What each process computes. Every process holds the whole ensemble and the same generators, and
 draws the same global batch (B strings per member, or every training string in full-batch mode).
@@ -51,6 +53,7 @@ from torch import nn
 
 from dhwt.errors import DhwtError
 from dhwt.languages import Batch, Task
+from dhwt.training.device import backend_for, resolve_device
 
 T = TypeVar("T")
 
@@ -61,6 +64,7 @@ class Parallel:
 
     rank: int = 0
     world_size: int = 1
+    local_rank: int = 0  # the process's index on its machine: its GPU under device "cuda"
 
     @property
     def writes(self) -> bool:
@@ -112,7 +116,9 @@ class Parallel:
             return model
         from torch.nn.parallel import DistributedDataParallel
 
-        ddp = DistributedDataParallel(model)
+        device = next(model.parameters()).device
+        ddp = DistributedDataParallel(model, device_ids=None if device.type == "cpu"
+                                      else [device.index])
         ddp.register_comm_hook(None, _sum_gradients)
         return ddp
 
@@ -150,26 +156,30 @@ SINGLE = Parallel()
 
 
 @contextmanager
-def launch() -> Iterator[Parallel]:
-    """The processes of a torchrun launch joined in a process group (gloo), or SINGLE when this
-    process was not started by torchrun with WORLD_SIZE > 1. The group is left on exit."""
+def launch(device: str = "cpu") -> Iterator[Parallel]:
+    """The processes of a torchrun launch joined in a process group (nccl when `device`, a
+    TrainConfig.device setting, resolves to a GPU, else gloo), or SINGLE when this process was
+    not started by torchrun with WORLD_SIZE > 1. The group is left on exit."""
     world_size = _env_int("WORLD_SIZE", 1)
     if world_size == 1:
         yield SINGLE
         return
-    rank = _env_int("RANK", 0)
+    rank, local_rank = _env_int("RANK", 0), _env_int("LOCAL_RANK", 0)
+    where = resolve_device(device, local_rank, world_size)
+    if where.type == "cuda":
+        torch.cuda.set_device(where)  # nccl's collectives use the current device
     missing = [k for k in ("MASTER_ADDR", "MASTER_PORT") if k not in os.environ]
     if missing:
         raise DhwtError(f"WORLD_SIZE is {world_size} but {missing[0]} is not set; start several "
                         "processes with torchrun (see README, 'Running long and large')")
     try:
-        torch.distributed.init_process_group("gloo", rank=rank, world_size=world_size)
+        torch.distributed.init_process_group(backend_for(where), rank=rank, world_size=world_size)
     except (RuntimeError, ValueError) as exc:  # torch's rendezvous errors; first line is the gist
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise DhwtError(f"process {rank} of {world_size} cannot join the others: "
                         f"{reason}") from None
     try:
-        yield Parallel(rank, world_size)
+        yield Parallel(rank, world_size, local_rank)
     finally:
         torch.distributed.destroy_process_group()
 

@@ -41,6 +41,7 @@ def save_snapshot(directory: Path, step: int, input_weight: torch.Tensor,
 def _safetensors_bytes(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> bytes:
     """A float32 safetensors file with its header in a fixed order, so equal snapshots are equal
     files (safetensors' own writer orders the metadata differently from process to process).
+    Tensors on another device (a GPU run) are copied to the CPU first.
 
     Format: 8-byte little-endian header length, the JSON header (padded with spaces to a
     multiple of 8), then the tensors' little-endian bytes back to back.
@@ -48,7 +49,7 @@ def _safetensors_bytes(tensors: dict[str, torch.Tensor], metadata: dict[str, str
     header: dict[str, object] = {"__metadata__": metadata}
     blobs, offset = [], 0
     for name, tensor in tensors.items():
-        blob = tensor.detach().to(torch.float32).contiguous().numpy().astype("<f4").tobytes()
+        blob = tensor.detach().cpu().to(torch.float32).contiguous().numpy().astype("<f4").tobytes()
         header[name] = {"dtype": "F32", "shape": list(tensor.shape),
                         "data_offsets": [offset, offset + len(blob)]}
         blobs.append(blob)

@@ -32,6 +32,17 @@ computes its block of rows with the rows' global loss weights, and DDP sums the 
 run equals one process to float tolerance; only rank 0 writes, and checkpoints do not depend on
 the number of processes.
 
+Devices (TrainConfig.device, dhwt.training.device). The model and optimizer live on the device;
+the task draws every batch on the CPU from the CPU generators above, and the batch is then moved,
+so a run draws the same data on every device. Metrics, snapshots and checkpoints are written from
+CPU copies, and checkpoints are read onto the CPU (then loaded into the model wherever it is), so
+a checkpoint written on a GPU resumes on the CPU and vice versa. Resume on another device
+continues from the same weights, optimizer state, step and data generators; only the dropout
+generators are per device type (dhwt.models.base), so after a resume on another type of device
+they start afresh from the seed and step (a deterministic choice, not the uninterrupted run's
+masks). Bit-for-bit equality with an uninterrupted run is a CPU guarantee; on a GPU the run asks
+for deterministic algorithms but only warns where torch has none.
+
 NaN guard. A nan or inf member loss (training or evaluation) or weight stops the run with
 DhwtError("loss became nan at step N (member seed S); last good checkpoint: PATH"). Weights are
 checked before anything of a step is recorded, so no metric line, snapshot or checkpoint holds a
@@ -42,6 +53,7 @@ from __future__ import annotations
 
 import io
 import math
+import os
 import random
 import time
 from dataclasses import dataclass
@@ -56,9 +68,11 @@ from dhwt.languages import Batch, Task
 from dhwt.models import ModelConfig, build_model
 from dhwt.models.init import member_generator
 from dhwt.training import run_dir as layout
-from dhwt.training.checkpoint import (atomic_write_bytes, checkpoint_path, latest_checkpoint,
-                                      remove_stray_temporaries, save_checkpoint)
+from dhwt.training.checkpoint import (atomic_write_bytes, checkpoint_path, cpu_copy,
+                                      latest_checkpoint, remove_stray_temporaries,
+                                      save_checkpoint)
 from dhwt.training.config import TrainConfig
+from dhwt.training.device import resolve_device
 from dhwt.training.distributed import SINGLE, Parallel
 from dhwt.training.ensemble import (chunked_metrics, clip_member_grads, eval_rows, member_loss,
                                     repeat_batch, stack_batches)
@@ -111,12 +125,13 @@ def train(config: TrainConfig, task: Task, run_dir: str | Path, resume: bool = F
 
 
 def check_resumable(run_dir: Path, config: TrainConfig) -> None:
-    """DhwtError unless `run_dir` is a run whose config.toml equals `config`."""
+    """DhwtError unless `run_dir` is a run whose config.toml equals `config` in every field but
+    where it runs (TrainConfig.identity)."""
     saved_path = run_dir / layout.CONFIG
     if not saved_path.is_file():
         raise DhwtError(f"cannot resume {run_dir}: it has no {layout.CONFIG} (not a run directory)")
-    saved = TrainConfig.from_toml(saved_path).to_dict()
-    for key, value in config.to_dict().items():
+    saved = TrainConfig.from_toml(saved_path).identity()
+    for key, value in config.identity().items():
         if saved[key] != value:
             raise DhwtError(f"cannot resume {run_dir} with {key} = {value!r}: the run was "
                             f"configured with {saved[key]!r} (see {saved_path})")
@@ -139,10 +154,12 @@ class Trainer:
         self.config, self.task, self.run_dir = config, task, Path(run_dir)
         self.parallel = parallel
         parallel.check(config.dropout, task, config.batch_size)
+        self.device = resolve_device(config.device, parallel.local_rank, parallel.world_size)
         self.schedule = TieSchedule.parse(config.tie_schedule, config.steps)
         self.model = build_model(model_config(config, task), config.seeds,
                                  tied=self.schedule.initial_tied)
         prepare_members(self.model, config)
+        self.model.to(self.device)  # weights drawn on the CPU: the same on every device
         self.optimizer = self._optimizer([[p for p in self.model.parameters() if p.requires_grad]])
         self.lr = LRSchedule(config.lr_schedule, config.lr, config.lr_min, config.steps,
                              config.lr_period, config.warmup_steps)
@@ -150,7 +167,8 @@ class Trainer:
         data_seeds = config.seeds[:1] * members if config.vary == "embeddings" else config.seeds
         self.data_generators = [member_generator(s, DATA_STREAM) for s in data_seeds]
         self.draw_generators = [member_generator(s, DRAW_STREAM) for s in data_seeds]
-        self.eval_batches = {split: parallel.shard(repeat_batch(task.eval_batch(split), members))
+        self.eval_batches = {split: parallel.shard(repeat_batch(task.eval_batch(split).to(
+                                 self.device), members))
                              for split in ("train", "valid", "test") if task.n_strings(split) > 0}
         self.eval_rows = eval_rows(members, task.seq_len, len(task.vocab))
         self.net = self.model  # what the training forward calls (DDP around it in parallel)
@@ -165,7 +183,7 @@ class Trainer:
         good checkpoint; everything written before it stays valid for --resume."""
         started = time.perf_counter()
         try:
-            with _torch_settings(self.config.threads):
+            with _torch_settings(self.config.threads, self.device):
                 self._train(resume)
             final = self.parallel.on_writer(self._finish, share=True)
         except OSError as exc:
@@ -222,7 +240,7 @@ class Trainer:
         lr = self.lr.lr_at(self.step)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        batch = self.parallel.shard(self._draw(self.data_generators))
+        batch = self._draw(self.data_generators)
         loss = member_loss(self.net(batch.inputs, batch.padding), batch)
         if c.tie_penalty and not self.model.embeddings.tied and self.parallel.writes:
             loss = loss + tie_penalty(self.model, c.tie_penalty)  # once, not once per process
@@ -279,7 +297,7 @@ class Trainer:
         try:
             batches = {split: batch for split, batch in self.eval_batches.items()
                        if split != "test" or self.step == self.config.steps}
-            batches["train_fresh"] = self.parallel.shard(self._draw(self.draw_generators))
+            batches["train_fresh"] = self._draw(self.draw_generators)
             emb = self.model.embeddings
             gap, tied, lr = emb.gap().tolist(), emb.tied, self.lr.lr_at(self.step)
             lines = []
@@ -296,7 +314,10 @@ class Trainer:
             self.model.train()
 
     def _draw(self, generators: list[torch.Generator]) -> Batch:
-        return stack_batches([self.task.train_batch(g, self.config.batch_size) for g in generators])
+        """This process's rows of a batch drawn on the CPU from `generators`, on the device."""
+        batch = stack_batches([self.task.train_batch(g, self.config.batch_size)
+                               for g in generators])
+        return self.parallel.shard(batch).to(self.device)
 
     def _guard(self, values: torch.Tensor, what: str) -> None:
         """Stop with a clear error if any member's value in `values` (S,) is nan or inf."""
@@ -327,14 +348,16 @@ class Trainer:
             "format": CHECKPOINT_FORMAT,
             "step": self.step,
             "config": self.config.to_dict(),
-            "model": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
+            "device": str(self.device),  # where it was written (a resume may go elsewhere)
+            "model": cpu_copy(self.model.state_dict()),
+            "optimizer": cpu_copy(self.optimizer.state_dict()),
             "optimizer_params": [[names[id(p)] for p in g["params"]]
                                  for g in self.optimizer.param_groups],
             "rng": {
                 "data": [g.get_state() for g in self.data_generators],
                 "draw": [g.get_state() for g in self.draw_generators],
                 "dropout": self.model.rng_state(),
+                "dropout_device": self.device.type,  # the type of device those generators draw on
                 "torch": torch.get_rng_state(),
                 "numpy": _numpy_state(),
                 "python": random.getstate(),
@@ -352,7 +375,7 @@ class Trainer:
             raise DhwtError(f"checkpoint {path} has format {state.get('format')!r}; this dhwt "
                             f"reads format {CHECKPOINT_FORMAT}")
         # read through TrainConfig so fields added since the checkpoint take their defaults
-        if TrainConfig.from_dict(state["config"], str(path)).to_dict() != self.config.to_dict():
+        if TrainConfig.from_dict(state["config"], str(path)).identity() != self.config.identity():
             raise DhwtError(f"checkpoint {path} was written with a different config than "
                             f"{self.run_dir / layout.CONFIG}")
         self.model.load_state_dict(state["model"])  # adopts the saved tying state
@@ -365,7 +388,10 @@ class Trainer:
             g.set_state(s)
         for g, s in zip(self.draw_generators, rng["draw"]):
             g.set_state(s)
-        self.model.set_rng_state(rng["dropout"])
+        if rng.get("dropout_device", "cpu") == self.device.type:
+            self.model.set_rng_state(rng["dropout"])
+        else:  # another device's generator states do not fit this device's generators
+            self.model.reseed_dropout(int(state["step"]))
         torch.set_rng_state(rng["torch"])
         _set_numpy_state(rng["numpy"])
         random.setstate(rng["python"])
@@ -384,19 +410,27 @@ def _named(checkpoint: Path | None) -> str:
 
 
 class _torch_settings:
-    """Deterministic algorithms and the thread count for the run, restored afterwards."""
+    """Deterministic algorithms and the thread count for the run, restored afterwards.
 
-    def __init__(self, threads: int) -> None:
-        self.threads = threads
+    On the CPU a nondeterministic op is an error. On a GPU it is a warning (torch lacks
+    deterministic kernels for some ops there), and cuBLAS gets the workspace setting its
+    deterministic mode needs (CUBLAS_WORKSPACE_CONFIG, unless the user set it)."""
+
+    def __init__(self, threads: int, device: torch.device) -> None:
+        self.threads, self.device = threads, device
 
     def __enter__(self) -> None:
-        self.saved = (torch.are_deterministic_algorithms_enabled(), torch.get_num_threads())
-        torch.use_deterministic_algorithms(True)
+        self.saved = (torch.are_deterministic_algorithms_enabled(),
+                      torch.is_deterministic_algorithms_warn_only_enabled(),
+                      torch.get_num_threads())
+        if self.device.type == "cuda":
+            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.use_deterministic_algorithms(True, warn_only=self.device.type != "cpu")
         torch.set_num_threads(self.threads)
 
     def __exit__(self, *exc: object) -> None:
-        torch.use_deterministic_algorithms(self.saved[0])
-        torch.set_num_threads(self.saved[1])
+        torch.use_deterministic_algorithms(self.saved[0], warn_only=self.saved[1])
+        torch.set_num_threads(self.saved[2])
 
 
 def _numpy_state() -> list[object]:

@@ -1,0 +1,48 @@
+"""Fixtures every test room shares: the `dhwt` command line run in-process and as the installed
+console script. (Tests run with --import-mode=importlib, so helpers are shared as fixtures.)"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+
+from dhwt.cli import main
+
+CONSOLE_SCRIPT = Path(sys.executable).parent / "dhwt"
+Outcome = tuple[int, str, str]  # exit code, stdout, stderr
+
+
+@pytest.fixture(scope="session")
+def cli() -> Callable[[Sequence[object]], Outcome]:
+    """cli(args) -> (exit code, stdout, stderr) of the real entry point run in-process (args
+    may be paths or numbers). Its own capture, not capsys, so module fixtures may use it too."""
+    def run(args: Sequence[object]) -> Outcome:
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            with pytest.raises(SystemExit) as info:
+                main([str(a) for a in args])
+        return info.value.code, out.getvalue(), err.getvalue()
+    return run
+
+
+@pytest.fixture(scope="session")
+def console() -> Callable[..., list[Outcome]]:
+    """console(*arg_lists, cwd) -> [(exit code, stdout, stderr), ...]: the installed `dhwt`
+    script, one fresh process per argument list, all running at once."""
+    def run(*arg_lists: Sequence[object], cwd: Path) -> list[Outcome]:
+        procs = [subprocess.Popen([str(CONSOLE_SCRIPT), *map(str, args)], cwd=cwd,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for args in arg_lists]
+        return [_finish(proc) for proc in procs]
+    return run
+
+
+def _finish(proc: subprocess.Popen) -> Outcome:
+    out, err = proc.communicate(timeout=120)
+    return proc.returncode, out, err
