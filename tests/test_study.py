@@ -6,7 +6,6 @@ import re
 
 import pytest
 
-from dhwt.cli import main
 from dhwt.errors import DhwtError
 from dhwt.study import load_study, run_study
 
@@ -98,12 +97,10 @@ def test_a_different_study_in_the_same_dir_is_refused(tmp_path):
     (lambda s: s.replace("[train]", "[train]\nbogus_key = 1"), "bogus_key"),
     (lambda s: s + "\nnot toml [", "not valid TOML"),
 ])
-def test_bad_study_files_are_one_line_errors(tmp_path, capsys, edit, message):
+def test_bad_study_files_are_one_line_errors(tmp_path, cli, edit, message):
     path = write(tmp_path, edit(STUDY))
-    with pytest.raises(SystemExit) as exit_:
-        main(["study", str(path), "--out", str(tmp_path / "out")])
-    assert exit_.value.code == 2
-    err = capsys.readouterr().err
+    code, _, err = cli(["study", path, "--out", tmp_path / "out"])
+    assert code == 2
     assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err
     assert re.search(message, err), err
     assert not (tmp_path / "out").exists()

@@ -15,7 +15,6 @@ from dhwt.analysis.knn import (
     norm_matched_random,
 )
 from dhwt.analysis.matrices import load_matrix
-from dhwt.cli import main
 from dhwt.errors import DhwtError
 
 
@@ -167,13 +166,6 @@ def test_bad_input_is_a_dhwt_error(call, message):
         call()
 
 
-def _cli(args, capsys):
-    with pytest.raises(SystemExit) as info:
-        main(args)
-    out, err = capsys.readouterr()
-    return info.value.code, out, err
-
-
 def _snapshot(run_dir, step, inp, out):
     folder = run_dir / "embeddings"
     folder.mkdir(parents=True, exist_ok=True)
@@ -183,14 +175,14 @@ def _snapshot(run_dir, step, inp, out):
               metadata=meta)
 
 
-def test_cli_on_snapshots_and_files(tmp_path, capsys):
+def test_cli_on_snapshots_and_files(tmp_path, cli):
     rng = np.random.default_rng(7)
     inp, out = (rng.standard_normal((2, 60, 6)).astype(np.float32) for _ in range(2))
     _snapshot(tmp_path / "run", 100, inp, out)
     np.save(tmp_path / "a.npy", out[1])
-    code, text, _ = _cli(["knn", f"{tmp_path / 'run'}@last", str(tmp_path / "a.npy"),
-                          "--side-a", "output", "--member-a", "1", "--k", "4",
-                          "--per-token", str(tmp_path / "t.csv")], capsys)
+    code, text, _ = cli(["knn", f"{tmp_path / 'run'}@last", str(tmp_path / "a.npy"),
+                         "--side-a", "output", "--member-a", "1", "--k", "4",
+                         "--per-token", str(tmp_path / "t.csv")])
     assert code == 0
     assert "jaccard  1.0000" in text and "overlap  1.0000" in text and "chance" in text
     rows = np.loadtxt(tmp_path / "t.csv", delimiter=",", skiprows=1)
@@ -198,9 +190,9 @@ def test_cli_on_snapshots_and_files(tmp_path, capsys):
 
     (tmp_path / "tokens.txt").write_text("0 2 4 6 8 10 12 14")
     torch.save({"w": torch.from_numpy(inp[0])}, tmp_path / "c.pt")
-    code, text, _ = _cli(["knn", f"{tmp_path / 'run'}@100", str(tmp_path / "c.pt"), "--k", "3",
-                          "--tokens", str(tmp_path / "tokens.txt"), "--score", "overlap",
-                          "--no-baseline"], capsys)
+    code, text, _ = cli(["knn", f"{tmp_path / 'run'}@100", str(tmp_path / "c.pt"), "--k", "3",
+                         "--tokens", str(tmp_path / "tokens.txt"), "--score", "overlap",
+                         "--no-baseline"])
     assert code == 0 and "overlap  1.0000" in text and "jaccard" not in text
     assert "8 tokens from" in text and "chance" not in text
 
@@ -214,7 +206,7 @@ def test_cli_on_snapshots_and_files(tmp_path, capsys):
     (["A", "two.safetensors"], "none is named 'input'"),
     (["A", "short.npy"], "row counts must be equal"),
 ])
-def test_cli_errors_are_one_line(tmp_path, capsys, args, message):
+def test_cli_errors_are_one_line(tmp_path, cli, args, message):
     rng = np.random.default_rng(8)
     _snapshot(tmp_path / "run", 100, *(rng.standard_normal((1, 60, 4)).astype(np.float32),) * 2)
     np.save(tmp_path / "a.npy", rng.standard_normal((60, 4)))
@@ -225,7 +217,7 @@ def test_cli_errors_are_one_line(tmp_path, capsys, args, message):
     names = {"A": "a.npy", "B": "a.npy", "RUN@7": "run@7"}
     argv = ["knn"] + [str(tmp_path / names.get(a, a)) if not a.startswith("-") and not
                       a.isdigit() else a for a in args]
-    code, out, err = _cli(argv, capsys)
+    code, out, err = cli(argv)
     assert code == 2 and out == ""
     assert err.startswith("error: ") and err.count("\n") == 1 and message in err
 

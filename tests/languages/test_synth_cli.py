@@ -3,13 +3,9 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-from dhwt.cli import main
 
 GOOD_AUTOMATON = """
 family = "automaton"
@@ -24,15 +20,8 @@ t = [{emit = "b", to = "end", p = 1.0}]
 """
 
 
-def run(args: list[str], capsys) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exit_info:
-        main(args)
-    captured = capsys.readouterr()
-    return exit_info.value.code, captured.out, captured.err
-
-
-def test_parity_summary_shows_the_paper_setting(capsys):
-    code, out, err = run(["synth", "--grammar", "parity"], capsys)
+def test_parity_summary_shows_the_paper_setting(cli):
+    code, out, err = cli(["synth", "--grammar", "parity"])
     assert code == 0 and err == ""
     assert "vocab 0a 0b 1a 1b EVEN ODD [MASK]" in out
     assert "accuracy 0.7000" in out
@@ -42,10 +31,10 @@ def test_parity_summary_shows_the_paper_setting(capsys):
     assert "nothing written" in out
 
 
-def test_synth_writes_with_overrides(tmp_path, capsys):
+def test_synth_writes_with_overrides(tmp_path, cli):
     out_dir = tmp_path / "p5"
-    code, out, _ = run(["synth", "-g", "parity", "--set", "n_bits=5", "--set",
-                        "classes.1.skew=0.8", "--out", str(out_dir), "--seed", "3"], capsys)
+    code, out, _ = cli(["synth", "-g", "parity", "--set", "n_bits=5", "--set",
+                        "classes.1.skew=0.8", "--out", str(out_dir), "--seed", "3"])
     assert code == 0
     assert "32 class strings" in out and "1a: 0.1  1b: 0.9" in out
     assert "accuracy 0.9000" in out.split("causal")[0]  # 0.5 * 0.9 + 0.5 * 0.9
@@ -53,15 +42,15 @@ def test_synth_writes_with_overrides(tmp_path, capsys):
     assert 'n_bits = 5' in (out_dir / "spec.toml").read_text()
 
 
-def test_user_spec_file_works(tmp_path, capsys):
+def test_user_spec_file_works(tmp_path, cli):
     spec = tmp_path / "mine.toml"
     spec.write_text(GOOD_AUTOMATON)
-    code, out, _ = run(["synth", "--grammar", str(spec)], capsys)
+    code, out, _ = cli(["synth", "--grammar", str(spec)])
     assert code == 0 and "language mine (family automaton)" in out
 
 
-def test_help_explains_the_command(capsys):
-    code, out, _ = run(["synth", "--help"], capsys)
+def test_help_explains_the_command(cli):
+    code, out, _ = cli(["synth", "--help"])
     assert code == 0
     out = " ".join(out.split())
     for option in ("--grammar", "--set", "--out", "--valid-fraction", "--test-fraction",
@@ -116,14 +105,14 @@ BAD = {
 
 
 @pytest.mark.parametrize("case", list(BAD), ids=list(BAD))
-def test_bad_input_is_one_error_line_and_leaves_nothing(case, tmp_path, capsys, monkeypatch):
+def test_bad_input_is_one_error_line_and_leaves_nothing(case, tmp_path, cli, monkeypatch):
     args, spec_text, message = BAD[case]
     monkeypatch.chdir(tmp_path)
     if spec_text is not None:
         Path("spec.toml").write_text(spec_text)
         args = ["-g", "spec.toml"]
     before = set(tmp_path.iterdir())
-    code, out, err = run(["synth", *args, "--out", "data"], capsys)
+    code, out, err = cli(["synth", *args, "--out", "data"])
     assert code == 2
     assert out == ""
     lines = err.splitlines()
@@ -133,24 +122,22 @@ def test_bad_input_is_one_error_line_and_leaves_nothing(case, tmp_path, capsys, 
     assert set(tmp_path.iterdir()) == before  # no output directory, no temporary
 
 
-def test_unknown_name_lists_the_builtins(capsys):
-    _, _, err = run(["synth", "-g", "nope"], capsys)
+def test_unknown_name_lists_the_builtins(cli):
+    _, _, err = cli(["synth", "-g", "nope"])
     assert "four-cases, parity, parity-dh, parity-nocnd" in err
 
 
-def test_existing_output_needs_overwrite(tmp_path, capsys):
+def test_existing_output_needs_overwrite(tmp_path, cli):
     out_dir = tmp_path / "data"
     out_dir.mkdir()
     (out_dir / "x").write_text("keep")
-    code, _, err = run(["synth", "-g", "parity-dh", "--out", str(out_dir)], capsys)
+    code, _, err = cli(["synth", "-g", "parity-dh", "--out", str(out_dir)])
     assert code == 2 and "pass --overwrite" in err and (out_dir / "x").read_text() == "keep"
-    code, _, _ = run(["synth", "-g", "parity-dh", "--out", str(out_dir), "--overwrite"], capsys)
+    code, _, _ = cli(["synth", "-g", "parity-dh", "--out", str(out_dir), "--overwrite"])
     assert code == 0 and not (out_dir / "x").exists()
 
 
-def test_console_script_resolves_builtins_outside_the_checkout(tmp_path):
-    script = Path(sys.executable).with_name("dhwt")
-    result = subprocess.run([str(script), "synth", "--grammar", "parity-nocnd"], cwd=tmp_path,
-                            capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
-    assert "accuracy 0.9500" in result.stdout
+def test_console_script_resolves_builtins_outside_the_checkout(tmp_path, console):
+    [(code, out, err)] = console(["synth", "--grammar", "parity-nocnd"], cwd=tmp_path)
+    assert code == 0, err
+    assert "accuracy 0.9500" in out

@@ -12,7 +12,6 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from dhwt.cli import main
 from dhwt.errors import DhwtError
 from dhwt.languages import load_language, load_task, write_dataset
 from dhwt.models import LSTM, Mixer, ModelConfig, Transformer, build_model
@@ -118,7 +117,7 @@ def test_short_training_on_parity_lowers_the_loss(architecture, task, tmp_path):
         assert last < task.truth.marginal_entropy + 0.15
 
 
-def test_cli_selects_the_architecture_by_flag_and_config(tmp_path, capsys):
+def test_cli_selects_the_architecture_by_flag_and_config(tmp_path, cli):
     """`--architecture` picks the model; its sizes come from --config; the run's resolved
     config.toml and checkpoint say what was trained; a mixer for clm is one error line."""
     config_file = tmp_path / "small.toml"
@@ -126,19 +125,17 @@ def test_cli_selects_the_architecture_by_flag_and_config(tmp_path, capsys):
     data = str(tmp_path / "data")
     write_dataset(load_language("parity", {"n_bits": 3}), data, valid_fraction=0.0,
                   test_fraction=0.0, seed=14)
-    with pytest.raises(SystemExit) as info:
-        main(["train", "--data", data, "--architecture", "lstm", "--config", str(config_file),
-              "--out", str(tmp_path / "run")])
-    assert info.value.code == 0
+    code, _, err = cli(["train", "--data", data, "--architecture", "lstm", "--config",
+                        config_file, "--out", tmp_path / "run"])
+    assert code == 0, err
     saved = TrainConfig.from_toml(tmp_path / "run" / "config.toml")
     assert (saved.architecture, saved.lstm_hidden, saved.lstm_layers) == ("lstm", 5, 2)
     _, state = latest_checkpoint(tmp_path / "run" / "checkpoints")
     assert state["model"]["layers.1.weight_hh"].shape == (1, 2, 20, 5)
-    with pytest.raises(SystemExit) as info:
-        main(["train", "--data", data, "--architecture", "mixer", "--objective", "clm",
-              "--out", str(tmp_path / "clm")])
-    assert info.value.code == 2
-    assert capsys.readouterr().err.strip().endswith("it has no causal form")
+    code, _, err = cli(["train", "--data", data, "--architecture", "mixer", "--objective", "clm",
+                        "--out", tmp_path / "clm"])
+    assert code == 2
+    assert err.strip().endswith("it has no causal form")
     assert not (tmp_path / "clm").exists()
 
 

@@ -1,5 +1,5 @@
-"""Shared pieces of the reliability suites: a tiny dataset, the real CLI run in-process, `dhwt`
-in a subprocess, and comparisons of whole run directories (bit for bit, or to float tolerance)."""
+"""Shared pieces of the reliability suites: a tiny dataset, `dhwt` in a subprocess (the CLI
+in-process is tests/conftest.py's `cli`), and comparisons of whole run directories (bit for bit, or to float tolerance)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from dhwt.cli import main
 from dhwt.languages import load_language, write_dataset
 from dhwt.training.checkpoint import list_checkpoints, load_checkpoint
 
@@ -28,17 +27,6 @@ def dataset(tmp_path_factory) -> Path:
     write_dataset(load_language("parity", {"n_bits": 4}), path, valid_fraction=0.1,
                   test_fraction=0.0, seed=14)
     return path
-
-
-@pytest.fixture
-def cli(capsys):
-    """The real entry point in-process: cli(args) -> (exit code, stdout, stderr)."""
-    def run(args: list[object]) -> tuple[int, str, str]:
-        with pytest.raises(SystemExit) as info:
-            main([str(a) for a in args])
-        out, err = capsys.readouterr()
-        return info.value.code, out, err
-    return run
 
 
 @pytest.fixture

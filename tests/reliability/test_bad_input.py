@@ -8,16 +8,12 @@ dataset errors of `dhwt train`."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from dhwt.cli import cli as dhwt_group
-
-CONSOLE_SCRIPT = Path(sys.executable).parent / "dhwt"
 
 CYCLE = """family = "automaton"
 start = "s"
@@ -218,17 +214,14 @@ def test_every_subcommand_has_bad_input_cases():
     assert not missing, f"add bad-input cases for: {', '.join(missing)}"
 
 
-def test_the_console_script_reports_bad_input_the_same_way(place, tmp_path, rundirs):
+def test_the_console_script_reports_bad_input_the_same_way(place, tmp_path, rundirs, console):
     """A few cases through the installed `dhwt` script in fresh processes (run concurrently)."""
     cases = [(["fly"], "No such command 'fly'"),
              (["synth", "--grammar", "parity", "--set", "n_bits=0"], "'n_bits' must be an integer"),
              (["train", "--data", "{data}", "--lr", "-1", "--out", "{run2}"], "lr must be in"),
              (["study", "{study_steps.toml}", "--out", "{s}"], "steps must be >= 1")]
     before = rundirs.digest(tmp_path)
-    procs = [subprocess.Popen([str(CONSOLE_SCRIPT), *map(place, args)], cwd=tmp_path,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for args, _ in cases]
-    for proc, (_, fragment) in zip(procs, cases):
-        out, err = proc.communicate(timeout=120)
-        _assert_refused(proc.returncode, out, err, place(fragment))
+    outcomes = console(*([place(a) for a in args] for args, _ in cases), cwd=tmp_path)
+    for (code, out, err), (_, fragment) in zip(outcomes, cases):
+        _assert_refused(code, out, err, place(fragment))
     assert rundirs.digest(tmp_path) == before

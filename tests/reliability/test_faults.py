@@ -21,7 +21,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from dhwt.cli import main
 from dhwt.training.checkpoint import checkpoint_path, latest_checkpoint, list_checkpoints
 
 STEPS = 160
@@ -53,12 +52,10 @@ def _train(dataset: Path, out: Path, *extra: object) -> list[object]:
 
 
 @pytest.fixture(scope="module")
-def reference(dataset, tmp_path_factory) -> Path:
+def reference(dataset, tmp_path_factory, cli) -> Path:
     """The uninterrupted run every recovery must reproduce."""
     out = tmp_path_factory.mktemp("reference") / "run"
-    with pytest.raises(SystemExit) as info:
-        main([str(a) for a in _train(dataset, out)])
-    assert info.value.code == 0
+    assert cli(_train(dataset, out))[0] == 0
     assert [p.name for p in list_checkpoints(out / "checkpoints")] == [
         "step_0000120.pt", "step_0000160.pt"]
     return out

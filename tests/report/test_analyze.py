@@ -4,31 +4,24 @@ from __future__ import annotations
 
 import pytest
 
-from dhwt.cli import main
-
-
-def dhwt(*args):
-    with pytest.raises(SystemExit) as exit_:
-        main([str(a) for a in args])
-    return exit_.value.code
-
-
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def runs(tmp_path_factory, cli):
     root = tmp_path_factory.mktemp("runs")
     for grammar in ("parity", "parity-dh"):
-        assert dhwt("synth", "--grammar", grammar, "--set", "n_bits=3", "--out", root / grammar) == 0
+        assert cli(["synth", "--grammar", grammar, "--set", "n_bits=3", "--out",
+                    root / grammar])[0] == 0
     common = ["--steps", 12, "--seeds", "1-2", "--eval-every", 6, "--snapshot-every", 6]
     for schedule in ("tied", "untied"):
-        assert dhwt("train", "--data", root / "parity", "--tie-schedule", schedule, *common,
-                    "--out", root / schedule) == 0
-    assert dhwt("train", "--data", root / "parity-dh", *common, "--out", root / "other") == 0
+        assert cli(["train", "--data", root / "parity", "--tie-schedule", schedule, *common,
+                    "--out", root / schedule])[0] == 0
+    assert cli(["train", "--data", root / "parity-dh", *common, "--out", root / "other"])[0] == 0
     return root
 
 
-def test_report_has_a_panel_per_matrix_and_the_exact_relations(runs, tmp_path, capsys):
-    assert dhwt("analyze", runs / "tied", runs / "untied", "--out", tmp_path / "rep") == 0
-    assert "report:" in capsys.readouterr().out
+def test_report_has_a_panel_per_matrix_and_the_exact_relations(runs, tmp_path, cli):
+    code, out, _ = cli(["analyze", runs / "tied", runs / "untied", "--out", tmp_path / "rep"])
+    assert code == 0
+    assert "report:" in out
     text = (tmp_path / "rep" / "report.md").read_text()
     assert "| tied: tied matrix | 0a-0b | sem only |" in text
     assert "| untied: input | 1a-1b | sem and cnd |" in text
@@ -42,8 +35,8 @@ def test_report_has_a_panel_per_matrix_and_the_exact_relations(runs, tmp_path, c
     (lambda r: [r / "parity"], "not a dhwt run directory"),
     (lambda r: [r / "tied", r / "other"], "different vocabularies"),
 ])
-def test_bad_input_is_one_line_and_writes_nothing(runs, tmp_path, capsys, args, message):
-    assert dhwt("analyze", *args(runs), "--out", tmp_path / "rep") == 2
-    err = capsys.readouterr().err
+def test_bad_input_is_one_line_and_writes_nothing(runs, tmp_path, cli, args, message):
+    code, _, err = cli(["analyze", *args(runs), "--out", tmp_path / "rep"])
+    assert code == 2
     assert err.startswith("error: ") and err.count("\n") == 1 and message in err
     assert not (tmp_path / "rep").exists()

@@ -4,21 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from dhwt.cli import main
 from dhwt.theory import registry
 from dhwt.theory.check import Check, Outcome, skipped, verdict
 from dhwt.theory.runner import format_table, run_check
 
 
-def run_cli(args, capsys):
-    with pytest.raises(SystemExit) as exc:
-        main(args)
-    out = capsys.readouterr()
-    return exc.value.code, out.out, out.err
-
-
-def test_only_t1_prints_its_table_and_exits_0(capsys):
-    code, out, err = run_cli(["verify-theorems", "--only", "t1"], capsys)
+def test_only_t1_prints_its_table_and_exits_0(cli):
+    code, out, err = cli(["verify-theorems", "--only", "t1"])
     assert code == 0, out
     header = out.splitlines()[0].split()
     assert header[:6] == ["theorem", "kind", "check", "prediction", "measured", "result"]
@@ -34,20 +26,20 @@ def test_only_t1_prints_its_table_and_exits_0(capsys):
     (["--seed", "-1"], "--seed must be a non-negative integer"),
     (["--seed", "abc"], "error:"),
 ])
-def test_bad_input_exits_2_with_one_line(capsys, args, message):
-    code, out, err = run_cli(["verify-theorems", *args], capsys)
+def test_bad_input_exits_2_with_one_line(cli, args, message):
+    code, out, err = cli(["verify-theorems", *args])
     assert code == 2
     assert message in err and err.startswith("error:") and err.count("\n") == 1
 
 
-def test_a_failing_check_makes_exit_1_and_a_skipped_one_does_not(capsys, monkeypatch):
+def test_a_failing_check_makes_exit_1_and_a_skipped_one_does_not(cli, monkeypatch):
     bad = Check("T1", "deliberately wrong", "numeric", "1 = 2", lambda t: verdict(False, "1 != 2"))
     away = Check("T1", "needs something absent", "empirical", "-", lambda t: skipped("needs trainer"))
     monkeypatch.setitem(registry.THEOREMS, "T1", (away,))
-    code, out, _ = run_cli(["verify-theorems", "--only", "T1"], capsys)
+    code, out, _ = cli(["verify-theorems", "--only", "T1"])
     assert code == 0 and "SKIPPED" in out and "skipped: needs trainer" in out
     monkeypatch.setitem(registry.THEOREMS, "T1", (away, bad))
-    code, out, _ = run_cli(["verify-theorems", "--only", "T1"], capsys)
+    code, out, _ = cli(["verify-theorems", "--only", "T1"])
     assert code == 1 and "FAIL" in out and "0 passed, 1 failed, 1 skipped" in out
 
 

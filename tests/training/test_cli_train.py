@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from dhwt.cli import main
 from dhwt.languages import load_language, write_dataset
 from dhwt.training.checkpoint import latest_checkpoint, list_checkpoints
 
@@ -24,14 +23,6 @@ def _tree(root: Path) -> dict[str, str]:
     """Every file under root (hidden ones too) with a hash of its bytes."""
     return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted(root.rglob("*")) if p.is_file()}
-
-
-def _cli(args: list[str], capsys) -> tuple[int, str, str]:
-    """Run the real CLI entry point in-process: (exit code, stdout, stderr)."""
-    with pytest.raises(SystemExit) as info:
-        main(args)
-    out, err = capsys.readouterr()
-    return info.value.code, out, err
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +36,7 @@ RUN = ["--seeds", "1-2", "--steps", "400", "--tie-schedule", "untie@150", "--che
        "25", "--eval-every", "20", "--snapshot-every", "50"]
 
 
-def test_killed_run_resumes_to_the_same_weights(tmp_path, capsys):
+def test_killed_run_resumes_to_the_same_weights(tmp_path, cli):
     """THE kill test: SIGKILL a `--grammar parity` run after a checkpoint exists, --resume it,
     and compare with an uninterrupted run bit for bit."""
     killed = tmp_path / "killed"
@@ -62,8 +53,7 @@ def test_killed_run_resumes_to_the_same_weights(tmp_path, capsys):
     resumed = subprocess.run([sys.executable, "-m", "dhwt", "train", "--out", str(killed),
                               "--resume"], capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stderr
-    code, _, err = _cli(["train", "--grammar", "parity", *RUN, "--out", str(tmp_path / "straight")],
-                        capsys)
+    code, _, err = cli(["train", "--grammar", "parity", *RUN, "--out", str(tmp_path / "straight")])
     assert code == 0, err
     a = latest_checkpoint(tmp_path / "straight" / "checkpoints")[1]
     b = latest_checkpoint(killed / "checkpoints")[1]
@@ -78,16 +68,16 @@ def test_killed_run_resumes_to_the_same_weights(tmp_path, capsys):
     assert sorted(straight) == sorted(again)  # no stray temporaries, same files
 
 
-def test_success_prints_where_the_run_is(tmp_path, dataset, capsys):
-    code, out, err = _cli(["train", "--data", str(dataset), "--steps", "5", "--threads", "1",
-                           "--out", str(tmp_path / "run")], capsys)
+def test_success_prints_where_the_run_is(tmp_path, dataset, cli):
+    code, out, err = cli(["train", "--data", str(dataset), "--steps", "5", "--threads", "1",
+                          "--out", str(tmp_path / "run")])
     assert (code, err) == (0, "") and "trained 5 steps" in out
     assert (tmp_path / "run" / "report.md").is_file()
 
 
-def _make_run(path: Path, dataset: Path, capsys) -> None:
-    code, _, err = _cli(["train", "--data", str(dataset), "--steps", "20", "--checkpoint-every",
-                         "10", "--threads", "1", "--out", str(path)], capsys)
+def _make_run(path: Path, dataset: Path, cli) -> None:
+    code, _, err = cli(["train", "--data", str(dataset), "--steps", "20", "--checkpoint-every",
+                        "10", "--threads", "1", "--out", str(path)])
     assert code == 0, err
 
 
@@ -116,7 +106,7 @@ BAD = [
 
 
 @pytest.mark.parametrize("args, fragment", BAD)
-def test_bad_input_one_line_exit_2_nothing_written(args, fragment, tmp_path, dataset, capsys):
+def test_bad_input_one_line_exit_2_nothing_written(args, fragment, tmp_path, dataset, cli):
     shutil.copytree(dataset, tmp_path / "JUNK")
     (tmp_path / "JUNK" / "strings.npz").write_bytes(b"not a numpy archive")
     shutil.copytree(dataset, tmp_path / "EDITED")
@@ -128,8 +118,8 @@ def test_bad_input_one_line_exit_2_nothing_written(args, fragment, tmp_path, dat
              "MISSING.toml": str(tmp_path / "missing.toml"),
              "UNKNOWN.toml": str(tmp_path / "UNKNOWN.toml")}
     before = _tree(tmp_path)
-    code, out, err = _cli(["train", *[names.get(a, a) for a in args], "--out",
-                           str(tmp_path / "run")], capsys)
+    code, out, err = cli(["train", *[names.get(a, a) for a in args], "--out",
+                          str(tmp_path / "run")])
     assert code == 2 and out == ""
     assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err
     assert fragment in err
@@ -137,13 +127,13 @@ def test_bad_input_one_line_exit_2_nothing_written(args, fragment, tmp_path, dat
         "EDITED", "JUNK", "UNKNOWN.toml"]
 
 
-def test_existing_run_dir_is_refused_without_overwrite(tmp_path, dataset, capsys):
-    _make_run(tmp_path / "run", dataset, capsys)
+def test_existing_run_dir_is_refused_without_overwrite(tmp_path, dataset, cli):
+    _make_run(tmp_path / "run", dataset, cli)
     before = _tree(tmp_path)
-    code, _, err = _cli(["train", "--data", str(dataset), "--out", str(tmp_path / "run")], capsys)
+    code, _, err = cli(["train", "--data", str(dataset), "--out", str(tmp_path / "run")])
     assert code == 2 and "already exists; pass --overwrite" in err and _tree(tmp_path) == before
-    code, _, err = _cli(["train", "--data", str(dataset), "--steps", "3", "--overwrite",
-                         "--out", str(tmp_path / "run")], capsys)
+    code, _, err = cli(["train", "--data", str(dataset), "--steps", "3", "--overwrite",
+                        "--out", str(tmp_path / "run")])
     assert code == 0 and list_checkpoints(tmp_path / "run" / "checkpoints")[-1].name == (
         "step_0000003.pt")
 
@@ -153,13 +143,13 @@ def test_existing_run_dir_is_refused_without_overwrite(tmp_path, dataset, capsys
     (None, ["--steps", "40"], "cannot resume"),
     (None, ["--config", "x.toml"], "--config is for new runs"),
 ])
-def test_resume_errors_leave_the_run_untouched(damage, args, fragment, tmp_path, dataset, capsys):
+def test_resume_errors_leave_the_run_untouched(damage, args, fragment, tmp_path, dataset, cli):
     run = tmp_path / "run"
-    _make_run(run, dataset, capsys)
+    _make_run(run, dataset, cli)
     if damage:
         newest = list_checkpoints(run / "checkpoints")[-1]
         newest.write_bytes(newest.read_bytes()[:-100])
     before = _tree(tmp_path)
-    code, _, err = _cli(["train", "--out", str(run), "--resume", *args], capsys)
+    code, _, err = cli(["train", "--out", str(run), "--resume", *args])
     assert code == 2 and err.startswith("error: ") and err.count("\n") == 1
     assert fragment in err and _tree(tmp_path) == before
