@@ -19,7 +19,6 @@ from dhwt.training import distributed
 from dhwt.training.checkpoint import (latest_checkpoint, list_checkpoints, load_checkpoint,
                                       save_checkpoint)
 from dhwt.training.device import backend_for, resolve_device
-from dhwt.training.trainer import Trainer
 
 GPU = torch.cuda.is_available()
 no_gpu_only = pytest.mark.skipif(GPU, reason="tests the answer of a machine without a GPU")
@@ -52,41 +51,12 @@ def _saved_as_if_on_gpu():
         torch.serialization.location_tag = original
 
 
-def _interrupt_at(monkeypatch, step: int) -> None:
-    """The next run dies (like a kill) when about to compute update `step` + 1."""
-    original = Trainer._update
-
-    def update(self):
-        if self.step == step:
-            monkeypatch.setattr(Trainer, "_update", original)
-            raise KeyboardInterrupt
-        original(self)
-
-    monkeypatch.setattr(Trainer, "_update", update)
-
-
 def _outcome(run_dir: Path) -> tuple[dict, str, dict[str, bytes]]:
     """The final checkpoint (without the device it records), metrics and snapshot bytes."""
     _, state = latest_checkpoint(run_dir / "checkpoints")
     state["config"].pop("device")
     snaps = {p.name: p.read_bytes() for p in sorted((run_dir / "embeddings").iterdir())}
     return state, (run_dir / "metrics.jsonl").read_text(), snaps
-
-
-def _assert_same(a, b) -> None:
-    """Nested checkpoint values equal, tensors bit for bit."""
-    if torch.is_tensor(a):
-        assert torch.is_tensor(b) and a.dtype == b.dtype and torch.equal(a, b)
-    elif isinstance(a, dict):
-        assert a.keys() == b.keys()
-        for key in a:
-            _assert_same(a[key], b[key])
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b)
-        for x, y in zip(a, b):
-            _assert_same(x, y)
-    else:
-        assert a == b
 
 
 # -- the setting and its resolution ---------------------------------------------------------------
@@ -151,7 +121,7 @@ def test_torchrun_joins_with_the_backend_of_the_device(fake_gpus, monkeypatch, d
 
 
 # -- runs -----------------------------------------------------------------------------------------
-def test_cpu_and_auto_runs_equal_the_default_bit_for_bit(task, tmp_path):
+def test_cpu_and_auto_runs_equal_the_default_bit_for_bit(task, tmp_path, assert_same):
     """Dropout on, untie half-way: data, dropout masks, weights, optimizer and every file agree."""
     if GPU:
         pytest.skip("auto resolves to a GPU here")
@@ -160,7 +130,7 @@ def test_cpu_and_auto_runs_equal_the_default_bit_for_bit(task, tmp_path):
         run = train(TrainConfig(**CONFIG, device=device), task, tmp_path / device).run_dir
         state, metrics, snaps = _outcome(run)
         assert metrics == default[1] and snaps == default[2]
-        _assert_same(state, default[0])
+        assert_same(state, default[0])
         assert f'device = "{device}"' in (run / "config.toml").read_text()
 
 
@@ -176,12 +146,13 @@ def test_checkpoint_written_on_a_gpu_loads_on_the_cpu(tmp_path):
     assert load_checkpoint(path, map_location="meta")["w"].device.type == "meta"
 
 
-def test_run_checkpointed_on_a_gpu_resumes_on_the_cpu_bit_for_bit(task, tmp_path, monkeypatch):
+def test_run_checkpointed_on_a_gpu_resumes_on_the_cpu_bit_for_bit(task, tmp_path, interrupt_at,
+                                                                 assert_same):
     """The checkpoints of the interrupted run carry cuda tags; --resume (with another device
     setting, which a resume may change) loads them and ends as the uninterrupted run."""
     whole = _outcome(train(TrainConfig(**CONFIG), task, tmp_path / "whole").run_dir)
     config = TrainConfig(**CONFIG, device="cpu")
-    _interrupt_at(monkeypatch, 50)
+    interrupt_at(50)
     with _saved_as_if_on_gpu(), pytest.raises(KeyboardInterrupt):
         train(config, task, tmp_path / "cut")
     assert [p.name for p in list_checkpoints(tmp_path / "cut" / "checkpoints")][-1] == \
@@ -189,20 +160,21 @@ def test_run_checkpointed_on_a_gpu_resumes_on_the_cpu_bit_for_bit(task, tmp_path
     train(TrainConfig(**CONFIG, device="auto"), task, tmp_path / "cut", resume=True)
     state, metrics, snaps = _outcome(tmp_path / "cut")
     assert metrics == whole[1] and snaps == whole[2]
-    _assert_same(state, whole[0])
+    assert_same(state, whole[0])
     with pytest.raises(DhwtError, match="cannot resume .* with steps = 61"):
         train(TrainConfig(**{**CONFIG, "steps": 61}), task, tmp_path / "cut", resume=True)
 
 
 def test_dropout_generators_of_another_device_type_restart_from_seed_and_step(task, tmp_path,
-                                                                              monkeypatch):
+                                                                              interrupt_at,
+                                                                              assert_same):
     """A checkpoint whose dropout states come from another type of device (a GPU's) cannot set
     the CPU generators: they restart from each member's seed and the step. The run goes on from
     the same weights, deterministically, but with other masks than the uninterrupted run."""
     whole = _outcome(train(TrainConfig(**CONFIG), task, tmp_path / "whole").run_dir)
     finals = []
     for name in ("a", "b"):
-        _interrupt_at(monkeypatch, 50)
+        interrupt_at(50)
         with pytest.raises(KeyboardInterrupt):
             train(TrainConfig(**CONFIG), task, tmp_path / name)
         path, state = latest_checkpoint(tmp_path / name / "checkpoints")
@@ -211,7 +183,7 @@ def test_dropout_generators_of_another_device_type_restart_from_seed_and_step(ta
         save_checkpoint(path.parent, int(state["step"]), state)
         train(TrainConfig(**CONFIG), task, tmp_path / name, resume=True)
         finals.append(_outcome(tmp_path / name))
-    _assert_same(finals[0][0], finals[1][0])
+    assert_same(finals[0][0], finals[1][0])
     assert finals[0][1] == finals[1][1]
     def upto(metrics: str, step: int) -> list[dict]:
         return [r for r in map(json.loads, metrics.splitlines()) if r["step"] <= step]

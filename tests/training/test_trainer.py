@@ -12,7 +12,6 @@ from dhwt.languages import load_language, load_task, write_dataset
 from dhwt.training import TrainConfig, train
 from dhwt.training.checkpoint import latest_checkpoint, list_checkpoints
 from dhwt.analysis.snapshots import read_snapshot
-from dhwt.training.trainer import Trainer
 
 
 @pytest.fixture(scope="module")
@@ -22,23 +21,6 @@ def task(tmp_path_factory):
     return load_task(data, "mlm")
 
 
-class Interrupted(Exception):
-    pass
-
-
-def _interrupt_at(monkeypatch, step: int) -> None:
-    """Make the next run die (like a kill) when it is about to compute update `step` + 1."""
-    original = Trainer._update
-
-    def update(self):
-        if self.step == step:
-            monkeypatch.setattr(Trainer, "_update", original)
-            raise Interrupted
-        original(self)
-
-    monkeypatch.setattr(Trainer, "_update", update)
-
-
 def _final(run_dir, config, task):
     """Everything a run leaves that must be reproducible: weights, optimizer, metrics, snapshots."""
     _, state = latest_checkpoint(run_dir / "checkpoints")
@@ -46,49 +28,33 @@ def _final(run_dir, config, task):
     return state, (run_dir / "metrics.jsonl").read_text(), snaps
 
 
-def _assert_same(a, b):
-    """Nested checkpoint dicts/lists equal, tensors bit for bit."""
-    if torch.is_tensor(a):
-        assert torch.is_tensor(b) and a.dtype == b.dtype and torch.equal(a, b)
-    elif isinstance(a, dict):
-        assert a.keys() == b.keys()
-        for key in a:
-            _assert_same(a[key], b[key])
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b)
-        for x, y in zip(a, b):
-            _assert_same(x, y)
-    else:
-        assert a == b
-
-
 CONFIG = dict(seeds="1-2", steps=800, eval_every=40, snapshot_every=100, checkpoint_every=160,
               tie_schedule="untie@280,tie@600:mean", lr=1e-2, lr_period=120, batch_size=16,
               grad_clip=1.0, tie_penalty=1e-3)
 
 
-def test_resume_continues_bit_for_bit(task, tmp_path, monkeypatch):
+def test_resume_continues_bit_for_bit(task, tmp_path, interrupt_at, assert_same):
     config = TrainConfig(**CONFIG)
     train(config, task, tmp_path / "straight")
     # killed at 400 (checkpoint 320, untie@280 before it), then at 650 (checkpoint 640, tie@600)
-    _interrupt_at(monkeypatch, 400)
-    with pytest.raises(Interrupted):
+    interrupt_at(400)
+    with pytest.raises(KeyboardInterrupt):
         train(config, task, tmp_path / "resumed")
     lines = (tmp_path / "resumed" / "metrics.jsonl").read_text().splitlines()
     assert json.loads(lines[-1])["step"] == 400  # lines past the checkpoint exist, to be cut
-    _interrupt_at(monkeypatch, 650)
-    with pytest.raises(Interrupted):
+    interrupt_at(650)
+    with pytest.raises(KeyboardInterrupt):
         train(config, task, tmp_path / "resumed", resume=True)
     result = train(config, task, tmp_path / "resumed", resume=True)
     assert result.step == 800
     straight = _final(tmp_path / "straight", config, task)
     resumed = _final(tmp_path / "resumed", config, task)
-    _assert_same(straight[0]["model"], resumed[0]["model"])
-    _assert_same(straight[0]["optimizer"], resumed[0]["optimizer"])
-    _assert_same(straight[0]["rng"], resumed[0]["rng"])
+    assert_same(straight[0]["model"], resumed[0]["model"])
+    assert_same(straight[0]["optimizer"], resumed[0]["optimizer"])
+    assert_same(straight[0]["rng"], resumed[0]["rng"])
     assert straight[1] == resumed[1]  # metrics.jsonl: no line duplicated or lost
     assert straight[2].keys() == resumed[2].keys()
-    _assert_same(straight[2], resumed[2])
+    assert_same(straight[2], resumed[2])
 
 
 def test_member_equals_a_solo_run_of_its_seed(task, tmp_path):

@@ -1,0 +1,49 @@
+"""Fixtures of the trainer's tests: interrupting a run at a step, comparing saved states."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+import torch
+
+from dhwt.training.trainer import Trainer
+
+
+@pytest.fixture
+def interrupt_at(monkeypatch) -> Callable[[int], None]:
+    """interrupt_at(step): the next run dies with KeyboardInterrupt (as if killed) when it is
+    about to compute update `step` + 1; later runs go on normally."""
+    def arm(step: int) -> None:
+        original = Trainer._update
+
+        def update(self):
+            if self.step == step:
+                monkeypatch.setattr(Trainer, "_update", original)
+                raise KeyboardInterrupt
+            original(self)
+
+        monkeypatch.setattr(Trainer, "_update", update)
+    return arm
+
+
+def _assert_same(a: object, b: object) -> None:
+    if torch.is_tensor(a):
+        assert torch.is_tensor(b) and a.dtype == b.dtype and torch.equal(a, b)
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys()
+        for key in a:
+            _assert_same(a[key], b[key])
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b)
+        for x, y in zip(a, b):
+            _assert_same(x, y)
+    else:
+        assert a == b
+
+
+@pytest.fixture(scope="session")
+def assert_same() -> Callable[[object, object], None]:
+    """assert_same(a, b): nested checkpoint values (dicts, lists, tuples) equal, tensors bit for
+    bit (same dtype, same values)."""
+    return _assert_same
