@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dhwt.cli import main
 from dhwt.errors import DhwtError
 from dhwt.study import load_study
 from dhwt.training import TrainConfig
@@ -31,21 +30,14 @@ def corpus(tmp_path, monkeypatch):
     return folder
 
 
-def run(args, capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        main(args)
-    out = capsys.readouterr()
-    return exit_info.value.code, out.out + out.err
-
-
 MODEL = ["--objective", "clm", "--steps", "2", "--batch-size", "3", "--eval-every", "2",
          "--seeds", "1,2"]
 
 
-def test_train_on_a_corpus_folder_reports_full_valid_and_test_perplexity(corpus, tmp_path, capsys):
-    code, text = run(["train", "--corpus", str(corpus), "--tokenizer", "word", "--seq-len", "5",
-                      *MODEL, "--out", str(tmp_path / "run")], capsys)
-    assert code == 0, text
+def test_train_on_a_corpus_folder_reports_full_valid_and_test_perplexity(corpus, tmp_path, cli):
+    code, out, err = cli(["train", "--corpus", str(corpus), "--tokenizer", "word", "--seq-len", "5",
+                         *MODEL, "--out", str(tmp_path / "run")])
+    assert code == 0, err
     lines = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().split("\n")
              if x]
     assert {(r["step"], r["split"]) for r in lines if r["split"] == "test"} == {(2, "test")}
@@ -66,12 +58,12 @@ def test_train_on_a_corpus_folder_reports_full_valid_and_test_perplexity(corpus,
     (["--data", "somewhere"], "goes with corpus = \"wikitext-2\" only"),
     (["--objective", "mlm"], "objective must be 'clm'"),
 ])
-def test_bad_text_sources_are_one_line_errors(corpus, tmp_path, capsys, extra, message):
+def test_bad_text_sources_are_one_line_errors(corpus, tmp_path, cli, extra, message):
     args = ["train", "--corpus", str(corpus), "--tokenizer", "word", "--seq-len", "5", *MODEL,
             *extra, "--out", str(tmp_path / "run")]
-    code, text = run(args, capsys)
-    assert code == 2 and text.startswith("error: ") and message in text, text
-    assert text.count("\n") == 1 and not (tmp_path / "run").exists()
+    code, out, err = cli(args)
+    assert code == 2 and err.startswith("error: ") and message in err and not out, err
+    assert err.count("\n") == 1 and not (tmp_path / "run").exists()
 
 
 def test_text_options_need_a_corpus():
@@ -111,11 +103,11 @@ freeze = "loaded"
 """
 
 
-def test_a_text_study_chains_a_run_into_the_next(corpus, tmp_path, capsys):
+def test_a_text_study_chains_a_run_into_the_next(corpus, tmp_path, cli):
     path = tmp_path / "study.toml"
     path.write_text(STUDY.format(corpus=corpus))
-    code, text = run(["study", str(path), "--out", str(tmp_path / "s")], capsys)
-    assert code == 0, text
+    code, _, err = cli(["study", path, "--out", tmp_path / "s"])
+    assert code == 0, err
     config = TrainConfig.from_toml(tmp_path / "s" / "runs" / "redrawn" / "config.toml")
     assert config.init_from == str((tmp_path / "s" / "runs" / "body-shared").resolve())
     assert (tmp_path / "s" / "report.md").is_file()
