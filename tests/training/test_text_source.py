@@ -136,3 +136,4 @@ def test_the_wikitext_experiment_files_load_with_the_reference_settings():
     assert runs["exp2"].init_from == "exp1" and runs["exp2"].freeze == "loaded"
     assert {c.tie_schedule for _, c in load_study(folder / "tying.toml").runs} == {
         "tied", "untie@150"}
+    assert dict(load_study(folder / "exp1_long.toml").runs)["exp1-long"].steps == 2000
