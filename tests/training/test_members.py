@@ -133,3 +133,19 @@ def test_chunked_evaluation_equals_one_pass_and_the_mean_over_tokens(rows):
     assert int(real.sum()) == 46  # every valid token but the first, once
     torch.testing.assert_close(loss, whole, rtol=1e-6, atol=1e-6)
     torch.testing.assert_close(loss, ce, rtol=1e-5, atol=1e-5)
+
+
+def test_a_frozen_shared_body_run_resumes_bit_for_bit(tmp_path, interrupt_at, assert_same):
+    task = text_task()
+    train(config(seeds=[1, 2]), task, tmp_path / "source")
+    run = config(seeds=[5, 6], vary="embeddings", init_from=str(tmp_path / "source"),
+                 redraw="input", freeze="loaded", steps=4, checkpoint_every=2)
+    train(run, task, tmp_path / "straight")
+    interrupt_at(3)
+    with pytest.raises(KeyboardInterrupt):
+        train(run, task, tmp_path / "resumed")
+    train(run, task, tmp_path / "resumed", resume=True)
+    straight = latest_checkpoint(tmp_path / "straight" / "checkpoints")[1]
+    resumed = latest_checkpoint(tmp_path / "resumed" / "checkpoints")[1]
+    for key in ("model", "optimizer", "rng"):
+        assert_same(straight[key], resumed[key])
