@@ -160,4 +160,4 @@ class Transformer(EnsembleLM):
         generators = self.dropout_generators(x.device) or [None] * self.members
         for row, generator in zip(keep, generators):
             row.bernoulli_(1.0 - p, generator=generator)
-        return x * keep.view(x.shape) / (1.0 - p)
+        return x * keep.view(x.shape).div_(1.0 - p)  # scaled mask: one pass less, both ways
