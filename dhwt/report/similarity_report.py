@@ -72,7 +72,8 @@ def similarity_section(result: SimilarityCurves, out: Path, *, score: str = "ove
         _curves_figure([[c for c in pairs if c.side == s] for s in sides], names, result.steps,
                        score, out / "figures" / "similarity_knn.png")
         lines += ["### Between members", "",
-                  "| pair | side | step | jaccard | overlap | chance overlap | peak overlap (step) |",
+                  "| pair | side | step | jaccard | overlap | chance overlap "
+                  "| peak overlap (step) |",
                   "|---|---|---|---|---|---|---|"]
         for c in pairs:
             t = _last(c, "overlap")

@@ -1,0 +1,203 @@
+"""Training throughput of dhwt's causal transformer vs HF transformers' GPT-2 (issue 5; target
+dhwt >= 1.1x), with MFU against a matmul peak measured in the same run.
+
+One training step = forward, cross-entropy over every position, backward, AdamW update, on a
+fixed random batch (the data pipeline is not timed). dhwt: `Transformer` with one member (S = 1),
+untied head, pre-LN, final LayerNorm, sinusoidal positions (a buffer). HF: `GPT2LMHeadModel`
+with the same widths, depth, heads, vocabulary, context, activation and dropout, untied head,
+SDPA attention; its positions are a learned table (what GPT-2 has), its loss computed outside
+the model exactly as dhwt's. Shapes:
+  cpu    experiments/wikitext/cpu.toml: d 128, 2 layers, 4 heads, d_ff 512, relu, context 128,
+         batch 16, vocabulary 8192, dropout 0.1
+  small  GPT-2-small-like: d 768, 12 layers, 12 heads, d_ff 3072, gelu, context 128, batch 4,
+         vocabulary 50257, dropout 0.1 (about 10 s per step here)
+`--dropout 0` also times both without dropout (dhwt draws its masks from per-member generators,
+never the global RNG, so with dropout it cannot hand them to SDPA; without, both use SDPA).
+
+Rounds alternate dhwt and HF (same load for both); the script prints medians, their ratio, the
+load average before and after, and MFU = model FLOPs per second / measured peak, with model
+FLOPs per token = 6 N + 6 n_layers * context * d (N: parameters touched per token, i.e. all but
+the embedding tables, plus the output matrix; the attention term counts the causal half of
+QK^T and AV, forward and backward). Peak: median GFLOP/s of a 2048^3 float32 torch.mm.
+
+    nice -n 10 .venv/bin/python experiments/benchmarks/bench_text_throughput.py \\
+        [--shape cpu] [--shape small] [--rounds 5] [--steps 5] [--threads 2] [--dropout 0.1]
+
+Needs the bench extra (`pip install -e '.[bench]'`) for transformers, imported lazily.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from dhwt.models import ModelConfig, Transformer
+
+
+@dataclass(frozen=True)
+class Shape:
+    d: int
+    layers: int
+    heads: int
+    d_ff: int
+    activation: str
+    context: int
+    batch: int
+    vocab: int
+
+
+SHAPES = {
+    "cpu": Shape(128, 2, 4, 512, "relu", 128, 16, 8192),
+    "small": Shape(768, 12, 12, 3072, "gelu", 128, 4, 50257),
+}
+
+
+def batch(shape: Shape) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(0)
+    tokens = torch.randint(0, shape.vocab, (shape.batch, shape.context + 1), generator=g)
+    return tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
+
+
+def dhwt_step(shape: Shape, dropout: float) -> tuple[Callable[[], float], int]:
+    config = ModelConfig(
+        vocab_size=shape.vocab, max_len=shape.context, d_model=shape.d, n_layers=shape.layers,
+        n_heads=shape.heads, d_ff=shape.d_ff, dropout=dropout, activation=shape.activation,
+        norm="pre", final_norm=True, positions="sinusoidal", causal=True, emb_init="xavier",
+        emb_scale=True, init="xavier")
+    model = Transformer(config, [1], tied=False)
+    inputs, targets = (t[None] for t in batch(shape))
+    return _step(model, lambda: F.cross_entropy(model(inputs).permute(0, 3, 1, 2), targets),
+                 model.parameters()), _dense_params(model)
+
+
+def hf_step(shape: Shape, dropout: float) -> tuple[Callable[[], float], int]:
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    config = GPT2Config(
+        vocab_size=shape.vocab, n_positions=shape.context, n_embd=shape.d, n_layer=shape.layers,
+        n_head=shape.heads, n_inner=shape.d_ff, activation_function=shape.activation,
+        resid_pdrop=dropout, embd_pdrop=dropout, attn_pdrop=dropout, tie_word_embeddings=False,
+        bos_token_id=0, eos_token_id=0)
+    config._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(config)
+    model.train()
+    inputs, targets = batch(shape)
+
+    def loss() -> torch.Tensor:
+        logits = model(input_ids=inputs).logits
+        return F.cross_entropy(logits.reshape(-1, shape.vocab), targets.reshape(-1))
+
+    return _step(model, loss, model.parameters()), _dense_params(model)
+
+
+def _step(model: torch.nn.Module, loss: Callable[[], torch.Tensor],
+          params) -> Callable[[], float]:
+    optimizer = torch.optim.AdamW(list(params), lr=1e-4, betas=(0.9, 0.98), eps=1e-9,
+                                  weight_decay=0.0)
+    model.train()
+
+    def step() -> float:
+        optimizer.zero_grad(set_to_none=True)
+        value = loss()
+        value.backward()
+        optimizer.step()
+        return value.item()
+
+    return step
+
+
+def _dense_params(model: torch.nn.Module) -> int:
+    """Parameters every token touches: all but the input embedding and position tables."""
+    skip = ("embeddings.input_weight", "transformer.wte.weight", "transformer.wpe.weight",
+            "positions")
+    total = 0
+    for name, p in model.named_parameters():
+        if name.endswith(skip):
+            continue
+        total += p.numel()
+    return total
+
+
+def flops_per_token(shape: Shape) -> float:
+    """6 N + 6 L T d (see the module doc); N from the shape, the same for both models."""
+    d, ff = shape.d, shape.d_ff
+    per_layer = 4 * d * d + 2 * d * ff
+    return 6 * (shape.layers * per_layer + shape.vocab * d) + 6 * shape.layers * shape.context * d
+
+
+def matmul_peak(repeats: int = 5, n: int = 2048) -> float:
+    """Median GFLOP/s of an n^3 float32 matmul."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    torch.mm(a, b)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        torch.mm(a, b)
+        times.append(time.perf_counter() - start)
+    return 2 * n**3 / statistics.median(times) / 1e9
+
+
+def measure(shape_name: str, dropout: float, rounds: int, steps: int) -> dict[str, float]:
+    shape = SHAPES[shape_name]
+    tokens = shape.batch * shape.context
+    runners = {"dhwt": dhwt_step(shape, dropout), "hf": hf_step(shape, dropout)}
+    for run, _ in runners.values():  # warm-up: allocator, threads, first AdamW state
+        run()
+    times: dict[str, list[float]] = {name: [] for name in runners}
+    peaks = []
+    for _ in range(rounds):
+        peaks.append(matmul_peak(3))
+        for name, (run, _) in runners.items():
+            start = time.perf_counter()
+            for _ in range(steps):
+                run()
+            times[name].append((time.perf_counter() - start) / steps)
+    peak = statistics.median(peaks)
+    result = {"peak_gflops": peak}
+    for name, values in times.items():
+        rate = tokens / statistics.median(values)
+        result[f"{name}_tokens_s"] = rate
+        result[f"{name}_mfu"] = rate * flops_per_token(shape) / (peak * 1e9)
+        result[f"{name}_params"] = runners[name][1]
+    result["ratio"] = result["dhwt_tokens_s"] / result["hf_tokens_s"]
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--shape", action="append", choices=sorted(SHAPES))
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=5, help="steps timed per round")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--dropout", type=float, action="append")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    print(f"torch {torch.__version__}, {args.threads} threads, load {_load()}")
+    for shape_name in args.shape or ["cpu"]:
+        for dropout in args.dropout or [0.1]:
+            r = measure(shape_name, dropout, args.rounds, args.steps)
+            s = SHAPES[shape_name]
+            print(f"{shape_name} (d {s.d}, {s.layers} layers, batch {s.batch} x {s.context}, "
+                  f"V {s.vocab}), dropout {dropout}: dhwt {r['dhwt_tokens_s']:.0f} tok/s "
+                  f"(MFU {r['dhwt_mfu']:.1%}), HF GPT-2 {r['hf_tokens_s']:.0f} tok/s (MFU "
+                  f"{r['hf_mfu']:.1%}), ratio {r['ratio']:.3f} (target >= 1.1); matmul peak "
+                  f"{r['peak_gflops']:.0f} GFLOP/s; dense params dhwt {r['dhwt_params']:,} "
+                  f"HF {r['hf_params']:,}; load {_load()}", flush=True)
+    assert math.isfinite(r["ratio"])
+
+
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+if __name__ == "__main__":
+    main()
