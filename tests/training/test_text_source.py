@@ -137,3 +137,5 @@ def test_the_wikitext_experiment_files_load_with_the_reference_settings():
     assert {c.tie_schedule for _, c in load_study(folder / "tying.toml").runs} == {
         "tied", "untie@150"}
     assert dict(load_study(folder / "exp1_long.toml").runs)["exp1-long"].steps == 2000
+    longer = TrainConfig.from_toml(folder / "exp2_long.toml")
+    assert (longer.redraw, longer.freeze, longer.steps) == ("input", "loaded", 1000)
