@@ -51,8 +51,10 @@ def dh_reading(value: float, chance: float, score: str = "overlap") -> str:
     if excess >= EXCESS_PARTLY:
         return (f"{head}: the semantic and distributional geometry partly agree; tying will "
                 "likely cost something, compare with a tied run")
-    return (f"{head}: the semantic and distributional geometry disagree (near chance); tying is "
-            "likely costly")
+    level = ("at chance level" if value < 2 * chance else
+             f"{value / chance:.0f}x chance but far from identity")
+    return (f"{head}: the semantic and distributional geometry mostly disagree ({level}); "
+            "tying is likely costly")
 
 
 def similarity_section(result: SimilarityCurves, out: Path, *, score: str = "overlap",
@@ -114,8 +116,8 @@ def similarity_section(result: SimilarityCurves, out: Path, *, score: str = "ove
                   "rows conditionally equivalent ones (proofs/T1, T2), and a tied model pays "
                   "where the two differ (proofs/T4). The words follow the overlap's share of the "
                   f"way from chance to identity: >= {EXCESS_AGREE} agree, >= {EXCESS_PARTLY} "
-                  "partly, below disagree. These cut points are a heuristic, not a theorem; a "
-                  "tied run decides.", ""]
+                  "partly, below mostly disagree. These cut points are a heuristic, not a "
+                  "theorem; a tied run decides.", ""]
     return lines
 
 

@@ -120,4 +120,17 @@ def test_seen_tokens_default_to_the_runs_counts_file(text_run, tmp_path, capsys)
     counts[:20] = 1
     np.save(run / "token_counts.npy", counts)
     assert dhwt("analyze", run, "--out", tmp_path / "rep", "--tokens", "seen", "--k", 3) == 0
-    assert "averaged over 20 tokens seen in training" in (tmp_path / "rep" / "report.md").read_text()
+    text = (tmp_path / "rep" / "report.md").read_text()
+    assert "averaged over 20 tokens seen in training" in text
+
+
+@pytest.mark.parametrize("value, chance, words", [
+    (0.60, 0.10, "largely agree; tying is likely cheap"),      # (0.6 - 0.1) / 0.9 = 0.56
+    (0.30, 0.10, "partly agree"),                              # 0.22
+    (0.18, 0.10, "mostly disagree (at chance level)"),         # 0.09, under 2x chance
+    (0.082, 0.008, "mostly disagree (10x chance but far"),     # 0.075, 10x chance
+])
+def test_the_dh_reading_follows_the_share_from_chance_to_identity(value, chance, words):
+    from dhwt.report.similarity_report import dh_reading
+    line = dh_reading(value, chance)
+    assert words in line and f"{100 * value:.1f}%" in line and f"{100 * chance:.1f}%" in line
