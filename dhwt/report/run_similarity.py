@@ -19,8 +19,8 @@ from dhwt.analysis.knn_curves import Source, parse_measures, similarity_curves
 from dhwt.analysis.snapshots import read_snapshot, snapshot_paths
 from dhwt.errors import DhwtError
 from dhwt.report.similarity_report import SCORES, similarity_section
+from dhwt.training.trainer import TOKEN_COUNTS
 
-TOKEN_COUNTS = "token_counts.npy"
 TOKEN_CHOICES = ("all", "seen")
 
 
