@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from dhwt.errors import DhwtError
 from dhwt.theory import softmax_regression as sr
 from dhwt.theory.check import Outcome, skipped, verdict
 from dhwt.theory.t4_tying_conflict import bernoulli_kl, merge_price
@@ -78,7 +79,11 @@ def exor_contexts(n_bits: int = N_BITS) -> Contexts:
     """Every masked context of EXor with `n_bits` bits, its exact probability and conditional."""
     from dhwt.languages import compute_truth, load_language
 
-    truth = compute_truth(load_language("parity", {"n_bits": n_bits}), "mlm")
+    return contexts(compute_truth(load_language("parity", {"n_bits": n_bits}), "mlm"))
+
+
+def contexts(truth) -> Contexts:
+    """The masked-LM population of a GroundTruth (of any masked-LM language) as Contexts."""
     return Contexts(truth, torch.from_numpy(truth.inputs).long()[None],
                     torch.from_numpy(truth.positions).long(),
                     torch.from_numpy(truth.context_probs).double(),
@@ -255,14 +260,42 @@ def trained(seed: int, schedule: str, output_bias: bool, weight_decay: float) ->
         state = load_checkpoint(result.checkpoint)
     model = Transformer(model_config(config, task), config.seeds, tied=True)
     model.load_state_dict(state["model"])  # adopts the saved tying state
-    model = model.double()
-    ctx = exor_contexts()
+    return read_members(model, exor_contexts())[0]
+
+
+def read_members(model: torch.nn.Module, ctx: Contexts) -> list[Trained]:
+    """Each member of a trained ensemble model as a Trained, in float64, on `ctx`'s contexts."""
+    model = model.double().eval()
     with torch.no_grad():
-        logits = masked(model(ctx.inputs), ctx)[0].numpy()
-    h = hidden_states(model, ctx)[0].numpy()
-    U = model.embeddings.output_weight.detach()[0].numpy()
-    b = model.output_bias.detach()[0].numpy() if output_bias else None
-    return Trained(h, U, b, logits, model.embeddings.tied)
+        logits = masked(model(ctx.inputs.expand(model.members, -1, -1)), ctx).numpy()
+    h = hidden_states(model, ctx).numpy()
+    U = model.embeddings.output_weight.detach().numpy()
+    bias = getattr(model, "output_bias", None)
+    b = None if bias is None else bias.detach().numpy()
+    return [Trained(h[m], U[m], None if b is None else b[m], logits[m], model.embeddings.tied)
+            for m in range(model.members)]
+
+
+def run_members(run_dir: str | Path) -> tuple[Contexts, list[tuple[int, Trained]]]:
+    """The newest checkpoint of a masked-LM run directory: its language's exact contexts and
+    (seed, Trained) per member. Any architecture with a linear head (Transformer, LSTM, Mixer)."""
+    from dhwt.models import build_model
+    from dhwt.training import run_dir as layout
+    from dhwt.training.checkpoint import latest_checkpoint
+    from dhwt.training.command import run_task
+    from dhwt.training.config import TrainConfig
+    from dhwt.training.trainer import model_config
+
+    run_dir = Path(run_dir)
+    config = TrainConfig.from_toml(run_dir / layout.CONFIG)
+    task = run_task(config, run_dir)
+    if task.objective != "mlm" or task.truth is None:
+        raise DhwtError(f"{run_dir} is not a masked-LM run on a synthetic language")
+    _, state = latest_checkpoint(run_dir / layout.CHECKPOINTS)
+    model = build_model(model_config(config, task), config.seeds, tied=True)
+    model.load_state_dict(state["model"])  # adopts the saved tying state
+    members = read_members(model, contexts(task.truth))
+    return contexts(task.truth), list(zip(config.seeds, members))
 
 
 def _trainer_missing() -> str | None:

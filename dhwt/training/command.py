@@ -73,10 +73,10 @@ def _train_command(config: TrainConfig, run_dir: Path, overwrite: bool, resume: 
                    parallel: Parallel) -> RunResult:
     resolve_device(config.device, parallel.local_rank, parallel.world_size)  # before any write
     if resume:
-        return train(config, _load(config, run_dir), run_dir, resume=True, parallel=parallel)
+        return train(config, run_task(config, run_dir), run_dir, resume=True, parallel=parallel)
     layout.refuse_existing(run_dir, overwrite)
     if config.grammar is None:
-        return train(config, _load(config, run_dir), run_dir, overwrite=overwrite,
+        return train(config, run_task(config, run_dir), run_dir, overwrite=overwrite,
                      parallel=parallel)
 
     def build(staging: Path) -> None:
@@ -87,10 +87,10 @@ def _train_command(config: TrainConfig, run_dir: Path, overwrite: bool, resume: 
 
     parallel.on_writer(lambda: layout.create_run_dir(run_dir, config.to_toml(),
                                                      overwrite=overwrite, fill=build))
-    return Trainer(config, _load(config, run_dir), run_dir, parallel).run(resume=False)
+    return Trainer(config, run_task(config, run_dir), run_dir, parallel).run(resume=False)
 
 
-def _load(config: TrainConfig, run_dir: Path) -> Task:
+def run_task(config: TrainConfig, run_dir: Path) -> Task:
     """The run's Task: RUN_DIR/data for a grammar-built run, the text corpus `config.corpus`, else
     the dataset `config.data`."""
     if config.corpus is not None:
