@@ -10,18 +10,11 @@ import numpy as np
 import pytest
 
 from dhwt.analysis.snapshots import read_run
-from dhwt.cli import main
 from dhwt.languages.text_task import TextTask
 from dhwt.training.config import TrainConfig
 from dhwt.training.trainer import train
 
 V = 40
-
-
-def dhwt(*args):
-    with pytest.raises(SystemExit) as exit_:
-        main([str(a) for a in args])
-    return exit_.value.code
 
 
 @pytest.fixture(scope="module")
@@ -56,8 +49,8 @@ def read_csv(path):
         return list(csv.DictReader(fh))
 
 
-def test_text_run_report_matches_a_brute_force(text_run, tmp_path, capsys):
-    assert dhwt("analyze", text_run, "--out", tmp_path / "rep", "--k", 5) == 0
+def test_text_run_report_matches_a_brute_force(text_run, tmp_path, cli):
+    assert cli(["analyze", text_run, "--out", tmp_path / "rep", "--k", 5])[0] == 0
     text = (tmp_path / "rep" / "report.md").read_text()
     assert "perplexity" in text and "### Between members" in text and "DH diagnostic" in text
     assert "| seed1 vs seed2 | output |" in text
@@ -77,13 +70,13 @@ def test_text_run_report_matches_a_brute_force(text_run, tmp_path, capsys):
         assert 0 <= float(r["chance_overlap"]) < 1
 
 
-def test_seen_tokens_come_from_counts(text_run, tmp_path):
+def test_seen_tokens_come_from_counts(text_run, tmp_path, cli):
     counts = np.zeros(V)
     counts[: V - 5] = 3  # ids 35..39 never occur
     np.save(tmp_path / "counts.npy", counts)
-    assert dhwt("analyze", text_run, "--out", tmp_path / "rep", "--k", 4, "--tokens", "seen",
+    assert cli(["analyze", text_run, "--out", tmp_path / "rep", "--k", 4, "--tokens", "seen",
                 "--counts", tmp_path / "counts.npy", "--members", "0,1",
-                "--similarity", "knn,cka", "--no-chance") == 0
+                "--similarity", "knn,cka", "--no-chance"])[0] == 0
     text = (tmp_path / "rep" / "report.md").read_text()
     assert "averaged over 35 tokens seen in training (count > 0) of 40" in text
     rows = read_csv(tmp_path / "rep" / "similarity.csv")
@@ -101,25 +94,23 @@ def test_seen_tokens_come_from_counts(text_run, tmp_path):
     (["--similarity", "knn,foo"], "unknown similarity measure 'foo'"),
     (["--pairs", "t1:t2"], "--pairs tracks symbols of a synthetic language"),
 ])
-def test_bad_options_are_one_line_and_write_nothing(text_run, tmp_path, capsys, args, message):
-    assert dhwt("analyze", text_run, "--out", tmp_path / "rep", *args) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("error: ") and err.count("\n") == 1 and message in err
+def test_bad_options_are_one_line_and_write_nothing(text_run, tmp_path, cli, args, message):
+    code, _, err = cli(["analyze", text_run, "--out", tmp_path / "rep", *args])
+    assert code == 2 and err.startswith("error: ") and err.count("\n") == 1 and message in err
     assert not (tmp_path / "rep").exists()
 
 
-def test_seen_tokens_default_to_the_runs_counts_file(text_run, tmp_path, capsys):
+def test_seen_tokens_default_to_the_runs_counts_file(text_run, tmp_path, cli):
     run = tmp_path / "run"
     shutil.copytree(text_run, run)
     (run / "token_counts.npy").unlink(missing_ok=True)
-    assert dhwt("analyze", run, "--out", tmp_path / "rep", "--tokens", "seen") == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "token_counts.npy does not exist" in err
+    code, _, err = cli(["analyze", run, "--out", tmp_path / "rep", "--tokens", "seen"])
+    assert code == 2 and err.count("\n") == 1 and "token_counts.npy does not exist" in err
     assert not (tmp_path / "rep").exists()
     counts = np.zeros(V)
     counts[:20] = 1
     np.save(run / "token_counts.npy", counts)
-    assert dhwt("analyze", run, "--out", tmp_path / "rep", "--tokens", "seen", "--k", 3) == 0
+    assert cli(["analyze", run, "--out", tmp_path / "rep", "--tokens", "seen", "--k", 3])[0] == 0
     text = (tmp_path / "rep" / "report.md").read_text()
     assert "averaged over 20 tokens seen in training" in text
 
