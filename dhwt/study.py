@@ -18,9 +18,9 @@ A study file:
 
 Layout of DIR: study.toml (the file as run), data/ (a grammar's dataset, built once), runs/NAME/
 (one run directory each, as `dhwt train` writes it), figures/, report.md. A text study's
-report.md is `dhwt analyze` of all runs without similarity (loss, perplexity), and
-analysis/NAME/report.md that of each run: KNN match between its members at every snapshot with
-the chance level, over tokens seen in training, and the DH diagnostic of untied members.
+report.md is `dhwt analyze` of all runs without similarity (loss, valid and test perplexity),
+and analysis/NAME/report.md that of each run: KNN match between its members at every snapshot
+with the chance level, over tokens seen in training, and the DH diagnostic of untied members.
 
 Nothing is lost when a study is killed: run again with the same file and DIR, and finished runs
 are kept, interrupted ones resume from their last checkpoint (bit for bit, see dhwt.training),

@@ -15,27 +15,33 @@ from dhwt.report.runs_report import _curve
 from dhwt.training import run_dir as layout
 from dhwt.training.metrics import read_metrics
 
-SPLITS = ("valid", "train")
+SPLITS = ("valid", "test", "train")  # rows of the table, one run's next to each other
+CURVES = ("valid", "train")  # figures: the trainer evaluates "test" at the last step only
 
 
 def loss_lines(runs: Mapping[str, Path], out: Path) -> list[str]:
-    """Write out/figures/loss.png and accuracy.png; return the markdown section."""
+    """Write out/figures/loss_SPLIT.png and accuracy_SPLIT.png; return the markdown section:
+    per run, the last evaluation of each split (test perplexity once the run has finished)."""
     records = {name: read_metrics(Path(run) / layout.METRICS) for name, run in runs.items()}
     lines = ["## Loss (mean ± 95% CI over members, last evaluation)", "",
              "| run | split | step | cross-entropy (nats) | perplexity | accuracy |",
              "|---|---|---|---|---|---|"]
+    for name, rows in records.items():
+        for split in SPLITS:
+            if not any(r["split"] == split for r in rows):
+                continue
+            steps, losses = _curve(rows, split, "loss")
+            loss, half = mean_ci(losses[-1:], axis=1)
+            acc, acc_half = mean_ci(_curve(rows, split, "accuracy")[1][-1:], axis=1)
+            lines.append(f"| {name} | {split} | {steps[-1]} | {loss[0]:.4f} ± {half[0]:.4f} | "
+                         f"{math.exp(loss[0]):.2f} | {acc[0]:.4f} ± {acc_half[0]:.4f} |")
     figures = []
-    for split in SPLITS:
+    for split in CURVES:
         curves = {name: _curve(r, split, "loss") for name, r in records.items()
                   if any(x["split"] == split for x in r)}
         if not curves:
             continue
         accuracy = {name: _curve(records[name], split, "accuracy") for name in curves}
-        for name, (steps, values) in curves.items():
-            loss, half = mean_ci(values[-1:], axis=1)
-            acc, acc_half = mean_ci(accuracy[name][1][-1:], axis=1)
-            lines.append(f"| {name} | {split} | {steps[-1]} | {loss[0]:.4f} ± {half[0]:.4f} | "
-                         f"{math.exp(loss[0]):.2f} | {acc[0]:.4f} ± {acc_half[0]:.4f} |")
         metric_figure(curves, out / layout.FIGURES / f"loss_{split}.png",
                       ylabel=f"cross-entropy, nats ({split} evaluation set)")
         metric_figure(accuracy, out / layout.FIGURES / f"accuracy_{split}.png",
@@ -45,4 +51,4 @@ def loss_lines(runs: Mapping[str, Path], out: Path) -> list[str]:
     if not figures:
         return ["## Loss", "", "No evaluations in metrics.jsonl yet.", ""]
     return lines + ["", "Perplexity = exp(mean cross-entropy) under the task's evaluation "
-                    "windowing.", ""] + figures
+                    "windowing; the test split is evaluated at a run's last step only.", ""] + figures

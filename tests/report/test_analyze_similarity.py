@@ -4,6 +4,8 @@ training, checked against a float64 brute force on the run's own snapshots."""
 from __future__ import annotations
 
 import csv
+import json
+import math
 import shutil
 
 import numpy as np
@@ -125,3 +127,16 @@ def test_the_dh_reading_follows_the_share_from_chance_to_identity(value, chance,
     from dhwt.report.similarity_report import dh_reading
     line = dh_reading(value, chance)
     assert words in line and f"{100 * value:.1f}%" in line and f"{100 * chance:.1f}%" in line
+
+
+def test_the_loss_table_gives_test_perplexity_at_the_last_step(text_run, tmp_path, cli):
+    assert cli(["analyze", text_run, "--out", tmp_path / "rep", "--similarity", "none"])[0] == 0
+    text = (tmp_path / "rep" / "report.md").read_text()
+    lines = [json.loads(x) for x in (text_run / "metrics.jsonl").read_text().splitlines()]
+    test = [r["loss"] for r in lines if r["split"] == "test"]
+    assert {r["step"] for r in lines if r["split"] == "test"} == {4} and len(test) == 2
+    perplexity = math.exp(sum(test) / 2)  # of the mean cross-entropy over the two members
+    row = next(x for x in text.splitlines() if x.startswith("| text | test |"))
+    assert row.startswith(f"| text | test | 4 | {sum(test) / 2:.4f} ± ")
+    assert f"| {perplexity:.2f} |" in row
+    assert not (tmp_path / "rep" / "figures" / "loss_test.png").exists()  # one point: no curve

@@ -110,7 +110,8 @@ def test_a_text_study_chains_a_run_into_the_next(corpus, tmp_path, cli):
     assert code == 0, err
     config = TrainConfig.from_toml(tmp_path / "s" / "runs" / "redrawn" / "config.toml")
     assert config.init_from == str((tmp_path / "s" / "runs" / "body-shared").resolve())
-    assert (tmp_path / "s" / "report.md").is_file()
+    report = (tmp_path / "s" / "report.md").read_text()
+    assert "| body-shared | test | 2 |" in report and "| redrawn | test | 2 |" in report
     assert (tmp_path / "s" / "analysis" / "redrawn" / "report.md").is_file()
 
 
