@@ -218,27 +218,37 @@ def verify_theorems_cmd(full: bool, only: str | None, seed: int) -> int:
 
 @cli.command("study", context_settings={"max_content_width": 100})
 @click.argument("study_file", metavar="STUDY.toml", type=click.Path(dir_okay=False))
-@click.option("--out", required=True, type=click.Path(file_okay=False),
-              help="Study directory: data/, runs/NAME/, figures/, report.md.")
+@click.option("--out", required=True, metavar="DIR", type=click.Path(file_okay=False),
+              help="Study directory: study.toml, data/ (grammar studies), runs/NAME/, "
+                   "analysis/NAME/ (text studies), figures/, report.md.")
 @click.option("--overwrite", is_flag=True,
               help="Replace an existing study directory instead of continuing it.")
 def study_cmd(study_file: str, out: str, overwrite: bool) -> None:
     """Run a whole study: build the dataset, train every run, analyse, report.
 
-    STUDY.toml (see experiments/) names a grammar, shared training settings and the runs that
-    differ (e.g. tied, untied, untie@N). The report compares pair closeness in the input and
-    output matrices with the pairs' exact relations, and accuracy with the Bayes optimum. A text
-    study ([data] corpus, tokenizer, seq_len) reports perplexity, and per run KNN match between
-    its members over training and the DH diagnostic; a run may start from an earlier one
-    (init_from = "NAME").
+    \b
+    STUDY.toml (examples in experiments/, format in the docstring of dhwt/study.py):
+      [study]     name, description (for the report)
+      [data]      a grammar (built-in name or path), or a corpus with tokenizer and seq_len
+      [train]     settings shared by every run (the keys of a run's config.toml)
+      [[runs]]    a name and what differs, e.g. tie_schedule = "untie@5000"
+      [analysis]  pairs, measure (grammar studies only)
+
+    A grammar study's report compares pair closeness in the input and output matrices with the
+    pairs' exact relations, and accuracy with the Bayes optimum. A text study's report gives
+    loss and valid / test perplexity, and analysis/NAME/ per run KNN match between its members
+    over training and the DH diagnostic. A run may start from another: init_from = "NAME" (an
+    earlier run of the study) or a path with a / (a relative one is taken from DIR, so
+    "../other/runs/NAME" is a run of a study written beside this one).
 
     Killed half-way? Run the same command again: finished runs are kept, interrupted ones resume
     from their last checkpoint.
 
     \b
-    Example:
+    Examples:
       dhwt study experiments/exor_small.toml --out runs/exor-small
-      DHWT_DATA=../shared/data dhwt study experiments/wikitext/butterfly.toml --out runs/wt2
+      DHWT_DATA=../shared/data dhwt study experiments/wikitext/butterfly.toml \\
+          --out runs/wt2-butterfly
     """
     from dhwt.study import load_study, run_study
 

@@ -12,9 +12,14 @@ A study file:
     [train]            TrainConfig fields shared by every run (see `dhwt train --help`), e.g.
                        device = "cuda"
     [[runs]]           name, plus the TrainConfig fields in which this run differs;
-                       `init_from = "NAME[@STEP]"` may name an earlier run of the study
-    [analysis]         pairs: list of [a, b] (default: every pair of variants of one class),
-                       measure: "normalised" | "raw" | "cosine" for the figures (grammar only)
+                       `init_from = "NAME[@STEP]"` may name an earlier run of the study, or a
+                       run directory elsewhere by a path with a `/`: a relative path is taken
+                       from DIR (the --out directory), so `../other-study/runs/NAME` is a run
+                       of a study written beside this one
+    [analysis]         grammar studies only: pairs: list of [a, b] (default: every pair of
+                       variants of one class), measure: "normalised" | "raw" | "cosine" for the
+                       figures. A text study's analysis has no options (refused if given): run
+                       `dhwt analyze` on its runs/NAME for other ones
 
 Layout of DIR: study.toml (the file as run), data/ (a grammar's dataset, built once), runs/NAME/
 (one run directory each, as `dhwt train` writes it), figures/, report.md. A text study's
@@ -46,6 +51,7 @@ from dhwt.training.trainer import train
 SECTIONS = {"study", "data", "train", "runs", "analysis"}
 DATA_KEYS = {"grammar", "set", "valid_fraction", "test_fraction", "split_seed"}
 TEXT_KEYS = {"corpus", "tokenizer", "seq_len", "eval_windows", "data"}
+ANALYSIS_KEYS = {"pairs", "measure"}
 MEASURES = ("normalised", "raw", "cosine")
 
 
@@ -120,6 +126,14 @@ def load_study(path: str | Path) -> Study:
         raise DhwtError(f"study file {path}: runs mix objectives {sorted(objectives)}; one study "
                         f"compares runs of one objective (its report uses one ground truth)")
     analysis = raw.get("analysis", {})
+    if analysis and "corpus" in data:
+        raise DhwtError(f"study file {path}: [analysis] {sorted(analysis)} is for grammar "
+                        "studies; a text study's analysis has no options (run `dhwt analyze` on "
+                        "its runs/NAME for others)")
+    unknown = set(analysis) - ANALYSIS_KEYS
+    if unknown:
+        raise DhwtError(f"study file {path}: unknown [analysis] keys {sorted(unknown)}; "
+                        f"allowed: {sorted(ANALYSIS_KEYS)}")
     measure = analysis.get("measure", "normalised")
     if measure not in MEASURES:
         raise DhwtError(f"study file {path}: measure must be one of {list(MEASURES)}, "
@@ -149,8 +163,12 @@ def run_study(study: Study, out: str | Path, *, overwrite: bool = False) -> Path
     text = "corpus" in study.data
     language = None if text else load_language(study.data["grammar"],
                                                 _dotted(study.data.get("set", {})))
-    for _, config in study.runs:  # a missing GPU stops the study before anything is written
+    for name, config in study.runs:  # a missing GPU or source stops it before anything is written
         resolve_device(config.device)
+        source = _source(config.init_from, out)  # outside out: made by no run of this study
+        if source is not None and not source.is_relative_to(out.resolve()) and not source.is_dir():
+            raise DhwtError(f"run {name!r} starts from {source}, which does not exist (init_from "
+                            f"{config.init_from!r}; a relative path is taken from --out {out})")
     _claim(out, study, overwrite)
     data_dir = out / layout.DATA
     if language is not None and not data_dir.is_dir():
@@ -187,15 +205,25 @@ def run_study(study: Study, out: str | Path, *, overwrite: bool = False) -> Path
 
 def _run_config(config: TrainConfig, name: str, out: Path, data_dir: Path | None) -> TrainConfig:
     """A run's config as trained: the study's dataset directory (grammar studies) and
-    init_from resolved (the name of an earlier run -> its directory under out/runs)."""
+    init_from resolved (the name of an earlier run -> its directory under out/runs; a relative
+    path -> taken from out)."""
     values = config.to_dict()
     if data_dir is not None:
         values["data"] = str(data_dir.resolve())
     if config.init_from is not None:
-        run, step = split_init_from(config.init_from)
-        source = Path(run) if "/" in run else out / "runs" / run
-        values["init_from"] = str(source.resolve()) + ("" if step is None else f"@{step}")
+        step = split_init_from(config.init_from)[1]
+        values["init_from"] = str(_source(config.init_from, out)) + (
+            "" if step is None else f"@{step}")
     return TrainConfig.from_dict(values, source=f"run {name!r}")
+
+
+def _source(init_from: str | None, out: Path) -> Path | None:
+    """The run directory `init_from` names, absolute: an earlier run's NAME is out/runs/NAME, a
+    path with a `/` is taken from out (an absolute one stays as it is)."""
+    if init_from is None:
+        return None
+    run = split_init_from(init_from)[0]
+    return (out / run if "/" in run else out / "runs" / run).resolve()
 
 
 def _text_report(study: Study, out: Path) -> Path:

@@ -94,6 +94,7 @@ def test_a_different_study_in_the_same_dir_is_refused(tmp_path):
      "mix objectives"),
     (lambda s: s + '\n[analysis]\nmeasure = "angle"\n', "measure must be one of"),
     (lambda s: s + "\n[analysis]\npairs = [[\"0a\"]]\n", "pairs must be a list"),
+    (lambda s: s + "\n[analysis]\nk = 20\n", r"unknown \[analysis\] keys \['k'\]"),
     (lambda s: s.replace("[train]", "[train]\nbogus_key = 1"), "bogus_key"),
     (lambda s: s + "\nnot toml [", "not valid TOML"),
 ])

@@ -115,6 +115,32 @@ def test_a_text_study_chains_a_run_into_the_next(corpus, tmp_path, cli):
     assert (tmp_path / "s" / "analysis" / "redrawn" / "report.md").is_file()
 
 
+def test_a_relative_init_from_is_taken_from_the_out_directory(corpus, tmp_path, cli,
+                                                              monkeypatch):
+    first, second = tmp_path / "first.toml", tmp_path / "second.toml"
+    first.write_text(STUDY.format(corpus=corpus).split("[[runs]]\nname = \"redrawn\"")[0])
+    second.write_text(STUDY.format(corpus=corpus).replace(
+        'init_from = "body-shared"', 'init_from = "../a/runs/body-shared@2"'))
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")  # the working directory plays no part
+    code, _, err = cli(["study", second, "--out", tmp_path / "studies" / "b"])
+    assert code == 2 and err.count("\n") == 1 and "starts from " in err, err
+    assert str(tmp_path / "studies" / "a" / "runs" / "body-shared") in err
+    assert not (tmp_path / "studies").exists()
+    assert cli(["study", first, "--out", tmp_path / "studies" / "a"])[0] == 0
+    code, _, err = cli(["study", second, "--out", tmp_path / "studies" / "b"])
+    assert code == 0, err
+    config = TrainConfig.from_toml(tmp_path / "studies" / "b" / "runs" / "redrawn" / "config.toml")
+    assert config.init_from == f"{(tmp_path / 'studies' / 'a' / 'runs' / 'body-shared').resolve()}@2"
+
+
+def test_text_studies_refuse_an_analysis_table(corpus, tmp_path):
+    path = tmp_path / "study.toml"
+    path.write_text(STUDY.format(corpus=corpus) + '[analysis]\nmeasure = "raw"\n')
+    with pytest.raises(DhwtError, match=r"\[analysis\] \['measure'\] is for grammar studies"):
+        load_study(path)
+
+
 def test_study_refuses_a_later_or_unknown_source_and_mixed_data(corpus, tmp_path):
     path = tmp_path / "study.toml"
     path.write_text(STUDY.format(corpus=corpus).replace('init_from = "body-shared"',
@@ -138,5 +164,8 @@ def test_the_wikitext_experiment_files_load_with_the_reference_settings():
     assert {c.tie_schedule for _, c in load_study(folder / "tying.toml").runs} == {
         "tied", "untie@150"}
     assert dict(load_study(folder / "exp1_long.toml").runs)["exp1-long"].steps == 2000
-    longer = TrainConfig.from_toml(folder / "exp2_long.toml")
-    assert (longer.redraw, longer.freeze, longer.steps) == ("input", "loaded", 1000)
+    longer = dict(load_study(folder / "exp2_long.toml").runs)["exp2-long"]
+    assert (longer.init_from, longer.steps) == ("../wt2-butterfly/runs/exp1", 1000)
+    cadence = {"init_from", "steps", "eval_every", "snapshot_every", "checkpoint_every"}
+    assert ({k: v for k, v in longer.to_dict().items() if k not in cadence}
+            == {k: v for k, v in runs["exp2"].to_dict().items() if k not in cadence})
