@@ -50,5 +50,6 @@ def loss_lines(runs: Mapping[str, Path], out: Path) -> list[str]:
                     f"![accuracy ({split})](figures/accuracy_{split}.png)", ""]
     if not figures:
         return ["## Loss", "", "No evaluations in metrics.jsonl yet.", ""]
-    return lines + ["", "Perplexity = exp(mean cross-entropy) under the task's evaluation "
-                    "windowing; the test split is evaluated at a run's last step only.", ""] + figures
+    note = ("Perplexity = exp(mean cross-entropy) under the task's evaluation windowing; the "
+            "test split is evaluated at a run's last step only.")
+    return lines + ["", note, ""] + figures
