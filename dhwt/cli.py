@@ -125,16 +125,20 @@ class _BatchSize(click.ParamType):
               help="Seeds trained together as one ensemble: 42-46, 1,2,5 or 1-3,7. Member i "
                    "equals a solo run of seed i.  [default: 42]")
 @click.option("--steps", type=int, help="Optimizer updates.  [default: 10000]")
-@click.option("--batch-size", type=_BatchSize(),
-              help="Strings per member per step, or 'full' (every training string once, weighted "
-                   "by probability).  [default: full]")
+@click.option("--batch-size", type=_BatchSize(), metavar="full|N",
+              help="Strings per member per step (with --corpus: windows of --seq-len tokens), or "
+                   "'full' (every training string once, weighted by probability; grammars "
+                   "only).  [default: full]")
 @click.option("--lr", type=float, help="Peak learning rate of AdamW.  [default: 5e-4]")
 @click.option("--lr-schedule", type=click.Choice(["constant", "cosine", "periodic-cosine"]),
               help="periodic-cosine is the paper's CosineAnnealingLR (T_max lr_period, stepped "
                    "every step); cosine decays once over the run.  [default: periodic-cosine]")
-@click.option("--eval-every", type=int, metavar="N", help="Evaluate every N steps.  [default: 100]")
+@click.option("--eval-every", type=int, metavar="N",
+              help="Evaluate every N steps, at step 0 and at the last step (the test split: at "
+                   "the last step only).  [default: 100]")
 @click.option("--snapshot-every", type=int, metavar="N",
-              help="Save input/output embeddings every N steps.  [default: 100]")
+              help="Save input/output embeddings every N steps, at step 0 and at the last step.  "
+                   "[default: 100]")
 @click.option("--checkpoint-every", type=int, metavar="N",
               help="Checkpoint every N steps (the last 2 are kept).  [default: 1000]")
 @click.option("--threads", type=int, metavar="N",
@@ -146,7 +150,9 @@ class _BatchSize(click.ParamType):
                    "a GPU is seen, else cpu). --resume may change it.  [default: cpu]")
 @click.option("--config", "config_file", metavar="FILE.toml",
               type=click.Path(dir_okay=False),
-              help="A TOML of TrainConfig keys (flat, as in a run's config.toml); flags override it.")
+              help="A TOML of TrainConfig keys (flat, as in a run's config.toml); flags override "
+                   "it. Its paths (grammar, data, corpus, init_from) are taken from the working "
+                   "directory, as flags are.")
 @click.option("--out", required=True, metavar="RUN_DIR", type=click.Path(file_okay=False),
               help="The run directory to create (or continue with --resume).")
 @click.option("--overwrite", is_flag=True, help="Replace RUN_DIR if it exists.")
@@ -159,7 +165,8 @@ def train_cmd(config_file: str | None, out: str, overwrite: bool, resume: bool,
     \b
     RUN_DIR gets: config.toml (resolved config, written first), metrics.jsonl (per evaluation,
     member and split: loss, accuracy, lr, tied, gap), embeddings/step_XXXXXXX.safetensors
-    (input and output matrices, (S, V, d)), checkpoints/, figures/training.png, report.md.
+    (input and output matrices, (S, V, d)), checkpoints/, figures/training.png, report.md, and
+    for a corpus token_counts.npy (training count per token id, for `dhwt analyze --tokens seen`).
     Defaults are the paper's EXor setting: 1 layer, 1 head, d_model 4, d_ff 4, gelu, post-LN,
     no positions, N(0,1) embeddings, full batch, AdamW lr 5e-4 (betas 0.9/0.999, eps 1e-12,
     weight decay 0.1), periodic cosine (T_max 10000, eta_min 1e-5). Every other setting (model
@@ -170,7 +177,9 @@ def train_cmd(config_file: str | None, out: str, overwrite: bool, resume: bool,
     Examples:
       dhwt train --grammar parity --tie-schedule untie@5000 --steps 10000 --out runs/u5k
       dhwt train --data data/parity --seeds 42-46 --config exor.toml --out runs/exor
-      dhwt train --corpus wikitext-2 --tokenizer bpe:2048 --seq-len 64 --config wt2.toml --out runs/wt2
+      dhwt train --corpus my_text/ --tokenizer word --seq-len 32 --objective clm \\
+          --batch-size 16 --out runs/text
+      DHWT_DATA=../shared/data dhwt train --config experiments/wikitext/cpu.toml --out runs/wt2-cpu
       dhwt train --out runs/u5k --resume
 
     A killed or interrupted run continues with `--out RUN_DIR --resume` and ends exactly as an
@@ -259,10 +268,11 @@ def study_cmd(study_file: str, out: str, overwrite: bool) -> None:
 @cli.command("analyze", context_settings={"max_content_width": 100})
 @click.argument("run_dirs", nargs=-1, required=True, metavar="RUN_DIR...",
                 type=click.Path(file_okay=False))
-@click.option("--out", required=True, type=click.Path(file_okay=False),
+@click.option("--out", required=True, metavar="DIR", type=click.Path(file_okay=False),
               help="Where report.md, figures/ and similarity.csv/.json go.")
 @click.option("--pairs", metavar="A:B,C:D",
-              help="Symbol pairs to track (default: every pair of variants of one class).")
+              help="Symbol pairs to track (synthetic runs; default: every pair of variants of "
+                   "one class).")
 @click.option("--measure", type=click.Choice(["normalised", "raw", "cosine"]), default="normalised",
               show_default=True, help="What the main closeness figure shows (synthetic runs).")
 @click.option("--similarity", "measures", default="knn", show_default=True,
@@ -301,13 +311,13 @@ def analyze_cmd(run_dirs: tuple[str, ...], out: str, pairs: str | None, measure:
                 **similarity: object) -> None:
     """Report on run directories: closeness or loss, and embedding similarity over training.
 
-    Reads each run's snapshots and metrics (never a live model). Synthetic runs: the paper's
-    figure layout (the tied matrix, or input and output, one curve per pair with a 95% band over
-    seeds), loss and accuracy against the Bayes optimum, final values with each pair's exact
-    relation. Text runs: loss, perplexity and accuracy. Both: with two or more members (or
-    runs), KNN match between them at every snapshot for the input and the output matrices beside
-    its chance level; for each untied member the DH diagnostic (its own input vs output
-    neighbourhoods) with a one-line reading on tying. Each matrix and its chance stand-in is
+    Reads each run's snapshots and metrics (never a live model). Synthetic runs: the paper's figure
+    layout (the tied matrix, or input and output, one curve per pair with a 95% band over seeds),
+    loss and accuracy against the Bayes optimum, final values with each pair's exact relation. Text
+    runs: loss, accuracy and perplexity (valid; test at the last step). Both: with two or more
+    members (or runs), KNN match between them at every snapshot for the input and the output
+    matrices beside its chance level; for each untied member the DH diagnostic (its own input vs
+    output neighbourhoods) with a one-line reading on tying. Each matrix and its chance stand-in is
     searched once per snapshot (8192 tokens x 128: about 0.6 s each on 2 cores).
 
     \b
@@ -345,9 +355,9 @@ def analyze_cmd(run_dirs: tuple[str, ...], out: str, pairs: str | None, measure:
 @click.option("--side-b", default="input", show_default=True, metavar="input|output|NAME",
               help="Matrix of B, as --side-a (input vs output of one run: the DH diagnostic).")
 @click.option("--member-a", type=int, default=0, show_default=True,
-              help="Ensemble member of A when it holds several (S, V, d).")
+              help="Ensemble member of A (0-based, in seed order) when it holds several (S, V, d).")
 @click.option("--member-b", type=int, default=0, show_default=True,
-              help="Ensemble member of B when it holds several (S, V, d).")
+              help="Ensemble member of B (0-based, in seed order) when it holds several (S, V, d).")
 @click.option("--baseline/--no-baseline", default=True, show_default=True,
               help="Also compute the chance level: the same measure on norm-matched random "
                    "directions (doubles the time).")
@@ -359,12 +369,12 @@ def knn_cmd(a_spec: str, b_spec: str, **options: object) -> None:
     """KNN Match Similarity of two embedding matrices A and B (same tokens).
 
     \b
-    A and B: FILE.npy, FILE.safetensors, FILE.pt, or RUN_DIR@STEP / RUN_DIR@last (a dhwt
+    A and B: FILE.npy, FILE.safetensors, FILE.pt/.pth, or RUN_DIR@STEP / RUN_DIR@last (a dhwt
     run's snapshot). For each token, its k nearest neighbours (exact, self excluded) in A and
     in B are compared; the mean Jaccard and overlap are printed with the chance level of
     norm-matched random directions (shared row norms alone give several percent under ip).
-    50257 x 512, k=10: about 11 s per space on 2 cores (0.8x two exact faiss searches),
-    under 1 GB of memory (experiments/benchmarks/bench_knn.py).
+    Two 50257 x 512 spaces, k=10: about 22 s on 2 cores, 0.8x the time of two exact faiss
+    searches, under 1 GB of memory (experiments/benchmarks/bench_knn.py).
 
     \b
     Examples:
