@@ -6,7 +6,8 @@ grammar for this run.
 
 `create_run_dir` fills a hidden staging directory beside the target and renames it into place
 only when everything in it (config, dataset, validation) succeeded, so a run that fails before
-training leaves nothing behind. An existing target is refused unless `overwrite`; then it is
+training leaves nothing behind. Missing parent directories are created (as `mkdir -p`) and
+removed again if the creation fails. An existing target is refused unless `overwrite`; then it is
 replaced only after the new one is complete.
 """
 
@@ -52,12 +53,14 @@ def create_run_dir(run_dir: Path, config_toml: str, *, overwrite: bool = False,
     run_dir = Path(run_dir)
     refuse_existing(run_dir, overwrite)
     parent = run_dir.absolute().parent
-    if not parent.is_dir():
-        problem = "is not a directory" if parent.exists() else "does not exist"
-        raise DhwtError(f"cannot create run directory {run_dir}: {parent} {problem}")
+    blocker = next((p for p in (parent, *parent.parents) if p.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        raise DhwtError(f"cannot create run directory {run_dir}: {blocker} is not a directory")
+    missing = [p for p in (parent, *parent.parents) if not p.exists()]
     staging = parent / f".{run_dir.name}.staging-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     try:
+        parent.mkdir(parents=True, exist_ok=True)
         staging.mkdir()
         (staging / CONFIG).write_text(config_toml, encoding="utf-8")
         result = fill(staging) if fill is not None else None
@@ -71,9 +74,20 @@ def create_run_dir(run_dir: Path, config_toml: str, *, overwrite: bool = False,
         else:
             os.replace(staging, run_dir)
     except OSError as exc:  # a full disk, a permission: say where, in one line
-        shutil.rmtree(staging, ignore_errors=True)
+        _remove(staging, missing)
         raise DhwtError(f"cannot create run directory {run_dir}: {exc.strerror or exc}") from None
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        _remove(staging, missing)
         raise
     return result
+
+
+def _remove(staging: Path, created: list[Path]) -> None:
+    """Undo a failed creation: the staging directory, then the parents made for it (innermost
+    first; one that something else has filled meanwhile stays)."""
+    shutil.rmtree(staging, ignore_errors=True)
+    for directory in created:
+        try:
+            directory.rmdir()
+        except OSError:
+            break

@@ -70,6 +70,23 @@ def test_run_dir_created_whole_or_not_at_all(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
 
 
+def test_run_dir_makes_missing_parents_and_removes_them_on_failure(tmp_path):
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "kept").write_text("x")
+    deep = tmp_path / "runs" / "a" / "b" / "run"
+
+    def fail(staging):
+        raise DhwtError("dataset is broken")
+
+    with pytest.raises(DhwtError, match="dataset is broken"):
+        create_run_dir(deep, "steps = 1\n", fill=fail)
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["kept"]
+    create_run_dir(deep, "steps = 1\n")
+    assert (deep / "config.toml").read_text() == "steps = 1\n"
+    with pytest.raises(DhwtError, match=f"{tmp_path / 'runs' / 'kept'} is not a directory"):
+        create_run_dir(tmp_path / "runs" / "kept" / "x" / "run", "steps = 1\n")
+
+
 def test_snapshot_bytes_are_reproducible_and_read_by_safetensors(tmp_path):
     """Equal snapshots are equal files, and the safetensors library reads them (an independent
     reader of the hand-written format)."""
