@@ -251,7 +251,8 @@ def study_cmd(study_file: str, out: str, overwrite: bool) -> None:
     "../other/runs/NAME" is a run of a study written beside this one).
 
     Killed half-way? Run the same command again: finished runs are kept, interrupted ones resume
-    from their last checkpoint.
+    from their last checkpoint. Added a [[runs]] table to the file? The same command trains only
+    the new run (changing [data], [train] or an existing run needs --overwrite).
 
     \b
     Examples:

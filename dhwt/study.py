@@ -29,7 +29,9 @@ with the chance level, over tokens seen in training, and the DH diagnostic of un
 
 Nothing is lost when a study is killed: run again with the same file and DIR, and finished runs
 are kept, interrupted ones resume from their last checkpoint (bit for bit, see dhwt.training),
-missing ones start. A different study file for an existing DIR is refused unless `overwrite`.
+missing ones start. A file that only adds runs (or changes [study] or [analysis]) continues
+the study with them; one that changes [data], [train] or a run already there is refused unless
+`overwrite`.
 """
 
 from __future__ import annotations
@@ -84,6 +86,12 @@ def load_study(path: str | Path) -> Study:
     if unknown:
         raise DhwtError(f"study file {path}: unknown sections {sorted(unknown)}; "
                         f"allowed: {sorted(SECTIONS)}")
+    for section in sorted(set(raw) - {"runs"}):
+        if not isinstance(raw[section], dict):
+            raise DhwtError(f"study file {path}: {section} must be a table [{section}], got "
+                            f"{raw[section]!r}")
+    if not all(isinstance(run, dict) for run in raw.get("runs", [])):
+        raise DhwtError(f"study file {path}: runs must be tables [[runs]], got {raw['runs']!r}")
     head = raw.get("study", {})
     data = dict(raw.get("data", {}))
     allowed = TEXT_KEYS if "corpus" in data else DATA_KEYS
@@ -239,16 +247,31 @@ def _text_report(study: Study, out: Path) -> Path:
 
 
 def _claim(out: Path, study: Study, overwrite: bool) -> None:
-    """Make `out` this study's directory: new, the same study continued, or replaced."""
+    """Make `out` this study's directory: new, the same study continued (perhaps with runs
+    added), or replaced."""
     marker = out / "study.toml"
     if out.exists() and overwrite:
         shutil.rmtree(out)
-    elif out.exists() and not (marker.is_file() and marker.read_text(encoding="utf-8") == study.text):
+    elif out.exists() and not (marker.is_file() and _continues(marker, study.text)):
         raise DhwtError(f"{out} already exists and does not hold this study; pass --overwrite to "
-                        f"replace it")
+                        f"replace it (a study continues with runs added, not with its [data], "
+                        f"[train] or runs changed)")
     out.mkdir(parents=True, exist_ok=True)
-    if not marker.is_file():
+    if not marker.is_file() or marker.read_text(encoding="utf-8") != study.text:
         atomic_write_bytes(marker, study.text.encode("utf-8"))
+
+
+def _continues(marker: Path, text: str) -> bool:
+    """True if study file `text` keeps the [data], the [train] and every run of the study held
+    in `marker` as written (it may add runs and change [study] and [analysis])."""
+    try:
+        old = tomllib.loads(marker.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return False
+    new = tomllib.loads(text)
+    runs = {run.get("name"): run for run in new.get("runs", [])}
+    return (old.get("data") == new.get("data") and old.get("train") == new.get("train")
+            and all(runs.get(run.get("name")) == run for run in old.get("runs", [])))
 
 
 def _dotted(table: dict, prefix: str = "") -> dict[str, object]:

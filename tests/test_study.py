@@ -75,12 +75,41 @@ def test_killed_study_resumes_the_interrupted_run(tmp_path):
     assert (run / "embeddings" / "step_0000020.safetensors").read_bytes() == reference
 
 
-def test_a_different_study_in_the_same_dir_is_refused(tmp_path):
+@pytest.mark.parametrize("edit", [
+    lambda s: s.replace("lr = 1e-2", "lr = 2e-2"),  # [train]
+    lambda s: s.replace("valid_fraction = 0.25", "valid_fraction = 0.5"),  # [data]
+    lambda s: s.replace('"untie@10"', '"untie@15"'),  # a run already there
+    lambda s: s.replace('name = "untie"', 'name = "untie2"'),  # a run gone (renamed)
+])
+def test_a_different_study_in_the_same_dir_is_refused(tmp_path, edit):
     out = tmp_path / "out"
     run_study(load_study(write(tmp_path)), out)
-    other = load_study(write(tmp_path, STUDY.replace('name = "tiny"', 'name = "other"'), "b.toml"))
+    other = load_study(write(tmp_path, edit(STUDY), "b.toml"))
     with pytest.raises(DhwtError, match="does not hold this study; pass --overwrite"):
         run_study(other, out)
+    assert (out / "study.toml").read_text() == STUDY
+
+
+def test_a_study_with_runs_added_continues_and_keeps_the_finished_ones(tmp_path):
+    out = tmp_path / "out"
+    run_study(load_study(write(tmp_path)), out)
+    stamps = {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("*.safetensors")}
+    extended = STUDY.replace('name = "tiny"', 'name = "tiny, extended"') + (
+        '\n[[runs]]\nname = "untied"\ntie_schedule = "untied"\n')
+    report = run_study(load_study(write(tmp_path, extended, "b.toml")), out)
+    assert stamps == {p: p.stat().st_mtime_ns for p in stamps}
+    assert (out / "runs" / "untied" / "report.md").is_file()
+    assert "| untied |" in report.read_text() and "tiny, extended" in report.read_text()
+    assert (out / "study.toml").read_text() == extended
+
+
+@pytest.mark.parametrize("text, message", [
+    ('train = 3\n[[runs]]\nname = "a"\n', r"train must be a table \[train\], got 3"),
+    ('runs = [1]\n[data]\ngrammar = "parity"\n', r"runs must be tables \[\[runs\]\]"),
+])
+def test_a_section_that_is_not_a_table_is_one_clear_error(tmp_path, text, message):
+    with pytest.raises(DhwtError, match=message):
+        load_study(write(tmp_path, text))
 
 
 @pytest.mark.parametrize("edit, message", [
