@@ -176,7 +176,8 @@ def train_cmd(config_file: str | None, out: str, overwrite: bool, resume: bool,
     \b
     Examples:
       dhwt train --grammar parity --tie-schedule untie@5000 --steps 10000 --out runs/u5k
-      dhwt train --data data/parity --seeds 42-46 --config exor.toml --out runs/exor
+      dhwt train --data data/parity --architecture mixer --steps 150000 --out runs/mixer
+      dhwt train --config runs/u5k/config.toml --tie-schedule untied --out runs/untied
       dhwt train --corpus my_text/ --tokenizer word --seq-len 32 --objective clm \\
           --batch-size 16 --out runs/text
       DHWT_DATA=../shared/data dhwt train --config experiments/wikitext/cpu.toml --out runs/wt2-cpu
