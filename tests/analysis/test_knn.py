@@ -90,6 +90,29 @@ def test_rows_float32_cannot_separate_are_resolved_in_float64():
     np.testing.assert_array_equal(got.indices, oracle(x, 5, "ip")[0])
 
 
+def _bfloat16_mm(a, b, *, out):
+    """A matmul that rounds its inputs to bfloat16, as oneDNN may under torch's "bf16" setting."""
+    return out.copy_(torch.matmul(a.bfloat16(), b.bfloat16()).float())
+
+
+def test_gram_blocks_fall_back_to_numpy_when_onednn_would_round_to_bfloat16(monkeypatch):
+    import dhwt.analysis.knn as engine
+
+    shape = (64, 64, 24)
+    out = torch.empty(shape[:2])
+    assert engine._onednn_is_float32(shape, out) == torch.backends.mkldnn.is_available()
+    monkeypatch.setattr(engine, "_ONEDNN_FLOAT32", {})
+    monkeypatch.setattr(torch, "mm", _bfloat16_mm)
+    assert not engine._onednn_is_float32(shape, out)
+    # bfloat16 blocks would miss neighbours (entries 1 + small differences all round to 1);
+    # the engine must notice and still be exact
+    rng = np.random.default_rng(3)
+    x = (1 + rng.integers(0, 64, size=(150, 24)) * 2.0**-14).astype(np.float32)
+    got = nearest_neighbours(x, 5, "ip", block_size=64)
+    np.testing.assert_array_equal(got.indices, oracle(x, 5, "ip")[0])
+    assert set(engine._ONEDNN_FLOAT32.values()) == {False}
+
+
 def test_match_scores_by_hand():
     a = Neighbours("ip", np.array([[1, 2, 3], [0, 2, 3], [0, 1, 3], [0, 1, 2]]), np.zeros((4, 3)))
     b = Neighbours("ip", np.array([[3, 2, 1], [5, 6, 0], [4, 5, 6], [0, 1, 2]]), np.zeros((4, 3)))
