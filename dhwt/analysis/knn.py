@@ -25,7 +25,10 @@ probe shows that it keeps float32 (see _gemm): about 2x numpy's OpenBLAS on AMD 
 Memory stays bounded: one block (block_size^2 floats) at a time, never V x V. Inside a block, a
 row only looks at the entries that can beat its current k+slack-th candidate: tile maxima (w
 consecutive entries) are compared with that threshold first and only the few tiles that pass
-are read.
+are read. Under inner product the rows are scanned longest first, so that every row's first
+block holds the long rows that are most rows' neighbours: its threshold starts near its final
+value and later blocks offer few candidates (18 per row in all instead of 58 on the GPT-2-sized
+benchmark).
 """
 
 from __future__ import annotations
@@ -117,7 +120,10 @@ def nearest_neighbours(x: np.ndarray, k: int, metric: str = "ip", *, block_size:
         raise DhwtError(f"slack must be a non-negative integer, got {slack!r}")
     m = min(k + slack, n - 1)
     left, right, exact, error = _work_matrices(x, metric, name)
-    cand, kth = _candidates(left, right, n, m, block_size - block_size % TILE, progress)
+    # inner products: the longest rows first, so that every row meets its likely neighbours (the
+    # long rows, "hubs") in its first block and later blocks offer few candidates
+    order = np.argsort(-np.einsum("ij,ij->i", x, x), kind="stable") if metric == "ip" else None
+    cand, kth = _candidates(left, right, n, m, block_size - block_size % TILE, progress, order)
     return _rerank(exact, cand, kth + error, k, metric)
 
 
@@ -341,17 +347,23 @@ def _descending(v: np.ndarray) -> np.ndarray:
 
 
 def _candidates(left: np.ndarray, right: np.ndarray, n: int, m: int, block: int,
-                progress: bool | None) -> tuple[np.ndarray, np.ndarray]:
+                progress: bool | None,
+                order: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(n, m) row ids of the best m other rows of every row under the float32 score
     left_i . right_j (symmetric in i, j), ties to the lower index; and (n,) the float32 score
-    of each row's m-th candidate (every other row scores at most that)."""
+    of each row's m-th candidate (every other row scores at most that).
+
+    order: a permutation of the rows to scan them in (blocks of consecutive rows in that order;
+    the block pairs row-major, so that block 0 is every row's first block). Ties among float32
+    scores then go to the lower position in `order`; the float64 re-rank restores the rule."""
     padded = -(-n // TILE) * TILE
-    if padded != n:
-        pad = np.zeros((padded - n, left.shape[1]), np.float32)
-        left, right = np.vstack([left, pad]), np.vstack([right, pad])
+    if order is not None or padded != n:  # one copy each, shared when left is right
+        same = right is left
+        left = _arranged(left, order, padded)
+        right = left if same else _arranged(right, order, padded)
     bounds = [(s, min(s + block, padded)) for s in range(0, padded, block)]
-    pairs = [(i, i) for i in range(len(bounds))]
-    pairs += [(i, j) for i in range(len(bounds)) for j in range(i + 1, len(bounds))]
+    pairs = [(i, j) for i in range(len(bounds)) for j in range(i, len(bounds))]
+    seen: set[int] = set()  # blocks whose rows have met a block already
     best = _Best(padded, m)
     buffer = torch.empty(min(block, padded) ** 2)
     left_t, right_t = torch.from_numpy(left), torch.from_numpy(right)
@@ -364,14 +376,31 @@ def _candidates(left: np.ndarray, right: np.ndarray, n: int, m: int, block: int,
         g[:, max(n - c0, 0):] = -np.inf
         if i == j:
             np.fill_diagonal(g, -np.inf)  # self is never a neighbour
-            rows, cols, vals = _row_candidates(g, best.threshold(r0, r1), m)
-            best.merge(r0, rows, cols + r0, vals)
-        else:
-            rows, cols, vals = _row_candidates(g, best.threshold(r0, r1))
-            best.merge(r0, rows, cols + c0, vals)
-            rows, cols, vals = _column_candidates(g, best.threshold(c0, c1))
+        rows, cols, vals = _row_candidates(g, best.threshold(r0, r1), 0 if i in seen else m)
+        best.merge(r0, rows, cols + c0, vals)
+        if i != j:
+            rows, cols, vals = _column_candidates(g, best.threshold(c0, c1),
+                                                  0 if j in seen else m)
             best.merge(c0, rows, cols + r0, vals)
-    return best.index[:n], best.values[:n, -1].astype(np.float64)
+        seen |= {i, j}
+    index, kth = best.index[:n], best.values[:n, -1].astype(np.float64)
+    if order is None:
+        return index, kth
+    found = np.empty_like(index)
+    found[order] = order[index]  # the row at position p is order[p]
+    unsorted = np.empty_like(kth)
+    unsorted[order] = kth
+    return found, unsorted
+
+
+def _arranged(x: np.ndarray, order: np.ndarray | None, padded: int) -> np.ndarray:
+    """The rows of x in `order` (all if None), then zero rows up to `padded` rows."""
+    out = np.zeros((padded, x.shape[1]), np.float32)
+    if order is None:
+        out[: len(x)] = x
+    else:
+        np.take(x, order, axis=0, out=out[: len(x)])
+    return out
 
 
 def _gemm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
@@ -444,12 +473,14 @@ def _row_candidates(g: np.ndarray, threshold: np.ndarray,
     return flag_r[hit], flag_t[hit] * TILE + within, values[hit, within]
 
 
-def _column_candidates(g: np.ndarray,
-                       threshold: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _column_candidates(g: np.ndarray, threshold: np.ndarray,
+                       m: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The entries of g.T at or above threshold, i.e. (c, r) with g[r, c] >= threshold[c],
-    found through maxima of column tiles g[t*w:(t+1)*w, c]."""
+    found through maxima of column tiles g[t*w:(t+1)*w, c]; m as in _row_candidates."""
     tiles = g.reshape(-1, TILE, g.shape[1])  # (t, w, c)
     tile_max = torch.from_numpy(tiles).amax(dim=1).numpy()  # torch's: 2x numpy's here
+    if 0 < m <= tile_max.shape[0]:
+        threshold = np.maximum(threshold, np.partition(tile_max, -m, axis=0)[-m])
     flag_t, flag_c = np.nonzero(tile_max >= threshold[None, :])
     values = tiles[flag_t, :, flag_c]  # (flagged, w)
     hit, within = np.nonzero(values >= threshold[flag_c][:, None])

@@ -113,6 +113,26 @@ def test_gram_blocks_fall_back_to_numpy_when_onednn_would_round_to_bfloat16(monk
     assert set(engine._ONEDNN_FLOAT32.values()) == {False}
 
 
+@pytest.mark.parametrize("order", ["none", "random", "longest first"])
+def test_candidates_are_the_best_float32_scores_in_any_scan_order(order):
+    import dhwt.analysis.knn as engine
+
+    rng = np.random.default_rng(4)
+    n, m = 700, 9
+    x = tied_integers(rng, n, 6)  # small integers: float32 scores are exact
+    perm = {"none": None, "random": rng.permutation(n),
+            "longest first": np.argsort(-(x * x).sum(axis=1), kind="stable")}[order]
+    # blocks of 320 rows: 10 tiles of 32, enough for a first block's m-th tile maximum
+    cand, kth = engine._candidates(x, x, n, m, 320, False, perm)
+    score = x.astype(np.float64) @ x.T.astype(np.float64)
+    np.fill_diagonal(score, -np.inf)
+    best = -np.sort(-score, axis=1)[:, :m]
+    assert not (cand == np.arange(n)[:, None]).any()
+    got = np.sort(np.take_along_axis(score, cand, axis=1), axis=1)[:, ::-1]
+    np.testing.assert_array_equal(got, best)  # the m best scores (ties: any of the equals)
+    np.testing.assert_array_equal(kth, best[:, -1])
+
+
 def test_match_scores_by_hand():
     a = Neighbours("ip", np.array([[1, 2, 3], [0, 2, 3], [0, 1, 3], [0, 1, 2]]), np.zeros((4, 3)))
     b = Neighbours("ip", np.array([[3, 2, 1], [5, 6, 0], [4, 5, 6], [0, 1, 2]]), np.zeros((4, 3)))
