@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -37,6 +38,7 @@ import tracemalloc
 import numpy as np
 import torch
 
+from dhwt.analysis import knn
 from dhwt.analysis.knn import knn_match, match_neighbours, nearest_neighbours
 
 
@@ -144,7 +146,7 @@ def main() -> None:
         return
 
     print(f"threads: torch {torch.get_num_threads()}; data {args.n} x {args.d} float32 x 2, "
-          f"k={args.k}, seed {args.seed}")
+          f"k={args.k}, seed {args.seed}; load average {os.getloadavg()[0]:.1f}")
     a, b = make_spaces(args.n, args.d, args.seed)
 
     def dhwt_match():  # what knn_match does, keeping the neighbour lists for the check below
@@ -170,6 +172,9 @@ def main() -> None:
           f"overlap {match.mean_overlap:.4f}  jaccard {match.mean_jaccard:.4f}")
     print(f"{baseline:36s} {t_base:8.2f} s")
     print(f"ratio dhwt / baseline                {t_dhwt / t_base:8.3f}   (target <= 0.6)")
+    onednn = sorted(shape for shape, ok in knn._ONEDNN_FLOAT32.items() if ok)
+    print(f"Gram blocks by oneDNN float32 for shapes {onednn}, numpy for the others; load average "
+          f"after the timing {os.getloadavg()[0]:.1f}")
 
     rows = np.random.default_rng(args.seed + 1).choice(args.n, args.check_rows, replace=False)
     for name, x, mine, base in zip("AB", (a, b), lists, base_lists):
