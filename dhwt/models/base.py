@@ -6,7 +6,8 @@ tying state held by one `TiedEmbeddings`, and logits = h @ E_out^T (+ bias). A s
 own weights between `_build_embeddings` and `_build_output` (so every member's draws come in one
 fixed order: input embeddings first, then the architecture's weights) and computes the final
 hidden states feature-major in `_features`; this class adds the optional final LayerNorm and
-turns them into logits.
+turns them into logits, or straight into the loss (dhwt.models.output, which also decides the
+logits' memory layout).
 
 Devices. Weights are always drawn on the CPU (so a seed gives the same initial weights on every
 device) and move with `model.to(device)`. Every tensor a forward pass makes (masks, positions,
@@ -28,7 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from dhwt.errors import DhwtError
-from dhwt.models import init, layers
+from dhwt.models import init, layers, output
 from dhwt.models.config import ModelConfig
 from dhwt.models.embeddings import TiedEmbeddings
 
@@ -90,19 +91,26 @@ class EnsembleLM(nn.Module):
         """S, the number of members."""
         return len(self.seeds)
 
-    def forward(self, inputs: torch.Tensor, padding: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, inputs: torch.Tensor, padding: torch.Tensor | None = None, *,
+                targets: torch.Tensor | None = None,
+                weights: torch.Tensor | None = None) -> torch.Tensor:
         """Logits (S, B, L, V) for inputs (S, B, L) long; padding (S, B, L) bool, True at pads.
 
-        A view of (S, V, B, L) memory: `logits.permute(0, 3, 1, 2)` is contiguous.
+        Given targets (S, B, L) long (-100 where no loss) and weights (S, B, L), instead the (S,)
+        per-member losses sum(weights * CE), without keeping the logits where they are wide (the
+        training path; dhwt.models.output). The logits are a view of (S, V, B, L) memory for
+        vocabularies below output.TOKEN_MAJOR_VOCAB, else contiguous (`output.token_major`).
         """
         h = self._final(inputs, padding)
         members, batch, length = inputs.shape
+        bias = self.output_bias if self.config.output_bias else None
         out = self.embeddings.output_weight
-        if self.config.output_bias:
-            logits = torch.baddbmm(self.output_bias.unsqueeze(2), out, h)
-        else:
-            logits = torch.bmm(out, h)
-        return logits.view(members, -1, batch, length).permute(0, 2, 3, 1)
+        if targets is not None or weights is not None:
+            if targets is None or weights is None:
+                raise ValueError("give both targets and weights for the loss, or neither")
+            return output.output_loss(h, out, bias, targets.reshape(members, -1),
+                                      weights.reshape(members, -1))
+        return output.logits(h, out, bias).view(members, batch, length, -1)
 
     def hidden(self, inputs: torch.Tensor, padding: torch.Tensor | None = None) -> torch.Tensor:
         """The final hidden states h (S, B, L, d) that feed the logits (a view of (S, d, B, L)).

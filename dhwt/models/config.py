@@ -14,6 +14,7 @@ USED_BY = {
     "n_heads": ("transformer",),
     "d_ff": ("transformer",),
     "dropout": ("transformer",),
+    "ff_dropout": ("transformer",),
     "activation": ("transformer",),
     "norm": ("transformer",),
     "positions": ("transformer",),
@@ -49,6 +50,10 @@ class ModelConfig:
     lstm_layers, lstm_hidden: stacked LSTM layers and the hidden size of each direction.
     mixer_layers, token_mixing, channel_mixing: mixer layers and the hidden widths of the
         token-mixing MLP (across positions) and the channel-mixing MLP (across features).
+    dropout, ff_dropout: the dropout rate, applied to the embeddings (after positions), the
+        attention weights and the output of each sublayer (attention, feed-forward); ff_dropout
+        also applies it to the feed-forward activation, as torch.nn.TransformerEncoderLayer does.
+        Without it the places are GPT-2's (embd_pdrop, attn_pdrop, resid_pdrop).
     norm: "post" (x = LN(x + f(x)), torch's default) or "pre" (x = x + f(LN(x))).
     final_norm: a LayerNorm after the last layer, before the logits (GPT-2 style, usual with
         pre-LN; off by default so one layer equals torch.nn.TransformerEncoderLayer).
@@ -74,6 +79,7 @@ class ModelConfig:
     n_heads: int = 1
     d_ff: int = 4
     dropout: float = 0.0
+    ff_dropout: bool = True
     activation: str = "gelu"
     norm: str = "post"
     final_norm: bool = False
@@ -126,7 +132,7 @@ class ModelConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise DhwtError(f"model {name} must be a positive number, got {value!r}")
-        for name in ("final_norm", "causal", "output_bias", "emb_scale"):
+        for name in ("ff_dropout", "final_norm", "causal", "output_bias", "emb_scale"):
             if not isinstance(getattr(self, name), bool):
                 raise DhwtError(f"model {name} must be true or false, got {getattr(self, name)!r}")
         self._check_applies()

@@ -7,11 +7,11 @@ equals a solo model built with [seeds[s]]. The loss of an ensemble is the sum of
 losses, so gradients never mix and AdamW (elementwise) trains each member as if alone.
 
 Layout. Inside, activations are feature-major, (S, d, T) with T = B * L tokens: every linear map
-is one bmm W @ x, LayerNorm reduces over dim 1 with the tokens contiguous, and the logits come out
-as (S, V, T). For tiny widths (the EXor model has d = 4, V = 7) this is several times faster than
-token-major (S, T, d), whose reductions run over a 4-wide innermost dim. `forward` and `hidden`
-return (S, B, L, ·) views of that memory; the fast loss is
-`F.cross_entropy(logits.permute(0, 3, 1, 2), targets)`, class dim 1, no copy.
+is one bmm W @ x and LayerNorm reduces over dim 1 with the tokens contiguous. For tiny widths
+(the EXor model has d = 4, V = 7) this is several times faster than token-major (S, T, d), whose
+reductions run over a 4-wide innermost dim. `hidden` returns an (S, B, L, d) view of that memory;
+the logits' layout, and the training loss straight from h, are dhwt.models.output's (one rule on
+the vocabulary size).
 
 One layer with post-LN computes what torch.nn.TransformerEncoderLayer(batch_first=True,
 norm_first=False) computes; pre-LN what norm_first=True computes.
@@ -95,7 +95,9 @@ class Block(nn.Module):
 
     def _feed_forward(self, x: torch.Tensor, drop: Dropout) -> torch.Tensor:
         act = F.gelu if self.config.activation == "gelu" else F.relu
-        inner = drop(act(linear(x, self.linear1_weight, self.linear1_bias)))
+        inner = act(linear(x, self.linear1_weight, self.linear1_bias))
+        if self.config.ff_dropout:
+            inner = drop(inner)
         return drop(linear(inner, self.linear2_weight, self.linear2_bias))
 
 

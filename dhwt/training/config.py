@@ -25,10 +25,10 @@ from dhwt.training.device import check_device
 from dhwt.training.tying import TieSchedule
 
 OBJECTIVES = ("mlm", "clm")
-MODEL_FIELDS = ("architecture", "d_model", "n_layers", "n_heads", "d_ff", "dropout", "activation",
-                "norm", "final_norm", "positions", "output_bias", "emb_init", "emb_std",
-                "emb_scale", "init", "lstm_layers", "lstm_hidden", "mixer_layers", "token_mixing",
-                "channel_mixing")
+MODEL_FIELDS = ("architecture", "d_model", "n_layers", "n_heads", "d_ff", "dropout", "ff_dropout",
+                "activation", "norm", "final_norm", "positions", "output_bias", "emb_init",
+                "emb_std", "emb_scale", "init", "lstm_layers", "lstm_hidden", "mixer_layers",
+                "token_mixing", "channel_mixing")
 LR_SCHEDULES = ("constant", "cosine", "periodic-cosine")
 FULL_BATCH = "full"
 # Fields that say where a run computes, not what: a resume may change them (dhwt.training.device)
@@ -162,6 +162,7 @@ class TrainConfig:
     n_heads: int = 1
     d_ff: int = 4
     dropout: float = 0.0
+    ff_dropout: bool = True
     activation: str = "gelu"
     norm: str = "post"
     final_norm: bool = False

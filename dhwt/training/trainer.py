@@ -74,8 +74,8 @@ from dhwt.training.checkpoint import (atomic_write_bytes, checkpoint_path, cpu_c
 from dhwt.training.config import TrainConfig
 from dhwt.training.device import resolve_device
 from dhwt.training.distributed import SINGLE, Parallel
-from dhwt.training.ensemble import (chunked_metrics, clip_member_grads, eval_rows, member_loss,
-                                    repeat_batch, stack_batches)
+from dhwt.training.ensemble import (chunked_metrics, clip_member_grads, eval_rows, repeat_batch,
+                                    stack_batches)
 from dhwt.training.lr import LRSchedule
 from dhwt.training.members import prepare_members
 from dhwt.training.metrics import MetricsWriter, read_metrics, truncate_metrics
@@ -241,7 +241,7 @@ class Trainer:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         batch = self._draw(self.data_generators)
-        loss = member_loss(self.net(batch.inputs, batch.padding), batch)
+        loss = self.net(batch.inputs, batch.padding, targets=batch.targets, weights=batch.weights)
         if c.tie_penalty and not self.model.embeddings.tied and self.parallel.writes:
             loss = loss + tie_penalty(self.model, c.tie_penalty)  # once, not once per process
         self._guard(self.parallel.sum(loss), "loss")

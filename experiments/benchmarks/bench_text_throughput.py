@@ -1,18 +1,23 @@
 """Training throughput of dhwt's causal transformer vs HF transformers' GPT-2 (issue 5; target
 dhwt >= 1.1x), with MFU against a matmul peak measured in the same run.
 
-One training step = forward, cross-entropy over every position, backward, AdamW update, on a
-fixed random batch (the data pipeline is not timed). dhwt: `Transformer` with one member (S = 1),
-untied head, pre-LN, final LayerNorm, sinusoidal positions (a buffer). HF: `GPT2LMHeadModel`
-with the same widths, depth, heads, vocabulary, context, activation and dropout, untied head,
-SDPA attention; its positions are a learned table (what GPT-2 has), its loss computed outside
-the model exactly as dhwt's. Shapes:
+One training step = forward, loss (the mean cross-entropy over every position), backward, AdamW
+update, on a fixed random batch (the data pipeline is not timed). dhwt: `Transformer` with one
+member (S = 1), untied head, pre-LN, final LayerNorm, sinusoidal positions (a buffer), dropout
+where GPT-2 has it (`ff_dropout=False`: embeddings, attention weights, the two residual
+branches; not after the feed-forward activation), and its training loss path
+`model(inputs, targets=, weights=)` with weights 1 / T (dhwt.models.output: token-major logits,
+log-softmax and gradient in place). HF: `GPT2LMHeadModel` with the same widths, depth, heads,
+vocabulary, context, activation, dropout rate and places, untied head, SDPA attention; its
+positions are a learned table (what GPT-2 has), its loss `F.cross_entropy` of its logits (what
+`labels=` computes, without the shift). Shapes:
   cpu    experiments/wikitext/cpu.toml: d 128, 2 layers, 4 heads, d_ff 512, relu, context 128,
          batch 16, vocabulary 8192, dropout 0.1
   small  GPT-2-small-like: d 768, 12 layers, 12 heads, d_ff 3072, gelu, context 128, batch 4,
          vocabulary 50257, dropout 0.1 (about 10 s per step here)
 `--dropout 0` also times both without dropout (dhwt draws its masks from per-member generators,
-never the global RNG, so with dropout it cannot hand them to SDPA; without, both use SDPA).
+never the global RNG; with dropout both compute the attention softmax by hand, since SDPA's CPU
+kernels take no dropout and the math fallback is what HF then runs; without, both use SDPA).
 
 Rounds alternate dhwt and HF (same load for both); the script prints medians, their ratio, the
 load average before and after, and MFU = model FLOPs per second / measured peak, with model
@@ -69,12 +74,13 @@ def batch(shape: Shape) -> tuple[torch.Tensor, torch.Tensor]:
 def dhwt_step(shape: Shape, dropout: float) -> tuple[Callable[[], float], int]:
     config = ModelConfig(
         vocab_size=shape.vocab, max_len=shape.context, d_model=shape.d, n_layers=shape.layers,
-        n_heads=shape.heads, d_ff=shape.d_ff, dropout=dropout, activation=shape.activation,
-        norm="pre", final_norm=True, positions="sinusoidal", causal=True, emb_init="xavier",
-        emb_scale=True, init="xavier")
+        n_heads=shape.heads, d_ff=shape.d_ff, dropout=dropout, ff_dropout=False,
+        activation=shape.activation, norm="pre", final_norm=True, positions="sinusoidal",
+        causal=True, emb_init="xavier", emb_scale=True, init="xavier")
     model = Transformer(config, [1], tied=False)
     inputs, targets = (t[None] for t in batch(shape))
-    return _step(model, lambda: F.cross_entropy(model(inputs).permute(0, 3, 1, 2), targets),
+    weights = torch.full(targets.shape, 1.0 / targets.numel())  # sum(weights * CE) = mean CE
+    return _step(model, lambda: model(inputs, targets=targets, weights=weights).sum(),
                  model.parameters()), _dense_params(model)
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 from dhwt.models import ModelConfig, Transformer
 from dhwt.training.tying import TieSchedule, apply_switch
@@ -44,9 +43,8 @@ def _batches(member: int, steps: int) -> list[tuple[torch.Tensor, ...]]:
 
 
 def _member_losses(model: Transformer, inputs, targets, weights, padding) -> torch.Tensor:
-    logits = model(inputs, padding)
-    ce = F.cross_entropy(logits.flatten(0, 2), targets.flatten(), reduction="none", ignore_index=-100)
-    return (weights.flatten() * ce).view(inputs.shape[0], -1).sum(1)
+    """The trainer's loss path: per-member sum(weights * CE) without the logits."""
+    return model(inputs, padding, targets=targets, weights=weights)
 
 
 def _run(config: ModelConfig, seeds, members: list[int], schedule: TieSchedule) -> Transformer:
@@ -75,8 +73,10 @@ def _run(config: ModelConfig, seeds, members: list[int], schedule: TieSchedule) 
         ModelConfig(vocab_size=7, max_len=8),
         ModelConfig(vocab_size=7, max_len=8, d_model=8, n_heads=2, d_ff=16, n_layers=2,
                     norm="pre", final_norm=True, positions="learned", causal=True),
+        ModelConfig(vocab_size=70, max_len=8, d_model=8, n_heads=2, d_ff=16, causal=True,
+                    output_bias=True),  # token-major logits: the fused loss (models.output)
     ],
-    ids=["exor", "causal-2layer"],
+    ids=["exor", "causal-2layer", "causal-wide-vocab"],
 )
 def test_ensemble_training_equals_solo_runs(config, schedule):
     plan = TieSchedule.parse(schedule, STEPS)

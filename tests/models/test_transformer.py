@@ -197,6 +197,28 @@ def test_rng_state_round_trip_repeats_dropout():
     assert torch.equal(model(inputs), first)
 
 
+@pytest.mark.parametrize("ff_dropout", [True, False])
+def test_dropout_places(ff_dropout, monkeypatch):
+    """Dropout is applied, per layer, to the attention weights, the attention output, the
+    feed-forward activation (only with ff_dropout, torch's layer) and the feed-forward output,
+    after the embeddings; without ff_dropout those are GPT-2's places."""
+    S, B, L, d, ff, heads = 2, 3, 5, 8, 12, 2
+    config = ModelConfig(vocab_size=7, max_len=L, d_model=d, n_heads=heads, d_ff=ff,
+                         n_layers=2, dropout=0.1, ff_dropout=ff_dropout)
+    model = Transformer(config, SEEDS[:S], tied=True).train()
+    seen = []
+    original = model._dropout
+    monkeypatch.setattr(model, "_dropout", lambda x: seen.append(tuple(x.shape)) or original(x))
+    model(torch.zeros(S, B, L, dtype=torch.long))
+    layer = [(S * B, heads, L, L), (S, d, B * L)] + [(S, ff, B * L)] * ff_dropout + [(S, d, B * L)]
+    assert seen == [(S, d, B * L)] + layer * 2
+
+
+def test_ff_dropout_applies_to_the_transformer_only():
+    with pytest.raises(DhwtError, match="ff_dropout applies to the transformer only"):
+        ModelConfig(vocab_size=7, max_len=8, architecture="lstm", ff_dropout=False)
+
+
 @pytest.mark.parametrize("init", ["torch", "xavier"])
 def test_init_bounds_follow_torch_and_xavier(init):
     d, ff, vocab = 64, 256, 500
@@ -236,6 +258,7 @@ def test_init_bounds_follow_torch_and_xavier(init):
         dict(emb_std=0.0),
         dict(causal="yes"),
         dict(n_layers=1.5),
+        dict(ff_dropout=0),
     ],
 )
 def test_bad_config_raises_one_line_error(bad):

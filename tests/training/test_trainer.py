@@ -9,6 +9,7 @@ import torch
 
 from dhwt.errors import DhwtError
 from dhwt.languages import load_language, load_task, write_dataset
+from dhwt.models import output
 from dhwt.training import TrainConfig, train
 from dhwt.training.checkpoint import latest_checkpoint, list_checkpoints
 from dhwt.analysis.snapshots import read_snapshot
@@ -79,6 +80,37 @@ def test_member_equals_a_solo_run_of_its_seed(task, tmp_path):
         assert (a["step"], a["split"], a["tied"]) == (b["step"], b["split"], b["tied"])
         assert a["loss"] == pytest.approx(b["loss"], rel=1e-5)
         assert a["accuracy"] == pytest.approx(b["accuracy"], abs=1e-6)
+
+
+def test_token_major_loss_path_trains_as_the_logits_path_and_resumes_bit_for_bit(
+        task, tmp_path, interrupt_at, assert_same, monkeypatch):
+    """The fused training loss (dhwt.models.output, forced onto parity's small vocabulary by
+    lowering the layout threshold) trains what the feature-major logits path trains, to float
+    tolerance, and a run on it resumes bit for bit."""
+    config = TrainConfig(seeds="1-2", steps=60, eval_every=20, snapshot_every=20,
+                         checkpoint_every=20, tie_schedule="untie@30", lr=1e-2, batch_size=16,
+                         dropout=0.1, threads=1)
+    train(config, task, tmp_path / "logits")
+    monkeypatch.setattr(output, "TOKEN_MAJOR_VOCAB", 1)
+    calls = []
+    fused_apply = output._FusedCrossEntropy.apply
+    monkeypatch.setattr(output._FusedCrossEntropy, "apply",
+                        lambda *args: calls.append(1) or fused_apply(*args))
+    train(config, task, tmp_path / "fused")
+    assert len(calls) == config.steps  # every update took the fused path
+    interrupt_at(40)
+    with pytest.raises(KeyboardInterrupt):
+        train(config, task, tmp_path / "resumed")
+    train(config, task, tmp_path / "resumed", resume=True)
+    fused, resumed = (_final(tmp_path / name, config, task) for name in ("fused", "resumed"))
+    assert_same(fused[0]["model"], resumed[0]["model"])
+    assert fused[1] == resumed[1]
+    reference = [json.loads(x) for x in (tmp_path / "logits" / "metrics.jsonl").open()]
+    ours = [json.loads(x) for x in fused[1].splitlines()]
+    assert len(ours) == len(reference)
+    for a, b in zip(ours, reference):
+        assert (a["step"], a["seed"], a["split"]) == (b["step"], b["seed"], b["split"])
+        assert a["loss"] == pytest.approx(b["loss"], rel=1e-4)
 
 
 def test_nan_guard_stops_and_keeps_the_last_good_checkpoint(task, tmp_path):
