@@ -108,8 +108,7 @@ class EnsembleLM(nn.Module):
         if targets is not None or weights is not None:
             if targets is None or weights is None:
                 raise ValueError("give both targets and weights for the loss, or neither")
-            return output.output_loss(h, out, bias, targets.reshape(members, -1),
-                                      weights.reshape(members, -1))
+            return output.output_loss(h, out, bias, targets, weights)
         return output.logits(h, out, bias).view(members, batch, length, -1)
 
     def hidden(self, inputs: torch.Tensor, padding: torch.Tensor | None = None) -> torch.Tensor:

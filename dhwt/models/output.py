@@ -63,14 +63,18 @@ def output_loss(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
                 targets: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
     """(S,) per-member loss of the logits of h, without keeping them when they are token-major.
 
-    h (S, d, T), weight (S, V, d), bias (S, V) or None, targets and weights (S, T). Equals
-    weighted_cross_entropy(logits(h, weight, bias), targets, weights) to float rounding.
+    h (S, d, T), weight (S, V, d), bias (S, V) or None, targets and weights (S, ...) with T
+    entries per member. Equals weighted_cross_entropy(logits(h, weight, bias), targets, weights)
+    to float rounding.
     """
     if not token_major(weight.shape[1]):
-        return weighted_cross_entropy(logits(h, weight, bias), targets, weights)
+        z = logits(h, weight, bias).view(*targets.shape, -1)
+        return weighted_cross_entropy(z, targets, weights)
     grads = torch.is_grad_enabled() and any(
         t is not None and t.requires_grad for t in (h, weight, bias))
-    return _FusedCrossEntropy.apply(h, weight, bias, targets, weights, grads)
+    members = h.shape[0]
+    return _FusedCrossEntropy.apply(h, weight, bias, targets.reshape(members, -1),
+                                    weights.reshape(members, -1), grads)
 
 
 def chunk_rows(vocab: int) -> int:
