@@ -26,7 +26,14 @@ the embedding tables, plus the output matrix; the attention term counts the caus
 QK^T and AV, forward and backward). Peak: median GFLOP/s of a 2048^3 float32 torch.mm.
 
     nice -n 10 .venv/bin/python experiments/benchmarks/bench_text_throughput.py \\
-        [--shape cpu] [--shape small] [--rounds 5] [--steps 5] [--threads 2] [--dropout 0.1]
+        [--shape cpu] [--shape small] [--rounds 5] [--steps 5] [--threads 2] [--dropout 0.1] \\
+        [--profile]
+
+`--profile` instead times single steps under torch.profiler (alternating, `--rounds` of them)
+and prints where each step's time goes: matmuls of the layers and of the output layer, the
+loss's elementwise ops (log-softmax, exp, gather/scatter, nll, the zero-filled (T, V) gradient),
+dropout masks, the AdamW step, the rest (medians, ms per step; the profiler's own overhead goes
+into "rest").
 
 Needs the bench extra (`pip install -e '.[bench]'`) for transformers, imported lazily.
 """
@@ -34,7 +41,6 @@ Needs the bench extra (`pip install -e '.[bench]'`) for transformers, imported l
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import statistics
 import time
@@ -178,6 +184,55 @@ def measure(shape_name: str, dropout: float, rounds: int, steps: int) -> dict[st
     return result
 
 
+PARTS = {
+    "loss elementwise": ("aten::_log_softmax", "aten::_log_softmax_backward_data", "aten::exp",
+                         "aten::scatter_add_", "aten::gather", "aten::nll_loss_forward",
+                         "aten::nll_loss_backward", "aten::nll_loss_nd"),
+    "dropout masks": ("aten::bernoulli_",),
+}
+MATMULS = ("aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm")
+
+
+def profile_steps(shape_name: str, dropout: float, rounds: int) -> dict[str, dict[str, float]]:
+    """Median ms per step of each part (see the module doc), per model."""
+    from torch.profiler import ProfilerActivity, profile
+
+    shape = SHAPES[shape_name]
+    runners = {"dhwt": dhwt_step(shape, dropout)[0], "hf": hf_step(shape, dropout)[0]}
+    for run in runners.values():
+        run()
+    parts: dict[str, dict[str, list[float]]] = {}
+    for _ in range(rounds):
+        for name, run in runners.items():
+            start = time.perf_counter()
+            with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+                run()
+            times = {"step": (time.perf_counter() - start) * 1e3}
+            for event in prof.key_averages(group_by_input_shape=True):
+                ms = event.self_cpu_time_total / 1e3
+                if event.key in MATMULS:
+                    part = ("matmul, output layer" if str(shape.vocab) in str(event.input_shapes)
+                            else "matmul, layers")
+                    times[part] = times.get(part, 0.0) + ms
+                for part, keys in PARTS.items():
+                    if event.key in keys or (part == "loss elementwise" and _zero_grad_of_logits(
+                            event, shape.vocab)):
+                        times[part] = times.get(part, 0.0) + ms
+                if event.key.startswith("Optimizer.step"):
+                    times["AdamW step"] = event.cpu_time_total / 1e3
+            times["rest"] = 2 * times["step"] - sum(times.values())
+            for part, ms in times.items():
+                parts.setdefault(part, {}).setdefault(name, []).append(ms)
+    return {part: {name: statistics.median(v) for name, v in by.items()}
+            for part, by in parts.items()}
+
+
+def _zero_grad_of_logits(event, vocab: int) -> bool:
+    """F.cross_entropy's backward zero-fills a (T, V) gradient (not the (V, d) tables)."""
+    shapes = event.input_shapes
+    return event.key == "aten::fill_" and bool(shapes and shapes[0]) and shapes[0][-1] == vocab
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--shape", action="append", choices=sorted(SHAPES))
@@ -185,11 +240,20 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=5, help="steps timed per round")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--dropout", type=float, action="append")
+    parser.add_argument("--profile", action="store_true",
+                        help="where the time of a step goes, instead of the throughput")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, {args.threads} threads, load {_load()}")
     for shape_name in args.shape or ["cpu"]:
         for dropout in args.dropout or [0.1]:
+            if args.profile:
+                print(f"{shape_name}, dropout {dropout}: ms per step, medians of {args.rounds} "
+                      f"profiled steps")
+                for part, by in profile_steps(shape_name, dropout, args.rounds).items():
+                    print(f"  {part:22s} dhwt {by['dhwt']:8.1f}   HF {by['hf']:8.1f}")
+                print(f"load {_load()}", flush=True)
+                continue
             r = measure(shape_name, dropout, args.rounds, args.steps)
             s = SHAPES[shape_name]
             print(f"{shape_name} (d {s.d}, {s.layers} layers, batch {s.batch} x {s.context}, "
@@ -198,7 +262,6 @@ def main() -> None:
                   f"{r['hf_mfu']:.1%}), ratio {r['ratio']:.3f} (target >= 1.1); matmul peak "
                   f"{r['peak_gflops']:.0f} GFLOP/s; dense params dhwt {r['dhwt_params']:,} "
                   f"HF {r['hf_params']:,}; load {_load()}", flush=True)
-    assert math.isfinite(r["ratio"])
 
 
 def _load() -> str:
