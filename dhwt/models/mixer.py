@@ -82,14 +82,13 @@ class Mixer(EnsembleLM):
     def _features(self, inputs: torch.Tensor, padding: torch.Tensor | None) -> torch.Tensor:
         """The last layer's output, feature-major: (S, d, B * L)."""
         c = self.config
-        x = self._embed(inputs, padding)  # (S, B, L, d)
+        x = self._embed_features(inputs, padding)  # (S, d, B * L)
         members, batch, length = inputs.shape
         if length != c.max_len:
             raise DhwtError(f"the mixer reads sequences of exactly max_len = {c.max_len} tokens "
                             f"(its token mixing spans the positions), got length {length}")
         if padding is not None:
-            x = x.masked_fill(padding.unsqueeze(-1), 0.0)
-        x = x.view(members, batch * length, c.d_model).transpose(1, 2).contiguous()
+            x = x.masked_fill(padding.view(members, 1, -1), 0.0)
         for layer in self.layers:
             x = layer(x, batch)
         return x

@@ -1,7 +1,7 @@
 """An ensemble-native transformer for masked and causal language modelling.
 
 Every parameter has a leading member dimension S: member s is a whole model, and S members run as
-one computation (batched matmuls, attention on (S*B, H, L, dh)), with no Python loop over
+one computation (batched matmuls, attention on all S*B sequences at once), with no Python loop over
 members in the forward pass. Member s is drawn from generators derived from seeds[s] alone, so it
 equals a solo model built with [seeds[s]]. The loss of an ensemble is the sum of the members'
 losses, so gradients never mix and AdamW (elementwise) trains each member as if alone.
@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from dhwt.models import init
+from dhwt.models import attention, init
 from dhwt.models.base import EnsembleLM
 from dhwt.models.config import ModelConfig
 from dhwt.models.layers import layer_norm, linear, ones, stacked, zeros
@@ -75,7 +75,11 @@ class Block(nn.Module):
         c = self.config
         (members, d, _), (batch, length) = x.shape, shape
         qkv = linear(x, self.in_proj_weight, self.in_proj_bias)  # (S, 3d, T)
-        qkv = qkv.view(members, 3, c.n_heads, c.head_dim, batch, length).permute(1, 0, 4, 2, 5, 3)
+        qkv = qkv.view(members, 3, c.n_heads, c.head_dim, batch, length)
+        if attention.fits(length, c.head_dim) and not (c.dropout > 0 and self.training):
+            heads = self._small_attention(qkv, allowed)
+            return drop(linear(heads, self.out_proj_weight, self.out_proj_bias))
+        qkv = qkv.permute(1, 0, 4, 2, 5, 3)
         qkv = qkv.reshape(3, members * batch, c.n_heads, length, c.head_dim).contiguous()
         q, k, v = qkv.unbind(0)  # contiguous whatever S is, so SDPA takes the same path
         if c.dropout > 0 and self.training:
@@ -92,6 +96,19 @@ class Block(nn.Module):
         heads = heads.view(members, batch, c.n_heads, length, c.head_dim).permute(0, 2, 4, 1, 3)
         heads = heads.reshape(members, d, -1)
         return drop(linear(heads, self.out_proj_weight, self.out_proj_bias))
+
+    def _small_attention(self, qkv: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
+        """Attention by dhwt.models.attention (tiny heads, short sequences, no attention dropout):
+        qkv (S, 3, H, dh, B, L) -> heads (S, d, T)."""
+        members, _, _, _, batch, length = qkv.shape
+        q, k, v = qkv.transpose(-1, -2).contiguous().unbind(1)  # (S, H, dh, L, B) each
+        if allowed is not None:  # (S*B, 1, L, L) -> (S, 1, L, L, B)
+            allowed = allowed.view(members, batch, 1, length, length).permute(0, 2, 3, 4, 1)
+        elif self.config.causal:
+            allowed = torch.ones(length, length, dtype=torch.bool, device=qkv.device).tril()
+            allowed = allowed.unsqueeze(-1)
+        heads = attention.attention(q, k, v, allowed, self.config.head_dim**-0.5)
+        return heads.transpose(-1, -2).reshape(members, self.config.d_model, -1)
 
     def _feed_forward(self, x: torch.Tensor, drop: Dropout) -> torch.Tensor:
         act = F.gelu if self.config.activation == "gelu" else F.relu
@@ -126,13 +143,15 @@ class Transformer(EnsembleLM):
     def _features(self, inputs: torch.Tensor, padding: torch.Tensor | None) -> torch.Tensor:
         """The last layer's output, feature-major: (S, d, B * L)."""
         c = self.config
-        x = self._embed(inputs, padding)  # (S, B, L, d)
+        x = self._embed_features(inputs, padding)  # (S, d, B * L)
         members, batch, length = inputs.shape
-        if c.positions == "learned":
-            x = x + self.positions[:, None, :length]
-        elif c.positions == "sinusoidal":
-            x = x + self.positions[:length]
-        x = self._dropout(x.view(members, batch * length, c.d_model).transpose(1, 2).contiguous())
+        if c.positions == "learned":  # (S, L, d) -> (S, d, 1, L)
+            x = (x.view(members, c.d_model, batch, length)
+                 + self.positions[:, :length].mT.unsqueeze(2)).view_as(x)
+        elif c.positions == "sinusoidal":  # (L, d) -> (d, 1, L)
+            x = (x.view(members, c.d_model, batch, length)
+                 + self.positions[:length].mT.unsqueeze(1)).view_as(x)
+        x = self._dropout(x)
         allowed = None if padding is None else self._allowed(padding)
         for block in self.blocks:
             x = block(x, (batch, length), allowed, self._dropout)
