@@ -375,8 +375,8 @@ def knn_cmd(a_spec: str, b_spec: str, **options: object) -> None:
     run's snapshot). For each token, its k nearest neighbours (exact, self excluded) in A and
     in B are compared; the mean Jaccard and overlap are printed with the chance level of
     norm-matched random directions (shared row norms alone give several percent under ip).
-    Two 50257 x 512 spaces, k=10: about 22 s on 2 cores, 0.8x the time of two exact faiss
-    searches, under 1 GB of memory (experiments/benchmarks/bench_knn.py).
+    Two 50257 x 512 spaces, k=10: about 30 s on a busy 2-core machine, 0.36x the time of two
+    exact faiss searches, 0.7 GB peak memory (experiments/benchmarks/bench_knn.py).
 
     \b
     Examples:

@@ -8,7 +8,9 @@ A study file:
                        `dhwt synth --set`), valid_fraction, test_fraction, split_seed;
                        or, for natural text (causal LM), corpus (`wikitext-2` or a folder with
                        train/valid/test.txt), tokenizer, seq_len, eval_windows and data (where
-                       WikiText-2 lies, else WIKITEXT2_PATH / DHWT_DATA): TrainConfig's keys
+                       WikiText-2 lies, else WIKITEXT2_PATH / DHWT_DATA): TrainConfig's keys.
+                       A relative grammar, corpus or data path that exists beside the study file
+                       is taken from the file's folder, else from the working directory
     [train]            TrainConfig fields shared by every run (see `dhwt train --help`), e.g.
                        device = "cuda"
     [[runs]]           name, plus the TrainConfig fields in which this run differs;
@@ -102,9 +104,10 @@ def load_study(path: str | Path) -> Study:
     if "grammar" not in data and "corpus" not in data:
         raise DhwtError(f"study file {path}: [data] needs a grammar (built-in name or path) or a "
                         "corpus (wikitext-2 or a folder) with tokenizer and seq_len")
-    if "grammar" in data and not Path(str(data["grammar"])).is_absolute() and (
-            path.parent / data["grammar"]).is_file():
-        data["grammar"] = str((path.parent / data["grammar"]).resolve())
+    for key in ("grammar", "corpus", "data"):  # a relative path beside the file is taken from there
+        if key in data and not Path(str(data[key])).is_absolute() and (
+                path.parent / str(data[key])).exists():
+            data[key] = str((path.parent / str(data[key])).resolve())
     shared = raw.get("train", {})
     runs = raw.get("runs", [])
     if not runs:

@@ -134,6 +134,16 @@ def test_a_relative_init_from_is_taken_from_the_out_directory(corpus, tmp_path, 
     assert config.init_from == f"{(tmp_path / 'studies' / 'a' / 'runs' / 'body-shared').resolve()}@2"
 
 
+def test_a_relative_corpus_path_is_taken_from_the_study_file(corpus, tmp_path, monkeypatch):
+    path = tmp_path / "study.toml"
+    path.write_text(STUDY.format(corpus=corpus.name))  # "text", beside the file
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert {config.corpus for _, config in load_study(path).runs} == {str(corpus.resolve())}
+    path.write_text(STUDY.format(corpus="wikitext-2"))  # a name, not a path: kept
+    assert {config.corpus for _, config in load_study(path).runs} == {"wikitext-2"}
+
+
 def test_text_studies_refuse_an_analysis_table(corpus, tmp_path):
     path = tmp_path / "study.toml"
     path.write_text(STUDY.format(corpus=corpus) + '[analysis]\nmeasure = "raw"\n')
