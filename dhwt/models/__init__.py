@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from dhwt.models.base import EnsembleLM
+from dhwt.models.base import EnsembleLM, Tied
 from dhwt.models.config import ModelConfig
 from dhwt.models.embeddings import TiedEmbeddings
 from dhwt.models.lstm import LSTM
@@ -16,7 +16,7 @@ ARCHITECTURE_CLASSES: dict[str, type[EnsembleLM]] = {
 }
 
 
-def build_model(config: ModelConfig, seeds: Sequence[int], tied: bool) -> EnsembleLM:
+def build_model(config: ModelConfig, seeds: Sequence[int], tied: Tied) -> EnsembleLM:
     """The ensemble of `seeds` of the architecture `config.architecture` names."""
     return ARCHITECTURE_CLASSES[config.architecture](config, seeds, tied)
 

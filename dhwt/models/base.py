@@ -33,6 +33,8 @@ from dhwt.models import init, layers, output
 from dhwt.models.config import ModelConfig
 from dhwt.models.embeddings import TiedEmbeddings
 
+#: The tying state a model starts in: one for every member, or one per member.
+Tied = bool | Sequence[bool]
 #: The largest vocabulary whose input embeddings `_embed_features` computes by one-hot bmm.
 ONE_HOT_VOCAB = 24
 
@@ -41,10 +43,12 @@ class EnsembleLM(nn.Module):
     """S language models (masked or causal) of one architecture trained as one.
 
     inputs (S, B, L) long -> logits (S, B, L, V) = h @ E_out^T (+ bias), where h = hidden(...).
-    `embeddings` holds the tying state; `tied` only chooses the starting state. Tied and untied
-    models with the same seeds share every weight but the untied output matrix (drawn from the
-    OUTPUT stream of each seed). Random draws at run time (dropout) use one generator per member
-    (stream DROPOUT of its seed), never the global RNG; checkpoint them with `rng_state()`.
+    `embeddings` holds the tying state; `tied` only chooses the starting state (per member if
+    given per member). Tied and untied models with the same seeds share every weight but the
+    untied output matrix (drawn from the OUTPUT stream of each seed), so member s of an ensemble
+    with per-member states equals a solo model of seeds[s] in its state. Random draws at run
+    time (dropout) use one generator per member (stream DROPOUT of its seed), never the global
+    RNG; checkpoint them with `rng_state()`.
     """
 
     architecture: str  # the value of ModelConfig.architecture this class builds
@@ -53,10 +57,11 @@ class EnsembleLM(nn.Module):
     embeddings: TiedEmbeddings
 
     def _build_embeddings(
-        self, config: ModelConfig, seeds: Sequence[int], tied: bool
+        self, config: ModelConfig, seeds: Sequence[int], tied: Tied
     ) -> list[torch.Generator]:
         """Set config, seeds and the embeddings; return each member's MAIN generator, which has
-        drawn the input embeddings and draws the rest of the member's weights."""
+        drawn the input embeddings and draws the rest of the member's weights. `tied`: one state
+        for every member, or one per member (tie variants as one ensemble)."""
         if config.architecture != self.architecture:
             raise DhwtError(f"{type(self).__name__} builds architecture {self.architecture!r}, "
                             f"but the config asks for {config.architecture!r}")
@@ -64,11 +69,12 @@ class EnsembleLM(nn.Module):
         self.seeds = init.check_seeds(seeds)
         main = [init.member_generator(s, init.MAIN) for s in self.seeds]
         input_weight = torch.stack([self._table(config.vocab_size, g) for g in main])
-        output_weight = None if tied else torch.stack(
+        tied_members = [tied] * len(self.seeds) if isinstance(tied, bool) else list(tied)
+        output_weight = None if all(tied_members) else torch.stack(
             [self._table(config.vocab_size, init.member_generator(s, init.OUTPUT))
              for s in self.seeds]
         )
-        self.embeddings = TiedEmbeddings(input_weight, output_weight)
+        self.embeddings = TiedEmbeddings(input_weight, output_weight, tied_members)
         return main
 
     def _table(self, rows: int, generator: torch.Generator) -> torch.Tensor:

@@ -35,7 +35,7 @@ import torch
 from torch import nn
 
 from dhwt.models import init
-from dhwt.models.base import EnsembleLM
+from dhwt.models.base import EnsembleLM, Tied
 from dhwt.models.config import ModelConfig
 from dhwt.models.layers import linear, stacked
 
@@ -118,7 +118,7 @@ class LSTM(EnsembleLM):
 
     architecture = "lstm"
 
-    def __init__(self, config: ModelConfig, seeds: Sequence[int], tied: bool):
+    def __init__(self, config: ModelConfig, seeds: Sequence[int], tied: Tied):
         super().__init__()
         main = self._build_embeddings(config, seeds, tied)
         c = config

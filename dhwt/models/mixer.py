@@ -30,7 +30,7 @@ from torch import nn
 
 from dhwt.errors import DhwtError
 from dhwt.models import init
-from dhwt.models.base import EnsembleLM
+from dhwt.models.base import EnsembleLM, Tied
 from dhwt.models.config import ModelConfig
 from dhwt.models.layers import layer_norm, linear, ones, stacked, zeros
 
@@ -73,7 +73,7 @@ class Mixer(EnsembleLM):
 
     architecture = "mixer"
 
-    def __init__(self, config: ModelConfig, seeds: Sequence[int], tied: bool):
+    def __init__(self, config: ModelConfig, seeds: Sequence[int], tied: Tied):
         super().__init__()
         main = self._build_embeddings(config, seeds, tied)
         self.layers = nn.ModuleList(MixerLayer(config, main) for _ in range(config.mixer_layers))

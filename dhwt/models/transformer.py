@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from dhwt.models import attention, init
-from dhwt.models.base import EnsembleLM
+from dhwt.models.base import EnsembleLM, Tied
 from dhwt.models.config import ModelConfig
 from dhwt.models.layers import layer_norm, linear, ones, stacked, zeros
 
@@ -127,7 +127,7 @@ class Transformer(EnsembleLM):
 
     architecture = "transformer"
 
-    def __init__(self, config: ModelConfig, seeds: Sequence[int], tied: bool):
+    def __init__(self, config: ModelConfig, seeds: Sequence[int], tied: Tied):
         super().__init__()
         main = self._build_embeddings(config, seeds, tied)
         c = config

@@ -299,7 +299,7 @@ class Trainer:
                        if split != "test" or self.step == self.config.steps}
             batches["train_fresh"] = self._draw(self.draw_generators)
             emb = self.model.embeddings
-            gap, tied, lr = emb.gap().tolist(), emb.tied, self.lr.lr_at(self.step)
+            gap, tied, lr = emb.gap().tolist(), emb.tied_members, self.lr.lr_at(self.step)
             lines = []
             for split, batch in batches.items():
                 loss, accuracy = map(self.parallel.sum,
@@ -308,7 +308,7 @@ class Trainer:
                 for i, seed in enumerate(self.config.seeds):
                     lines.append({"step": self.step, "member": i, "seed": seed, "split": split,
                                   "loss": float(loss[i]), "accuracy": float(accuracy[i]),
-                                  "lr": lr, "tied": tied, "gap": gap[i]})
+                                  "lr": lr, "tied": tied[i], "gap": gap[i]})
             return lines
         finally:
             self.model.train()

@@ -20,6 +20,7 @@ the paper's tie-then-untie prototype missed (its new output matrix never reached
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -130,60 +131,75 @@ def _parse_switch(item: str, text: str, steps: int) -> TieEvent:
     return TieEvent(step, action, merge)
 
 
-def apply_switch(model: nn.Module, optimizer: torch.optim.Optimizer, event: TieEvent) -> None:
+def apply_switch(model: nn.Module, optimizer: torch.optim.Optimizer, event: TieEvent,
+                 members: Sequence[int] | None = None) -> None:
     """Flip the tying state of `model.embeddings` and carry `optimizer` (Adam-style state) along.
 
-    untie: the new output matrix is an exact copy of the tied matrix E, so no prediction changes.
-    It joins the optimizer in the same param group as the input matrix (same lr, weight decay,
-    betas), right after it, with a copy of every state tensor of E (exp_avg m, exp_avg_sq v,
-    step t). If E has state (m, v, t) when the switch happens, the next update applies AdamW to
-    E_in with the gradient through the input lookup g_in and to E_out with the gradient through
-    the logits g_out, each starting from (m, v, t): moments continue and bias correction goes on
-    at t + 1. (Tied, the same update would have used g_in + g_out; a fresh state would instead
-    restart bias correction at 1 and make the first step about lr * sign(g), Adam's largest.)
+    members: the indices of the members that switch (default: all; the others keep their state,
+    so tie variants can share one ensemble).
 
-    tie: the input matrix takes the merged value (in: E_in, out: E_out, mean: the average); the
-    output Parameter leaves the optimizer. Its state merges the same way: in keeps E_in's state,
-    out takes E_out's, mean averages each moment tensor and keeps E_in's step count (equal to
-    E_out's whenever both trained since the untie). Tying equal matrices with equal states
-    changes nothing at all.
+    untie: the new output rows are exact copies of the tied rows of E, so no prediction changes.
+    A new output matrix joins the optimizer in the same param group as the input matrix (same lr,
+    weight decay, betas), right after it, with a copy of every state tensor of E (exp_avg m,
+    exp_avg_sq v, step t); an existing one (other members untied already) takes E's state rows
+    of the switching members. If E has state (m, v, t) when the switch happens, the next update
+    applies AdamW to E_in with the gradient through the input lookup g_in and to E_out with the
+    gradient through the logits g_out, each starting from (m, v, t): moments continue and bias
+    correction goes on at t + 1. (Tied, the same update would have used g_in + g_out; a fresh
+    state would instead restart bias correction at 1 and make the first step about
+    lr * sign(g), Adam's largest.) The step counts of the two matrices agree: both take part in
+    every update from the output matrix's creation on.
+
+    tie: the members' input rows take the merged value (in: E_in, out: E_out, mean: the
+    average), and their state rows merge the same way (in keeps E_in's, out takes E_out's, mean
+    averages each moment tensor); once no member is untied, the output Parameter leaves the
+    optimizer. Tying equal matrices with equal states changes nothing at all.
     """
     embeddings = model if isinstance(model, TiedEmbeddings) else model.embeddings
-    if (event.action == "tie") == embeddings.tied:
-        state = "tied" if embeddings.tied else "untied"
-        raise DhwtError(f"cannot apply {event}: the embeddings are already {state}")
+    count = embeddings.input_weight.shape[0]
+    rows = list(range(count)) if members is None else list(members)
     source = embeddings.input_weight
     group = _group_holding(optimizer, source, "input")
     if event.action == "untie":
-        output = embeddings.untie()
-        group["params"].insert(_index(group["params"], source) + 1, output)
-        if optimizer.state.get(source):
-            optimizer.state[output] = {
-                key: value.clone() if torch.is_tensor(value) else value
-                for key, value in optimizer.state[source].items()
-            }
+        existing = embeddings.untied_output
+        output = embeddings.untie(members)
+        state = optimizer.state.get(source)
+        if existing is None:
+            group["params"].insert(_index(group["params"], source) + 1, output)
+            if state:
+                optimizer.state[output] = {
+                    key: value.clone() if torch.is_tensor(value) else value
+                    for key, value in state.items()
+                }
+        elif state:
+            for key, value in optimizer.state[output].items():
+                if _per_member(value):
+                    value[rows] = state[key][rows]
         return
-    merge = event.merge or DEFAULT_MERGE
-    output = embeddings.output_weight
+    output = embeddings.untied_output
+    if output is None:
+        embeddings.tie(event.merge or DEFAULT_MERGE, members)  # raises: already tied
+        return
     output_group = _group_holding(optimizer, output, "output")
-    kept, dropped = optimizer.state.get(source, {}), optimizer.state.pop(output, {})
-    embeddings.tie(merge)
-    del output_group["params"][_index(output_group["params"], output)]
-    if merge == "out" or not kept:
-        merged = dropped
-    elif merge == "mean" and dropped:
-        merged = {
-            key: (value + dropped[key]) / 2
-            if torch.is_tensor(value) and key != "step" and value.is_floating_point()
-            else value
-            for key, value in kept.items()
-        }
-    else:
-        merged = kept
-    if merged:
-        optimizer.state[source] = merged
-    else:
-        optimizer.state.pop(source, None)
+    merge = event.merge or DEFAULT_MERGE
+    removed = embeddings.tie(merge, members)
+    kept, other = optimizer.state.get(source), optimizer.state.get(output)
+    if kept and other:
+        for key, value in kept.items():
+            if _per_member(value) and merge == "out":
+                value[rows] = other[key][rows]
+            elif _per_member(value) and merge == "mean":
+                value[rows] = (value[rows] + other[key][rows]) / 2
+    elif other and removed is not None:  # the input matrix has no state yet: the output's serves
+        optimizer.state[source] = other
+    if removed is not None:
+        del output_group["params"][_index(output_group["params"], output)]
+        optimizer.state.pop(output, None)
+
+
+def _per_member(value: object) -> bool:
+    """True for an optimizer state tensor with one row per member (moments, not the step)."""
+    return torch.is_tensor(value) and value.dim() > 0 and value.is_floating_point()
 
 
 def tie_penalty(model: nn.Module, strength: float) -> torch.Tensor:

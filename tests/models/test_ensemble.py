@@ -99,3 +99,60 @@ def test_ensemble_training_equals_solo_runs(config, schedule):
         with torch.no_grad():
             alone = solo(inputs[member : member + 1], padding[member : member + 1])[0]
             torch.testing.assert_close(together(inputs, padding)[member], alone, rtol=1e-5, atol=1e-5)
+
+
+PLANS = ("tied", "untied", "untie@7,tie@14:mean", "untie@5,tie@9:out,untie@12", "tie@3:in")
+
+
+def _run_variants(config: ModelConfig, plans: list[TieSchedule], seeds) -> Transformer:
+    """Every (plan, seed) pair as one ensemble with per-member tying, plan-major; member (p, j)
+    reads stream j and switches when plan p says (apply_switch with its members)."""
+    pairs = [(p, j) for p in range(len(plans)) for j in range(len(seeds))]
+    model = Transformer(config, [seeds[j] for _, j in pairs],
+                        tied=[plans[p].initial_tied for p, _ in pairs])
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, eps=1e-12, weight_decay=0.1)
+    streams = [_batches(j, STEPS) for _, j in pairs]
+    for step in range(STEPS):
+        for p, plan in enumerate(plans):
+            for event in plan.events:
+                if event.step == step:
+                    switching = [k for k, (q, _) in enumerate(pairs) if q == p]
+                    apply_switch(model, optimizer, event, members=switching)
+        stacked = [torch.stack(parts) for parts in zip(*(stream[step] for stream in streams))]
+        optimizer.zero_grad()
+        loss = _member_losses(model, *stacked) + 0.01 * model.embeddings.gap()  # 0 when tied
+        loss.sum().backward()
+        optimizer.step()
+    return model
+
+
+@pytest.mark.parametrize(
+    "config",
+    [ModelConfig(vocab_size=7, max_len=8),
+     ModelConfig(vocab_size=70, max_len=8, d_model=8, n_heads=2, d_ff=16, causal=True)],
+    ids=["exor", "causal-wide-vocab"],
+)
+def test_tie_variants_in_one_ensemble_equal_their_solo_runs(config):
+    """Tied, untied and switching schedules as members of one ensemble (per-member tying state)
+    end where each schedule's solo run of the same seed ends."""
+    plans = [TieSchedule.parse(text, STEPS) for text in PLANS]
+    seeds = SEEDS[:2]
+    together = _run_variants(config, plans, seeds)
+    d = config.d_model
+    for p, plan in enumerate(plans):
+        for j, seed in enumerate(seeds):
+            k = p * len(seeds) + j
+            solo = _run(config, [seed], [j], plan)
+            assert together.embeddings.tied_members[k] == solo.embeddings.tied
+            ours_out = together.embeddings.output_weight[k]
+            torch.testing.assert_close(ours_out, solo.embeddings.output_weight[0], rtol=1e-5,
+                                       atol=1e-6, msg=f"{PLANS[p]} seed {seed}: output matrix")
+            ours_state = together.state_dict()
+            for name, theirs in solo.state_dict().items():
+                if name == "embeddings.untied_output":
+                    continue  # compared as the output matrix above
+                ours, theirs = ours_state[name][k], theirs[0]
+                if name.endswith("in_proj_bias"):  # without b_k (see the module docstring)
+                    ours, theirs = (torch.cat([x[:d], x[2 * d:]]) for x in (ours, theirs))
+                torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-6,
+                                           msg=f"{PLANS[p]} seed {seed}: {name}")

@@ -253,6 +253,78 @@ def test_switch_in_the_wrong_state_raises_and_touches_nothing():
         apply_switch(model, optimizer, TieEvent(3, "untie"))
 
 
+def test_a_switch_of_some_members_changes_no_prediction_and_only_their_state():
+    """Per-member tying (tie variants in one ensemble): untie and tie act on the listed members'
+    rows and state rows; the others keep theirs; the output matrix leaves only with the last."""
+    model = Transformer(CONFIG, (1, 2, 3), tied=True)
+    optimizer = _optimizer(model)
+    for step in range(3):
+        optimizer.zero_grad()
+        _loss(model, _batch(step, members=3)).sum().backward()
+        optimizer.step()
+    emb = model.embeddings
+    probe = _batch(99, members=3)
+    with torch.no_grad():
+        before = _loss(model, probe)
+    apply_switch(model, optimizer, TieEvent(3, "untie"), members=[1])
+    assert emb.tied_members == (True, False, True) and emb.mixed and not emb.tied
+    with torch.no_grad():
+        assert torch.equal(_loss(model, probe), before)
+    _train_members(model, optimizer, 3)
+    s_in = {k: v.clone() for k, v in optimizer.state[emb.input_weight].items()}
+    apply_switch(model, optimizer, TieEvent(4, "untie"), members=[2])
+    with torch.no_grad():
+        assert torch.equal(emb.output_weight[2], emb.input_weight[2])  # a copy: no change
+    s_out = optimizer.state[emb.untied_output]
+    for key in ("exp_avg", "exp_avg_sq"):  # member 2's rows copied, member 1's kept its own
+        assert torch.equal(s_out[key][2], s_in[key][2])
+        assert not torch.equal(s_out[key][1], s_in[key][1])
+    assert emb.gap()[0] == 0 and emb.gap()[1] > 0 and emb.gap()[2] == 0
+    e_in, e_out = emb.input_weight.detach().clone(), emb.untied_output.detach().clone()
+    apply_switch(model, optimizer, TieEvent(4, "tie", "mean"), members=[1])
+    assert emb.tied_members == (True, True, False) and emb.untied_output is not None
+    assert torch.equal(emb.input_weight[1].detach(), (e_in[1] + e_out[1]) / 2)
+    assert torch.equal(emb.input_weight[0].detach(), e_in[0])
+    apply_switch(model, optimizer, TieEvent(4, "tie", "in"), members=[2])
+    assert emb.tied and emb.untied_output is None
+    held = [p for group in optimizer.param_groups for p in group["params"]]
+    assert [id(p) for p in held] == [id(p) for p in model.parameters()]
+    assert _numel(model) == _count(CONFIG, 3, tied=True)
+
+
+def _train_members(model, optimizer, step: int) -> None:
+    optimizer.zero_grad()
+    _loss(model, _batch(step, members=model.members)).sum().backward()
+    optimizer.step()
+
+
+def test_a_mixed_state_round_trips_through_the_state_dict():
+    mixed = Transformer(CONFIG, (1, 2, 3), tied=[True, False, True])
+    state = mixed.state_dict()
+    assert state["embeddings.tied_members"].tolist() == [True, False, True]
+    assert "embeddings.tied_members" not in Transformer(CONFIG, (1, 2), tied=False).state_dict()
+    fresh = Transformer(CONFIG, (1, 2, 3), tied=True)
+    fresh.load_state_dict(state)
+    assert fresh.embeddings.tied_members == (True, False, True)
+    inputs = _batch(5, members=3)[0]
+    with torch.no_grad():
+        assert torch.equal(fresh(inputs), mixed(inputs))
+    fresh.load_state_dict(Transformer(CONFIG, (4, 5, 6), tied=False).state_dict())
+    assert fresh.embeddings.tied_members == (False, False, False) and not fresh.embeddings.mixed
+
+
+def test_a_switch_of_members_in_the_wrong_state_names_them():
+    model = Transformer(CONFIG, (1, 2, 3), tied=[True, False, True])
+    optimizer = _optimizer(model)
+    with pytest.raises(DhwtError, match=r"cannot untie: members \[1\] are already untied"):
+        apply_switch(model, optimizer, TieEvent(0, "untie"), members=[0, 1])
+    with pytest.raises(DhwtError, match=r"cannot tie: members \[0, 2\] are already tied"):
+        apply_switch(model, optimizer, TieEvent(0, "tie", "mean"))
+    assert model.embeddings.tied_members == (True, False, True)
+    with pytest.raises(ValueError, match="distinct indices in 0..2"):
+        apply_switch(model, optimizer, TieEvent(0, "untie"), members=[3])
+
+
 def test_checkpoint_after_untie_resumes_identically():
     """State dicts restore the tying state, and a fresh optimizer over `parameters()` lines up
     with the one apply_switch extended (the untied matrix sits right after the input one)."""
