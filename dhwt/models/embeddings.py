@@ -29,13 +29,14 @@ class TiedEmbeddings(nn.Module):
     while any member is untied; `tied_members` says which members' logits use their input rows
     instead (all True when `untied_output` is None, all False when every member is untied). It is
     a tuple, so asking costs no device synchronisation; `_rows` is its copy on the weights'
-    device for the logits.
-    A tied member's rows of `untied_output` are unused: they get zero gradients and are
-    overwritten when the member unties. The state dict carries the state: loading a dict with
-    (without) `untied_output` unties (ties) first, and a dict of a mixed ensemble also holds
-    `tied_members` (a homogeneous one does not, so its dict is the same as ever). Parameter order is
-    always input then output, so an optimizer built from `parameters()` after loading lines up
-    with one that `dhwt.training.tying.apply_switch` extended.
+    device for the logits. A tied member's rows of `untied_output` are unused: they get zero
+    gradients and are overwritten when the member unties.
+
+    The state dict carries the state: loading a dict with (without) `untied_output` unties (ties)
+    first, and a dict of a mixed ensemble also holds `tied_members` (a homogeneous one does not,
+    so its dict is the same as ever). Parameter order is always input then output, so an
+    optimizer built from `parameters()` after loading lines up with one that
+    `dhwt.training.tying.apply_switch` extended.
     """
 
     untied_output: nn.Parameter | None
@@ -58,8 +59,8 @@ class TiedEmbeddings(nn.Module):
         if tied_members is None:
             tied_members = [output_weight is None] * members
         if len(tied_members) != members or (output_weight is None and not all(tied_members)):
-            raise ValueError(f"tied_members must give {members} members and be all True without an "
-                             f"output_weight, got {list(tied_members)}")
+            raise ValueError(f"tied_members must give {members} members and be all True "
+                             f"without an output_weight, got {list(tied_members)}")
         self.input_weight = nn.Parameter(input_weight)
         self.register_buffer("_rows", torch.zeros(members, dtype=torch.bool), persistent=False)
         self._set_tied(tied_members)
@@ -100,7 +101,7 @@ class TiedEmbeddings(nn.Module):
         else:
             with torch.no_grad():
                 self.untied_output[chosen] = self.input_weight[chosen]
-        self._set_tied(chosen, False)
+        self._set_tied([t and m not in chosen for m, t in enumerate(self.tied_members)])
         return self.untied_output
 
     def tie(self, merge: str = "mean", members: Sequence[int] | None = None) -> nn.Parameter | None:
@@ -121,7 +122,7 @@ class TiedEmbeddings(nn.Module):
                 self.input_weight[chosen] = output[chosen]
             elif merge == "mean":
                 self.input_weight[chosen] = (self.input_weight[chosen] + output[chosen]) * 0.5
-        self._set_tied(chosen, True)
+        self._set_tied([t or m in chosen for m, t in enumerate(self.tied_members)])
         if all(self.tied_members):
             self.untied_output = None
             return output
@@ -140,16 +141,11 @@ class TiedEmbeddings(nn.Module):
             raise DhwtError(f"cannot {action}: {who} already {state}")
         return chosen
 
-    def _set_tied(self, members: Sequence, value: bool | None = None) -> None:
-        """tied_members := `members` (a flag per member) if `value` is None, else the flag of
-        the members whose indices `members` lists := value; `_rows` follows."""
-        flags = [bool(f) for f in members] if value is None else list(self.tied_members)
-        if value is not None:
-            for m in members:
-                flags[m] = value
-        self.tied_members = tuple(flags)
+    def _set_tied(self, flags: Sequence[bool]) -> None:
+        """tied_members := flags (one per member); `_rows` follows."""
+        self.tied_members = tuple(bool(f) for f in flags)
         with torch.no_grad():
-            self._rows.copy_(torch.tensor(flags, dtype=torch.bool))
+            self._rows.copy_(torch.tensor(self.tied_members, dtype=torch.bool))
 
     def gap(self) -> torch.Tensor:
         """(S,) squared Frobenius distance ||E_in - E_out||^2 per member (zero for tied members).

@@ -1,10 +1,11 @@
 """An ensemble-native transformer for masked and causal language modelling.
 
 Every parameter has a leading member dimension S: member s is a whole model, and S members run as
-one computation (batched matmuls, attention on all S*B sequences at once), with no Python loop over
-members in the forward pass. Member s is drawn from generators derived from seeds[s] alone, so it
-equals a solo model built with [seeds[s]]. The loss of an ensemble is the sum of the members'
-losses, so gradients never mix and AdamW (elementwise) trains each member as if alone.
+one computation (batched matmuls, attention on all S*B sequences at once: torch's scaled dot
+product attention, or dhwt.models.attention for tiny heads and short sequences), with no Python
+loop over members in the forward pass. Member s is drawn from generators derived from seeds[s]
+alone, so it equals a solo model built with [seeds[s]]. The loss of an ensemble is the sum of the
+members' losses, so gradients never mix and AdamW (elementwise) trains each member as if alone.
 
 Layout. Inside, activations are feature-major, (S, d, T) with T = B * L tokens: every linear map
 is one bmm W @ x and LayerNorm reduces over dim 1 with the tokens contiguous. For tiny widths
