@@ -74,19 +74,31 @@ class Block(nn.Module):
         self, x: torch.Tensor, shape: tuple[int, int], allowed: torch.Tensor | None, drop: Dropout
     ) -> torch.Tensor:
         c = self.config
-        (members, d, _), (batch, length) = x.shape, shape
+        (members, _, _), (batch, length) = x.shape, shape
         qkv = linear(x, self.in_proj_weight, self.in_proj_bias)  # (S, 3d, T)
         qkv = qkv.view(members, 3, c.n_heads, c.head_dim, batch, length)
-        if attention.fits(length, c.head_dim) and not (c.dropout > 0 and self.training):
+        dropping = c.dropout > 0 and self.training  # attention weights dropped: scores written out
+        if attention.fits(length, c.head_dim) and not dropping:
             heads = self._small_attention(qkv, allowed)
-            return drop(linear(heads, self.out_proj_weight, self.out_proj_bias))
+        else:
+            heads = self._torch_attention(qkv, allowed, drop if dropping else None)
+        return drop(linear(heads, self.out_proj_weight, self.out_proj_bias))
+
+    def _torch_attention(
+        self, qkv: torch.Tensor, allowed: torch.Tensor | None, drop: Dropout | None
+    ) -> torch.Tensor:
+        """Attention on (S*B, H, L, dh): torch's scaled dot product attention, or the scores
+        written out when `drop` (dropout on the attention weights) is given; qkv (S, 3, H, dh,
+        B, L) -> heads (S, d, T)."""
+        c = self.config
+        members, _, _, _, batch, length = qkv.shape
         qkv = qkv.permute(1, 0, 4, 2, 5, 3)
         qkv = qkv.reshape(3, members * batch, c.n_heads, length, c.head_dim).contiguous()
         q, k, v = qkv.unbind(0)  # contiguous whatever S is, so SDPA takes the same path
-        if c.dropout > 0 and self.training:
+        if drop is not None:
             scores = (q @ k.transpose(-2, -1)) / math.sqrt(c.head_dim)
             if allowed is None and c.causal:
-                allowed = torch.ones(length, length, dtype=torch.bool, device=x.device).tril()
+                allowed = torch.ones(length, length, dtype=torch.bool, device=qkv.device).tril()
             if allowed is not None:
                 scores = scores.masked_fill(~allowed, float("-inf"))
             heads = drop(scores.softmax(dim=-1)) @ v
@@ -95,8 +107,7 @@ class Block(nn.Module):
         else:
             heads = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
         heads = heads.view(members, batch, c.n_heads, length, c.head_dim).permute(0, 2, 4, 1, 3)
-        heads = heads.reshape(members, d, -1)
-        return drop(linear(heads, self.out_proj_weight, self.out_proj_bias))
+        return heads.reshape(members, c.d_model, -1)
 
     def _small_attention(self, qkv: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
         """Attention by dhwt.models.attention (tiny heads, short sequences, no attention dropout):
