@@ -3,7 +3,10 @@ report with figures. `dhwt study FILE.toml --out DIR` runs one.
 
 A study file:
 
-    [study]            name, description (free text for the report)
+    [study]            name, description (free text for the report), group (default true:
+                       runs that differ only in tie_schedule and seeds train as one ensemble,
+                       dhwt.training.group; false trains one run after another, for models
+                       whose ensemble of all those members would not fit in memory)
     [data]             grammar (built-in name or path), set (table of spec overrides, as
                        `dhwt synth --set`), valid_fraction, test_fraction, split_seed;
                        or, for natural text (causal LM), corpus (`wikitext-2` or a folder with
@@ -29,6 +32,9 @@ report.md is `dhwt analyze` of all runs without similarity (loss, valid and test
 and analysis/NAME/report.md that of each run: KNN match between its members at every snapshot
 with the chance level, over tokens seen in training, and the DH diagnostic of untied members.
 
+Runs trained as a group write their run directories as if trained alone (equal to float
+tolerance; tests/training/test_group.py), but a nan in any member stops the whole group.
+
 Nothing is lost when a study is killed: run again with the same file and DIR, and finished runs
 are kept, interrupted ones resume from their last checkpoint (bit for bit, see dhwt.training),
 missing ones start. A file that only adds runs (or changes [study] or [analysis]) continues
@@ -46,16 +52,18 @@ from pathlib import Path
 from dhwt.errors import DhwtError
 from dhwt.languages import load_language, load_task, write_dataset
 from dhwt.training import run_dir as layout
-from dhwt.training.checkpoint import atomic_write_bytes
+from dhwt.training.checkpoint import atomic_write_bytes, checkpoint_step, list_checkpoints
 from dhwt.training.command import load_config_text
 from dhwt.training.config import TrainConfig, split_init_from
 from dhwt.training.device import resolve_device
-from dhwt.training.trainer import train
+from dhwt.training.group import group_key
+from dhwt.training.trainer import train, train_group
 
 SECTIONS = {"study", "data", "train", "runs", "analysis"}
 DATA_KEYS = {"grammar", "set", "valid_fraction", "test_fraction", "split_seed"}
 TEXT_KEYS = {"corpus", "tokenizer", "seq_len", "eval_windows", "data"}
 ANALYSIS_KEYS = {"pairs", "measure"}
+STUDY_KEYS = {"name", "description", "group"}
 MEASURES = ("normalised", "raw", "cosine")
 
 
@@ -70,6 +78,7 @@ class Study:
     pairs: tuple[tuple[str, str], ...] | None
     measure: str
     text: str
+    group: bool = True
 
 
 def load_study(path: str | Path) -> Study:
@@ -95,6 +104,12 @@ def load_study(path: str | Path) -> Study:
     if not all(isinstance(run, dict) for run in raw.get("runs", [])):
         raise DhwtError(f"study file {path}: runs must be tables [[runs]], got {raw['runs']!r}")
     head = raw.get("study", {})
+    if set(head) - STUDY_KEYS:
+        raise DhwtError(f"study file {path}: unknown [study] keys "
+                        f"{sorted(set(head) - STUDY_KEYS)}; allowed: {sorted(STUDY_KEYS)}")
+    if not isinstance(head.get("group", True), bool):
+        raise DhwtError(f"study file {path}: [study] group must be true or false, got "
+                        f"{head['group']!r}")
     data = dict(raw.get("data", {}))
     allowed = TEXT_KEYS if "corpus" in data else DATA_KEYS
     if set(data) - allowed:
@@ -163,6 +178,7 @@ def load_study(path: str | Path) -> Study:
         pairs=tuple(tuple(p) for p in pairs) if pairs is not None else None,
         measure=measure,
         text=text,
+        group=head.get("group", True),
     )
 
 
@@ -187,18 +203,24 @@ def run_study(study: Study, out: str | Path, *, overwrite: bool = False) -> Path
                       valid_fraction=study.data.get("valid_fraction", 0.1),
                       test_fraction=study.data.get("test_fraction", 0.0),
                       seed=study.data.get("split_seed", 14))
+    pending = []
     for name, config in study.runs:
         config = _run_config(config, name, out, None if text else data_dir)
-        task = load_config_text(config) if text else load_task(data_dir, config.objective)
         run_dir = out / "runs" / name
         run_dir.parent.mkdir(exist_ok=True)
         if (run_dir / layout.REPORT).is_file():  # written last: the run is finished
             continue
-        resume = (run_dir / layout.CHECKPOINTS).is_dir() and any(
-            (run_dir / layout.CHECKPOINTS).iterdir())
+        resume = bool(list_checkpoints(run_dir / layout.CHECKPOINTS))
         if run_dir.exists() and not resume:
             shutil.rmtree(run_dir)  # created but killed before its first checkpoint
-        train(config, task, run_dir, resume=resume)
+        pending.append(_Pending(config, run_dir, resume))
+    for group in _groups(pending) if study.group else [[p] for p in pending]:
+        config = group[0].config
+        task = load_config_text(config) if text else load_task(data_dir, config.objective)
+        if len(group) == 1:
+            train(config, task, group[0].run_dir, resume=group[0].resume)
+        else:
+            train_group([(p.config, p.run_dir) for p in group], task, resume=group[0].resume)
     if text:
         return _text_report(study, out)
     objective = study.runs[0][1].objective
@@ -210,8 +232,38 @@ def run_study(study: Study, out: str | Path, *, overwrite: bool = False) -> Path
         + ", ".join(f"`{n}` (`{c.tie_schedule}`, {c.steps} steps, seeds {c.seeds})"
                     for n, c in study.runs) + ".",
     ]
-    return write_runs_report(runs, load_task(data_dir, objective), out, title=f"Study: {study.name}",
-                             intro=intro, pairs=study.pairs, measure=study.measure)
+    return write_runs_report(runs, load_task(data_dir, objective), out,
+                             title=f"Study: {study.name}", intro=intro, pairs=study.pairs,
+                             measure=study.measure)
+
+
+@dataclass(frozen=True)
+class _Pending:
+    """A run still to train: its config as trained, its directory, whether it resumes."""
+
+    config: TrainConfig
+    run_dir: Path
+    resume: bool
+
+
+def _groups(pending: list[_Pending]) -> list[list[_Pending]]:
+    """The pending runs as groups to train as one ensemble (dhwt.training.group), in the order
+    of each group's first run (so a run's init_from source, never grouped with it, trains
+    first): runs with one group key that all start afresh, or all resume with a checkpoint step
+    in common (a group killed mid-way); any other run trains alone."""
+    groups: dict[object, list[_Pending]] = {}
+    for i, run in enumerate(pending):
+        key = group_key(run.config)
+        groups.setdefault(i if key is None else (key, run.resume), []).append(run)
+    result = []
+    for group in groups.values():
+        steps = [{checkpoint_step(p) for p in list_checkpoints(r.run_dir / layout.CHECKPOINTS)}
+                 for r in group]
+        if group[0].resume and not set.intersection(*steps):
+            result.extend([run] for run in group)
+        else:
+            result.append(group)
+    return result
 
 
 def _run_config(config: TrainConfig, name: str, out: Path, data_dir: Path | None) -> TrainConfig:

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 
+import dhwt.study as study_module
+from dhwt.analysis.snapshots import read_snapshot
 from dhwt.errors import DhwtError
 from dhwt.study import load_study, run_study
+from dhwt.training import train_group
 
 STUDY = """
 [study]
@@ -61,18 +65,51 @@ def test_study_runs_reports_and_continues(tmp_path):
     assert stamps == {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("*.safetensors")}
 
 
-def test_killed_study_resumes_the_interrupted_run(tmp_path):
-    study = load_study(write(tmp_path))
-    out = tmp_path / "out"
-    run_study(study, out)
-    reference = (out / "runs" / "untie" / "embeddings" / "step_0000020.safetensors").read_bytes()
-    # simulate a kill after the first checkpoint of the second run: drop what came later
-    run = out / "runs" / "untie"
+def _kill_after_step_10(run):
+    """What a kill after a run's checkpoint of step 10 leaves: no report, nothing of step 20."""
     (run / "report.md").unlink()
     (run / "checkpoints" / "step_0000020.pt").unlink()
     (run / "embeddings" / "step_0000020.safetensors").unlink()
+
+
+def test_killed_study_resumes_the_interrupted_group_bit_for_bit(tmp_path):
+    study = load_study(write(tmp_path))
+    out = tmp_path / "out"
     run_study(study, out)
-    assert (run / "embeddings" / "step_0000020.safetensors").read_bytes() == reference
+    runs = [out / "runs" / name for name in ("tied", "untie")]
+    reference = [(run / "embeddings" / "step_0000020.safetensors").read_bytes() for run in runs]
+    for run in runs:
+        _kill_after_step_10(run)
+    run_study(study, out)
+    assert [(run / "embeddings" / "step_0000020.safetensors").read_bytes()
+            for run in runs] == reference
+
+
+def test_tie_variants_train_as_one_group_equal_to_one_after_another(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(study_module, "train_group",
+                        lambda runs, *a, **k: calls.append([d.name for _, d in runs])
+                        or train_group(runs, *a, **k))
+    run_study(load_study(write(tmp_path)), tmp_path / "grouped")
+    assert calls == [["tied", "untie"]]
+    alone = STUDY.replace('name = "tiny"', 'name = "tiny"\ngroup = false')
+    run_study(load_study(write(tmp_path, alone, "alone.toml")), tmp_path / "alone")
+    assert len(calls) == 1
+    final = {(way, name): read_snapshot(tmp_path / way / "runs" / name / "embeddings" /
+                                        "step_0000020.safetensors")
+             for way in ("grouped", "alone") for name in ("tied", "untie")}
+    for name in ("tied", "untie"):
+        a, b = final["grouped", name], final["alone", name]
+        assert a.tied == b.tied
+        np.testing.assert_allclose(a.output, b.output, rtol=1e-4, atol=1e-5)
+    # a run killed on its own (its group finished) resumes on its own, to float tolerance
+    run = tmp_path / "grouped" / "runs" / "untie"
+    _kill_after_step_10(run)
+    run_study(load_study(write(tmp_path)), tmp_path / "grouped")
+    assert len(calls) == 1
+    resumed = read_snapshot(run / "embeddings" / "step_0000020.safetensors")
+    np.testing.assert_allclose(resumed.output, final["alone", "untie"].output, rtol=1e-4,
+                               atol=1e-5)
 
 
 @pytest.mark.parametrize("edit", [
@@ -125,6 +162,8 @@ def test_a_section_that_is_not_a_table_is_one_clear_error(tmp_path, text, messag
     (lambda s: s + "\n[analysis]\npairs = [[\"0a\"]]\n", "pairs must be a list"),
     (lambda s: s + "\n[analysis]\nk = 20\n", r"unknown \[analysis\] keys \['k'\]"),
     (lambda s: s.replace("[train]", "[train]\nbogus_key = 1"), "bogus_key"),
+    (lambda s: s.replace('name = "tiny"', 'title = "tiny"'), r"unknown \[study\] keys \['title'\]"),
+    (lambda s: s.replace('name = "tiny"', 'group = "yes"'), "group must be true or false"),
     (lambda s: s + "\nnot toml [", "not valid TOML"),
 ])
 def test_bad_study_files_are_one_line_errors(tmp_path, cli, edit, message):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -9,7 +10,8 @@ import torch
 
 @dataclass(frozen=True)
 class Batch:
-    """One batch for one model.
+    """One batch for one model; for an ensemble of S members every tensor has a leading member
+    dimension, (S, B, L) (`stack_batches`, `member`).
 
     inputs:  (B, L) long token ids the model reads (MLM: with the mask token in place).
     targets: (B, L) long token ids to predict, -100 where there is no loss.
@@ -22,6 +24,11 @@ class Batch:
     targets: torch.Tensor
     weights: torch.Tensor
     padding: torch.Tensor | None = None
+
+    def member(self, i: int) -> Batch:
+        """Member i's (B, L) batch of an ensemble's (S, B, L) one."""
+        return Batch(*(None if t is None else t[i]
+                       for t in (self.inputs, self.targets, self.weights, self.padding)))
 
     def to(self, device: torch.device) -> Batch:
         """This batch on `device` (itself if already there). Bound for a GPU, the tensors go
@@ -36,3 +43,16 @@ class Batch:
             return (t.pin_memory() if pin else t).to(device, non_blocking=pin)
 
         return Batch(move(self.inputs), move(self.targets), move(self.weights), move(self.padding))
+
+
+def stack_batches(batches: Sequence[Batch]) -> Batch:
+    """S per-member batches (B, L) -> one Batch of (S, B, L) tensors."""
+    shapes = {tuple(b.inputs.shape) for b in batches}
+    if len(shapes) != 1:
+        raise ValueError(f"member batches differ in shape: {sorted(shapes)}")
+    pads = [b.padding for b in batches]
+    padding = None if all(p is None for p in pads) else torch.stack(
+        [torch.zeros_like(b.inputs, dtype=torch.bool) if p is None else p
+         for b, p in zip(batches, pads)])
+    return Batch(torch.stack([b.inputs for b in batches]), torch.stack([b.targets for b in batches]),
+                 torch.stack([b.weights for b in batches]), padding)

@@ -7,6 +7,7 @@ uniformly, with the loss only there; CLM reads [BOS] + string and predicts strin
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -97,26 +98,41 @@ class Task:
         """A training batch, variants (and mask positions) drawn afresh from `generator`.
         batch_size None: every training string once, weighted by its probability; an int: that
         many strings drawn with replacement by probability, equally weighted."""
+        return self.train_batches([generator], batch_size).member(0)
+
+    def train_batches(self, generators: Sequence[torch.Generator],
+                      batch_size: int | None = None) -> Batch:
+        """(S, B, L) training batches for S ensemble members: member s's is `train_batch` of
+        generators[s]. Each generator makes its own draws in a fixed order (the strings when
+        batch_size is an int, the variants, the MLM mask positions), so member s's batch depends
+        on generators[s] alone; everything after the draws runs once for all members."""
+        if batch_size is not None and (isinstance(batch_size, bool)
+                                       or not isinstance(batch_size, int) or batch_size < 1):
+            raise DhwtError(f"batch_size must be a positive integer or None, got {batch_size!r}")
+        rows = len(self._train) if batch_size is None else batch_size
+        width = self._classes.shape[1]
+        picks, variants, masks = [], [], []
+        for generator in generators:
+            if batch_size is not None:
+                picks.append(torch.rand(batch_size, generator=generator, dtype=torch.float64))
+            variants.append(torch.rand((rows, width), generator=generator))
+            if self.objective == "mlm":
+                masks.append(torch.rand(rows, generator=generator))
         if batch_size is None:
-            idx, string_weights = self._train, self._probs[self._train]
+            idx = self._train.expand(len(generators), -1)
+            string_weights = self._probs[self._train]
         else:
-            if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-                raise DhwtError("batch_size must be a positive integer or None, "
-                                f"got {batch_size!r}")
-            u = torch.rand(batch_size, generator=generator, dtype=torch.float64)
-            pick = torch.searchsorted(self._train_cdf, u, right=True)
-            pick = pick.clamp_max(len(self._train) - 1)
-            idx, string_weights = self._train[pick], None
-        tokens = self._draw(idx, generator)
+            pick = torch.searchsorted(self._train_cdf, torch.stack(picks), right=True)
+            idx, string_weights = self._train[pick.clamp_max(len(self._train) - 1)], None
+        tokens = self._variants(idx, torch.stack(variants))
         if self.objective == "clm":
             return self._clm_batch(idx, tokens, string_weights)
         n_masks = self._n_masks[idx]
-        k = (torch.rand(len(idx), generator=generator) * n_masks).long()
-        k = torch.minimum(k, n_masks - 1)
-        positions = (self._mask_cum[idx] <= k[:, None]).sum(dim=1)
-        weights = torch.full((len(idx),), 1.0 / len(idx), dtype=torch.float64) \
+        k = torch.minimum((torch.stack(masks) * n_masks).long(), n_masks - 1)
+        positions = (self._mask_cum[idx] <= k[..., None]).sum(dim=-1)
+        weights = torch.full((rows,), 1.0 / rows, dtype=torch.float64) \
             if string_weights is None else string_weights / string_weights.sum()
-        return self._mlm_batch(idx, tokens, positions, weights)
+        return self._mlm_batch(idx, tokens, positions, weights.expand(idx.shape))
 
     def eval_batch(self, split: str) -> Batch:
         """A deterministic batch covering every string of the split (mlm: once per maskable
@@ -127,7 +143,8 @@ class Task:
             if not len(idx):
                 raise DhwtError(f"the {split} split is empty (its fraction was 0 when the "
                                 "dataset was written)")
-            tokens = self._draw(idx, torch.Generator().manual_seed(EVAL_SEED))
+            generator = torch.Generator().manual_seed(EVAL_SEED)
+            tokens = self._variants(idx, torch.rand(self._classes[idx].shape, generator=generator))
             probs = self._probs[idx]
             if self.objective == "clm":
                 self._eval[split] = self._clm_batch(idx, tokens, probs)
@@ -139,28 +156,28 @@ class Task:
                                                     weights / weights.sum())
         return self._eval[split]
 
-    def _draw(self, idx: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-        """(B, L) token ids: each position's variant drawn from its class (pads give [PAD])."""
+    def _variants(self, idx: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        """(..., W) token ids of strings `idx` (...): each position's variant picked from its
+        class by the uniform draw u (...,  W) (pads give [PAD])."""
         classes = self._classes[idx]
-        u = torch.rand(classes.shape, generator=generator)
         return self._offset[classes] + (u.unsqueeze(-1) >= self._cum[classes]).sum(dim=-1)
 
     def _mlm_batch(self, idx, tokens, positions, weights) -> Batch:
-        rows = torch.arange(len(idx))
-        targets = torch.full_like(tokens, IGNORE)
-        targets[rows, positions] = tokens[rows, positions]
-        tokens[rows, positions] = self._ids[MASK]
-        loss_weights = torch.zeros(tokens.shape)
-        loss_weights[rows, positions] = weights.float()
+        """Strings `idx` (...) with the token at `positions` (...) masked and weighted."""
+        at = positions.unsqueeze(-1)
+        targets = torch.full_like(tokens, IGNORE).scatter_(-1, at, tokens.gather(-1, at))
+        tokens = tokens.scatter_(-1, at, self._ids[MASK])
+        loss_weights = torch.zeros(tokens.shape).scatter_(-1, at, weights.float().unsqueeze(-1))
         padding = self._classes[idx] == self._pad_class if self._padded else None
         return Batch(tokens, targets, loss_weights, padding)
 
     def _clm_batch(self, idx, tokens, string_weights) -> Batch:
         """string_weights None: every target token weighs the same; else each string's tokens
-        weigh string_weights[i], normalised over all target tokens (per-token average)."""
-        column = torch.full((len(idx), 1), self._ids[BOS])
-        inputs = torch.cat([column, tokens], dim=1)
-        targets = torch.cat([tokens, column], dim=1)
+        weigh string_weights[i], normalised over all target tokens (per-token average). Leading
+        dimensions of `idx` beyond the strings' are members, each normalised on its own."""
+        column = torch.full((*idx.shape, 1), self._ids[BOS])
+        inputs = torch.cat([column, tokens], dim=-1)
+        targets = torch.cat([tokens, column], dim=-1)
         targets[self._eos[idx]] = self._ids[EOS]
         valid = self._valid[idx]
         targets[~valid] = IGNORE
@@ -168,7 +185,7 @@ class Task:
             weights = valid.double()
         else:
             weights = valid * string_weights[:, None]
-        weights = (weights / weights.sum()).float()
+        weights = (weights / weights.sum(dim=(-2, -1), keepdim=True)).float()
         padding = ~valid if self._padded else None
         return Batch(inputs, targets, weights, padding)
 

@@ -17,14 +17,14 @@ as much as the whole valid split). `eval_windows` caps every split (e.g. for smo
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from dhwt.errors import DhwtError
-from dhwt.languages.batch import Batch
+from dhwt.languages.batch import Batch, stack_batches
 from dhwt.languages.corpus import SPLITS, WIKITEXT2, load_corpus, load_wikitext2
 from dhwt.languages.token_cache import tokenize_corpus
 
@@ -77,6 +77,11 @@ class TextTask:
             train[starts.numpy()[:, None] + np.arange(self.seq_len + 1)].astype(np.int64))
         weights = torch.full((batch_size, self.seq_len), 1.0 / (batch_size * self.seq_len))
         return Batch(tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous(), weights, None)
+
+    def train_batches(self, generators: Sequence[torch.Generator],
+                      batch_size: int | None = None) -> Batch:
+        """(S, B, L) batches, member s's `train_batch` of generators[s]."""
+        return stack_batches([self.train_batch(g, batch_size) for g in generators])
 
     def eval_batch(self, split: str) -> Batch:
         """The fixed evaluation windows of a split (see the module doc); the same tensors on

@@ -6,6 +6,6 @@ analysis reads. `dhwt train` is `dhwt.training.command.train_command`.
 """
 
 from dhwt.training.config import TrainConfig, parse_seeds
-from dhwt.training.trainer import RunResult, train
+from dhwt.training.trainer import RunResult, train, train_group
 
-__all__ = ["RunResult", "TrainConfig", "parse_seeds", "train"]
+__all__ = ["RunResult", "TrainConfig", "parse_seeds", "train", "train_group"]

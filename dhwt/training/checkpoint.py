@@ -82,8 +82,7 @@ def list_checkpoints(directory: Path) -> list[Path]:
     """Well-named checkpoint files in `directory`, oldest step first (temporaries excluded)."""
     if not directory.is_dir():
         return []
-    found = [(int(m.group(1)), p) for p in directory.iterdir() if (m := _NAME.match(p.name))]
-    return [p for _, p in sorted(found)]
+    return sorted((p for p in directory.iterdir() if _NAME.match(p.name)), key=checkpoint_step)
 
 
 def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, object]:
@@ -104,13 +103,24 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
     return torch.load(io.BytesIO(payload), map_location=map_location, weights_only=True)
 
 
-def latest_checkpoint(directory: Path) -> tuple[Path, dict[str, object]]:
-    """The newest checkpoint in `directory` and its contents, verified, on the CPU.
+def checkpoint_step(path: Path) -> int:
+    """The step of a well-named checkpoint file."""
+    match = _NAME.match(path.name)
+    if match is None:
+        raise ValueError(f"{path} is not named like a checkpoint")
+    return int(match.group(1))
+
+
+def latest_checkpoint(directory: Path, at_most: int | None = None
+                      ) -> tuple[Path, dict[str, object]]:
+    """The newest checkpoint in `directory` (of a step <= `at_most`, if given) and its
+    contents, verified, on the CPU.
 
     Raises DhwtError when there is none, or when the newest is damaged; the message then names the
     previous checkpoint, which `--resume` uses once the damaged file is deleted.
     """
-    paths = list_checkpoints(directory)
+    paths = [p for p in list_checkpoints(directory)
+             if at_most is None or checkpoint_step(p) <= at_most]
     if not paths:
         raise DhwtError(f"no checkpoint to resume from in {directory}; start the run again with "
                         "--overwrite")

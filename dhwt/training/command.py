@@ -83,11 +83,11 @@ def _train_command(config: TrainConfig, run_dir: Path, overwrite: bool, resume: 
         write_dataset(load_language(config.grammar), staging / layout.DATA,
                       valid_fraction=config.valid_fraction, test_fraction=config.test_fraction,
                       seed=config.split_seed)
-        Trainer(config, load_task(staging / layout.DATA, config.objective), run_dir, parallel)
+        Trainer([(config, run_dir)], load_task(staging / layout.DATA, config.objective), parallel)
 
     parallel.on_writer(lambda: layout.create_run_dir(run_dir, config.to_toml(),
                                                      overwrite=overwrite, fill=build))
-    return Trainer(config, run_task(config, run_dir), run_dir, parallel).run(resume=False)
+    return Trainer([(config, run_dir)], run_task(config, run_dir), parallel).run(resume=False)[0]
 
 
 def run_task(config: TrainConfig, run_dir: Path) -> Task:

@@ -7,25 +7,12 @@ member's gradient is its own), and gradient clipping uses each member's own norm
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 
 import torch
 
 from dhwt.languages.batch import Batch
 from dhwt.models import output
-
-
-def stack_batches(batches: Sequence[Batch]) -> Batch:
-    """S per-member batches (B, L) -> one Batch of (S, B, L) tensors."""
-    shapes = {tuple(b.inputs.shape) for b in batches}
-    if len(shapes) != 1:
-        raise ValueError(f"member batches differ in shape: {sorted(shapes)}")
-    pads = [b.padding for b in batches]
-    padding = None if all(p is None for p in pads) else torch.stack(
-        [torch.zeros_like(b.inputs, dtype=torch.bool) if p is None else p
-         for b, p in zip(batches, pads)])
-    return Batch(torch.stack([b.inputs for b in batches]), torch.stack([b.targets for b in batches]),
-                 torch.stack([b.weights for b in batches]), padding)
 
 
 def repeat_batch(batch: Batch, members: int) -> Batch:

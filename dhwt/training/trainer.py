@@ -1,4 +1,5 @@
-"""The training loop: S seeds as one ensemble-native model, a tie schedule, exact resume.
+"""The training loop: S seeds as one ensemble-native model (one run, or several as a group), tie
+schedules, exact resume.
 
 Steps. "Step N" is the state after N optimizer updates. The update from step N to N + 1 uses the
 lr `LRSchedule.lr_at(N)`. At step N, in this order: tie-schedule events whose step is N are
@@ -43,6 +44,13 @@ they start afresh from the seed and step (a deterministic choice, not the uninte
 masks). Bit-for-bit equality with an uninterrupted run is a CPU guarantee; on a GPU the run asks
 for deterministic algorithms but only warns where torch has none.
 
+Groups (`train_group`, dhwt.training.group). Runs whose configs differ only in tie_schedule and
+seeds train as one ensemble: run k's members are a block of rows, each run's schedule switches
+its rows only (apply_switch(members=...)), and every run directory gets its own metrics,
+snapshots, checkpoints and report, the same (to float tolerance) as the run trained alone. A
+killed group resumes from the newest step whose checkpoint every run holds; a run of the group
+also resumes on its own with `train(..., resume=True)`.
+
 NaN guard. A nan or inf member loss (training or evaluation) or weight stops the run with
 DhwtError("loss became nan at step N (member seed S); last good checkpoint: PATH"). Weights are
 checked before anything of a step is recorded, so no metric line, snapshot or checkpoint holds a
@@ -56,6 +64,7 @@ import math
 import os
 import random
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,14 +77,14 @@ from dhwt.languages import Batch, Task
 from dhwt.models import ModelConfig, build_model
 from dhwt.models.init import member_generator
 from dhwt.training import run_dir as layout
-from dhwt.training.checkpoint import (atomic_write_bytes, checkpoint_path, cpu_copy,
-                                      latest_checkpoint, remove_stray_temporaries,
-                                      save_checkpoint)
+from dhwt.training.checkpoint import (atomic_write_bytes, checkpoint_path, checkpoint_step,
+                                      cpu_copy, latest_checkpoint, list_checkpoints,
+                                      remove_stray_temporaries, save_checkpoint)
 from dhwt.training.config import TrainConfig
 from dhwt.training.device import resolve_device
 from dhwt.training.distributed import SINGLE, Parallel
-from dhwt.training.ensemble import (chunked_metrics, clip_member_grads, eval_rows, repeat_batch,
-                                    stack_batches)
+from dhwt.training.ensemble import chunked_metrics, clip_member_grads, eval_rows, repeat_batch
+from dhwt.training.group import PER_RUN, group_key, join_states, member_rows, run_state
 from dhwt.training.lr import LRSchedule
 from dhwt.training.members import prepare_members
 from dhwt.training.metrics import MetricsWriter, read_metrics, truncate_metrics
@@ -89,6 +98,18 @@ DRAW_STREAM = int.from_bytes(b"draw", "big")
 CHECKPOINT_FORMAT = 1
 #: Training count per token id, written at the start for tasks that count them (text).
 TOKEN_COUNTS = "token_counts.npy"
+
+
+@dataclass
+class _Run:
+    """One run directory's share of the trained ensemble: its config and schedule, its member
+    rows, and its newest checkpoint written so far."""
+
+    config: TrainConfig
+    run_dir: Path
+    schedule: TieSchedule
+    rows: range
+    last_checkpoint: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -117,11 +138,36 @@ def train(config: TrainConfig, task: Task, run_dir: str | Path, resume: bool = F
         raise DhwtError("--resume continues a run and --overwrite replaces it; give only one")
     if resume:
         check_resumable(run_dir, config)
-        return Trainer(config, task, run_dir, parallel).run(resume=True)
+        return Trainer([(config, run_dir)], task, parallel).run(resume=True)[0]
     trainer = parallel.on_writer(lambda: layout.create_run_dir(
         run_dir, config.to_toml(), overwrite=overwrite,
-        fill=lambda _: Trainer(config, task, run_dir, parallel)))
-    return (trainer or Trainer(config, task, run_dir, parallel)).run(resume=False)
+        fill=lambda _: Trainer([(config, run_dir)], task, parallel)))
+    return (trainer or Trainer([(config, run_dir)], task, parallel)).run(resume=False)[0]
+
+
+def train_group(runs: Sequence[tuple[TrainConfig, str | Path]], task: Task,
+                resume: bool = False) -> list[RunResult]:
+    """Train several runs as one ensemble (dhwt.training.group): their configs may differ only
+    in tie_schedule and seeds. Each run directory is written as `train` would write it alone.
+
+    Fresh: no run directory may exist yet. resume=True: every one is continued from the newest
+    checkpoint step they all hold (their config.toml must match as for `train`)."""
+    runs = [(config, Path(run_dir)) for config, run_dir in runs]
+    keys = {group_key(config) for config, _ in runs}
+    if None in keys or len(keys) > 1:
+        raise DhwtError("runs trained as one ensemble must agree on everything but "
+                        f"{' and '.join(PER_RUN)}, start from their own seeds (no init_from) and "
+                        "vary all weights")
+    if resume:
+        for config, run_dir in runs:
+            check_resumable(run_dir, config)
+        return Trainer(runs, task).run(resume=True)
+    for _, run_dir in runs:
+        layout.refuse_existing(run_dir, overwrite=False)
+    trainer = Trainer(runs, task)
+    for config, run_dir in runs:
+        layout.create_run_dir(run_dir, config.to_toml())
+    return trainer.run(resume=False)
 
 
 def check_resumable(run_dir: Path, config: TrainConfig) -> None:
@@ -147,24 +193,32 @@ def model_config(config: TrainConfig, task: Task) -> ModelConfig:
 
 
 class Trainer:
-    """One run's live state. Building it validates everything (model, schedule, data splits)."""
+    """The live state of one run, or of several trained as one ensemble (`train_group`; their
+    configs differ only in tie_schedule and seeds). Building it validates everything (model,
+    schedules, data splits).
 
-    def __init__(self, config: TrainConfig, task: Task, run_dir: Path,
+    `self.config` holds what the runs share (the first run's config); `self.seeds` are the
+    ensemble's members, every run's seeds in row order.
+    """
+
+    def __init__(self, runs: Sequence[tuple[TrainConfig, Path]], task: Task,
                  parallel: Parallel = SINGLE) -> None:
-        self.config, self.task, self.run_dir = config, task, Path(run_dir)
-        self.parallel = parallel
+        configs = [config for config, _ in runs]
+        self.runs = [_Run(c, Path(d), TieSchedule.parse(c.tie_schedule, c.steps), rows)
+                     for (c, d), rows in zip(runs, member_rows(configs))]
+        config, self.seeds = configs[0], [s for c in configs for s in c.seeds]
+        self.config, self.task, self.parallel = config, task, parallel
         parallel.check(config.dropout, task, config.batch_size)
         self.device = resolve_device(config.device, parallel.local_rank, parallel.world_size)
-        self.schedule = TieSchedule.parse(config.tie_schedule, config.steps)
-        self.model = build_model(model_config(config, task), config.seeds,
-                                 tied=self.schedule.initial_tied)
+        self.model = build_model(model_config(config, task), self.seeds,
+                                 tied=[r.schedule.initial_tied for r in self.runs for _ in r.rows])
         prepare_members(self.model, config)
         self.model.to(self.device)  # weights drawn on the CPU: the same on every device
         self.optimizer = self._optimizer([[p for p in self.model.parameters() if p.requires_grad]])
         self.lr = LRSchedule(config.lr_schedule, config.lr, config.lr_min, config.steps,
                              config.lr_period, config.warmup_steps)
-        members = len(config.seeds)
-        data_seeds = config.seeds[:1] * members if config.vary == "embeddings" else config.seeds
+        members = len(self.seeds)
+        data_seeds = self.seeds[:1] * members if config.vary == "embeddings" else self.seeds
         self.data_generators = [member_generator(s, DATA_STREAM) for s in data_seeds]
         self.draw_generators = [member_generator(s, DRAW_STREAM) for s in data_seeds]
         self.eval_batches = {split: parallel.shard(repeat_batch(task.eval_batch(split).to(
@@ -173,8 +227,7 @@ class Trainer:
         self.eval_rows = eval_rows(members, task.seq_len, len(task.vocab))
         self.net = self.model  # what the training forward calls (DDP around it in parallel)
         self.step = 0
-        self.last_checkpoint: Path | None = None
-        self._last_eval: list[dict[str, object]] = []
+        self._last_eval: list[list[dict[str, object]]] = []  # per run
 
     # -- the run ----------------------------------------------------------------------------
     def run(self, resume: bool) -> RunResult:
@@ -185,53 +238,66 @@ class Trainer:
         try:
             with _torch_settings(self.config.threads, self.device):
                 self._train(resume)
-            final = self.parallel.on_writer(self._finish, share=True)
+            finals = self.parallel.on_writer(lambda: [self._finish(r) for r in self.runs],
+                                             share=True)
         except OSError as exc:
             where = f" ({exc.filename})" if exc.filename else ""
-            raise DhwtError(f"cannot write the run directory {self.run_dir} at step {self.step}: "
+            raise DhwtError(f"cannot write the run directory {self._dirs()} at step {self.step}: "
                             f"{exc.strerror or exc}{where}; last good checkpoint: "
-                            f"{_named(self.last_checkpoint)}; free space (or fix permissions) "
+                            f"{self._last_good()}; free space (or fix permissions) "
                             "and continue with --resume") from None
-        assert self.last_checkpoint is not None and final is not None
-        return RunResult(self.run_dir, self.step, final, self.last_checkpoint,
-                         time.perf_counter() - started)
+        assert finals is not None
+        seconds = time.perf_counter() - started
+        return [RunResult(r.run_dir, self.step, final, r.last_checkpoint, seconds)
+                for r, final in zip(self.runs, finals)]
+
+    def _dirs(self) -> str:
+        """The run directory, or the group's, for a message."""
+        return ", ".join(str(r.run_dir) for r in self.runs)
+
+    def _last_good(self) -> str:
+        """The newest checkpoint written (the first run's; the group's others have its step)."""
+        good = _named(self.runs[0].last_checkpoint)
+        return good if len(self.runs) == 1 or self.runs[0].last_checkpoint is None else (
+            f"{good} (and the same step of {len(self.runs) - 1} other runs of its group)")
 
     def _train(self, resume: bool) -> None:
-        metrics_path = self.run_dir / layout.METRICS
         if resume:
             self._restore()
-            if self.parallel.writes:
-                truncate_metrics(metrics_path, self.step)
-                remove_snapshots_after(self.run_dir / layout.EMBEDDINGS, self.step)
+            for run in self.runs if self.parallel.writes else ():
+                truncate_metrics(run.run_dir / layout.METRICS, self.step)
+                remove_snapshots_after(run.run_dir / layout.EMBEDDINGS, self.step)
         self.net = self.parallel.wrap(self.model)  # a collective: after every rank has restored
-        writer = MetricsWriter(metrics_path) if self.parallel.writes else None
+        writers = ([MetricsWriter(r.run_dir / layout.METRICS) for r in self.runs]
+                   if self.parallel.writes else None)
         try:
             if not resume:
                 if self.parallel.writes and hasattr(self.task, "token_counts"):
                     buffer = io.BytesIO()
                     np.save(buffer, self.task.token_counts())
-                    atomic_write_bytes(self.run_dir / TOKEN_COUNTS, buffer.getvalue())
+                    for run in self.runs:
+                        atomic_write_bytes(run.run_dir / TOKEN_COUNTS, buffer.getvalue())
                 self._apply_events()
-                self._record(writer, force=True)
+                self._record(writers, force=True)
             bar = tqdm(total=self.config.steps, initial=self.step, unit="step", desc="train",
                        disable=None if self.parallel.writes else True, dynamic_ncols=True)
             with bar:
                 while self.step < self.config.steps:
                     self._update()
                     self._apply_events()
-                    if self._record(writer, force=self.step == self.config.steps):
+                    if self._record(writers, force=self.step == self.config.steps):
                         bar.set_postfix_str(self._postfix())
                     bar.update(1)
         finally:
-            if writer is not None:
+            for writer in writers or ():
                 writer.close()
 
-    def _finish(self) -> list[dict[str, object]]:
-        """Write the figure and report (rank 0); the final evaluation's metric lines."""
-        records = read_metrics(self.run_dir / layout.METRICS)
+    def _finish(self, run: _Run) -> list[dict[str, object]]:
+        """Write a run's figure and report (rank 0); its final evaluation's metric lines."""
+        records = read_metrics(run.run_dir / layout.METRICS)
         final = [r for r in records if r["step"] == self.config.steps]
-        write_figure(records, self.run_dir / FIGURE, self.task.truth, self.schedule.events)
-        write_report(self.run_dir / layout.REPORT, self.config, final, self.task.truth)
+        write_figure(records, run.run_dir / FIGURE, self.task.truth, run.schedule.events)
+        write_report(run.run_dir / layout.REPORT, run.config, final, self.task.truth)
         return final
 
     def _update(self) -> None:
@@ -253,13 +319,15 @@ class Trainer:
         self.step += 1
 
     def _apply_events(self) -> None:
-        """Apply the tie-schedule events of the current step (after self.step updates)."""
-        for event in self.schedule.events:
-            if event.step == self.step:
-                apply_switch(self.model, self.optimizer, event)
-                self.net = self.parallel.wrap(self.model)  # DDP hooks are per Parameter
+        """Apply the tie-schedule events of the current step (after self.step updates), each to
+        the members of its run."""
+        for run in self.runs:
+            for event in run.schedule.events:
+                if event.step == self.step:
+                    apply_switch(self.model, self.optimizer, event, members=run.rows)
+                    self.net = self.parallel.wrap(self.model)  # DDP hooks are per Parameter
 
-    def _record(self, writer: MetricsWriter | None, force: bool) -> bool:
+    def _record(self, writers: list[MetricsWriter] | None, force: bool) -> bool:
         """Evaluate, snapshot and checkpoint the current step as due; True if it evaluated."""
         c, step = self.config, self.step
         evaluate = force or step % c.eval_every == 0
@@ -269,27 +337,30 @@ class Trainer:
             self._guard_weights()
         if evaluate:
             self._last_eval = self.evaluate()
-            if writer is not None:
-                writer.write(self._last_eval)
+            for writer, lines in zip(writers or (), self._last_eval):
+                writer.write(lines)
         if snapshot and self.parallel.writes:
             emb = self.model.embeddings
-            save_snapshot(self.run_dir / layout.EMBEDDINGS, step, emb.input_weight,
-                          emb.output_weight, tied=emb.tied, seeds=c.seeds, vocab=self.task.vocab)
+            for run in self.runs:
+                rows = slice(run.rows.start, run.rows.stop)
+                save_snapshot(run.run_dir / layout.EMBEDDINGS, step, emb.input_weight[rows],
+                              emb.output_weight[rows], tied=emb.tied_members[run.rows.start],
+                              seeds=run.config.seeds, vocab=self.task.vocab)
         if checkpoint:
             self._checkpoint()
         return evaluate
 
     def _postfix(self) -> str:
         """Mean fresh-draw loss and accuracy over members, for the progress bar."""
-        fresh = [r for r in self._last_eval if r["split"] == "train_fresh"]
+        fresh = [r for lines in self._last_eval for r in lines if r["split"] == "train_fresh"]
         return (f"loss {sum(r['loss'] for r in fresh) / len(fresh):.4f} "
                 f"acc {sum(r['accuracy'] for r in fresh) / len(fresh):.3f}")
 
     # -- evaluation -------------------------------------------------------------------------
     @torch.no_grad()
-    def evaluate(self) -> list[dict[str, object]]:
-        """Metric lines for the current step: per member, the deterministic "train" and "valid"
-        evaluation batches ("test" too at the last step) and "train_fresh", a fresh training
+    def evaluate(self) -> list[list[dict[str, object]]]:
+        """Metric lines for the current step, per run: per member, the deterministic "train" and
+        "valid" evaluation batches ("test" too at the last step) and "train_fresh", a fresh training
         batch from the member's draw stream (new variants and masks; the yardstick against the
         Bayes optimum). Each batch is evaluated in chunks of `eval_rows` sequences, so logit
         memory stays bounded (dhwt.training.ensemble.EVAL_BYTES) on whole text splits."""
@@ -300,23 +371,24 @@ class Trainer:
             batches["train_fresh"] = self._draw(self.draw_generators)
             emb = self.model.embeddings
             gap, tied, lr = emb.gap().tolist(), emb.tied_members, self.lr.lr_at(self.step)
-            lines = []
+            lines: list[list[dict[str, object]]] = [[] for _ in self.runs]
             for split, batch in batches.items():
                 loss, accuracy = map(self.parallel.sum,
                                      chunked_metrics(self.model, batch, self.eval_rows))
                 self._guard(loss, f"{split} loss")
-                for i, seed in enumerate(self.config.seeds):
-                    lines.append({"step": self.step, "member": i, "seed": seed, "split": split,
-                                  "loss": float(loss[i]), "accuracy": float(accuracy[i]),
-                                  "lr": lr, "tied": tied[i], "gap": gap[i]})
+                for run, run_lines in zip(self.runs, lines):
+                    for member, (i, seed) in enumerate(zip(run.rows, run.config.seeds)):
+                        run_lines.append({
+                            "step": self.step, "member": member, "seed": seed, "split": split,
+                            "loss": float(loss[i]), "accuracy": float(accuracy[i]), "lr": lr,
+                            "tied": tied[i], "gap": gap[i]})
             return lines
         finally:
             self.model.train()
 
     def _draw(self, generators: list[torch.Generator]) -> Batch:
         """This process's rows of a batch drawn on the CPU from `generators`, on the device."""
-        batch = stack_batches([self.task.train_batch(g, self.config.batch_size)
-                               for g in generators])
+        batch = self.task.train_batches(generators, self.config.batch_size)
         return self.parallel.shard(batch).to(self.device)
 
     def _guard(self, values: torch.Tensor, what: str) -> None:
@@ -325,9 +397,11 @@ class Trainer:
         if not bool(torch.isfinite(values).all()):
             i = int((~torch.isfinite(values)).nonzero()[0, 0])
             bad = "nan" if math.isnan(float(values[i])) else "inf"
+            run = next(r for r in self.runs if i in r.rows)
+            where = f" of {run.run_dir}" if len(self.runs) > 1 else ""
             raise DhwtError(f"{what} became {bad} at step {self.step} (member seed "
-                            f"{self.config.seeds[i]}); last good checkpoint: "
-                            f"{_named(self.last_checkpoint)}")
+                            f"{self.seeds[i]}{where}); last good checkpoint: "
+                            f"{self._last_good()}")
 
     # -- checkpoints ------------------------------------------------------------------------
     def _guard_weights(self) -> None:
@@ -340,63 +414,96 @@ class Trainer:
         self._guard(marks, "a weight")
 
     def _checkpoint(self) -> None:
+        """Each run's checkpoint of this step: its rows of the model, the optimizer and the
+        member RNGs (dhwt.training.group.run_state), as a solo run would write it."""
         if not self.parallel.writes:  # rank 0 writes the state every rank holds
-            self.last_checkpoint = checkpoint_path(self.run_dir / layout.CHECKPOINTS, self.step)
+            for run in self.runs:
+                run.last_checkpoint = checkpoint_path(run.run_dir / layout.CHECKPOINTS, self.step)
             return
         names = {id(p): n for n, p in self.model.named_parameters()}
-        state = {
-            "format": CHECKPOINT_FORMAT,
-            "step": self.step,
-            "config": self.config.to_dict(),
-            "device": str(self.device),  # where it was written (a resume may go elsewhere)
-            "model": cpu_copy(self.model.state_dict()),
-            "optimizer": cpu_copy(self.optimizer.state_dict()),
-            "optimizer_params": [[names[id(p)] for p in g["params"]]
-                                 for g in self.optimizer.param_groups],
-            "rng": {
-                "data": [g.get_state() for g in self.data_generators],
-                "draw": [g.get_state() for g in self.draw_generators],
-                "dropout": self.model.rng_state(),
-                "dropout_device": self.device.type,  # the type of device those generators draw on
-                "torch": torch.get_rng_state(),
-                "numpy": _numpy_state(),
-                "python": random.getstate(),
-            },
-        }
-        self.last_checkpoint = save_checkpoint(self.run_dir / layout.CHECKPOINTS, self.step, state)
+        model = cpu_copy(self.model.state_dict())
+        optimizer = cpu_copy(self.optimizer.state_dict())
+        groups = [[names[id(p)] for p in g["params"]] for g in self.optimizer.param_groups]
+        dropout = self.model.rng_state()
+        for run in self.runs:
+            tied = self.model.embeddings.tied_members[run.rows.start]
+            run_model, run_optimizer, run_groups = run_state(model, optimizer, groups, run.rows,
+                                                             tied)
+            rows = slice(run.rows.start, run.rows.stop)
+            state = {
+                "format": CHECKPOINT_FORMAT,
+                "step": self.step,
+                "config": run.config.to_dict(),
+                "device": str(self.device),  # where it was written (a resume may go elsewhere)
+                "model": run_model,
+                "optimizer": run_optimizer,
+                "optimizer_params": run_groups,
+                "rng": {
+                    "data": [g.get_state() for g in self.data_generators[rows]],
+                    "draw": [g.get_state() for g in self.draw_generators[rows]],
+                    "dropout": dropout[rows].clone(),
+                    "dropout_device": self.device.type,  # the type of device they draw on
+                    "torch": torch.get_rng_state(),
+                    "numpy": _numpy_state(),
+                    "python": random.getstate(),
+                },
+            }
+            run.last_checkpoint = save_checkpoint(run.run_dir / layout.CHECKPOINTS, self.step,
+                                                  state)
 
     def _restore(self) -> None:
-        """Load the newest checkpoint: model, tying state, optimizer, step, every RNG."""
-        directory = self.run_dir / layout.CHECKPOINTS
-        if self.parallel.writes:
-            remove_stray_temporaries(directory)
-        path, state = latest_checkpoint(directory)
-        if state.get("format") != CHECKPOINT_FORMAT:
-            raise DhwtError(f"checkpoint {path} has format {state.get('format')!r}; this dhwt "
-                            f"reads format {CHECKPOINT_FORMAT}")
-        # read through TrainConfig so fields added since the checkpoint take their defaults
-        if TrainConfig.from_dict(state["config"], str(path)).identity() != self.config.identity():
-            raise DhwtError(f"checkpoint {path} was written with a different config than "
-                            f"{self.run_dir / layout.CONFIG}")
-        self.model.load_state_dict(state["model"])  # adopts the saved tying state
+        """Load the runs' checkpoints of the newest step they all hold (a group killed while
+        writing one step's checkpoints has that step in some runs only): model, tying state,
+        optimizer, step, every RNG."""
+        states, step = [], self._common_step()
+        for run in self.runs:
+            directory = run.run_dir / layout.CHECKPOINTS
+            if self.parallel.writes:
+                remove_stray_temporaries(directory)
+            path, state = latest_checkpoint(directory, at_most=step)
+            if state.get("format") != CHECKPOINT_FORMAT:
+                raise DhwtError(f"checkpoint {path} has format {state.get('format')!r}; this "
+                                f"dhwt reads format {CHECKPOINT_FORMAT}")
+            # read through TrainConfig so fields added since the checkpoint take their defaults
+            if TrainConfig.from_dict(state["config"], str(path)).identity() != \
+                    run.config.identity():
+                raise DhwtError(f"checkpoint {path} was written with a different config than "
+                                f"{run.run_dir / layout.CONFIG}")
+            run.last_checkpoint = path
+            states.append(state)
+        model, optimizer, groups = join_states(
+            [(s["model"], s["optimizer"], s["optimizer_params"]) for s in states])
+        self.model.load_state_dict(model)  # adopts the saved tying state
         params = dict(self.model.named_parameters())
-        self.optimizer = self._optimizer([[params[n] for n in group]
-                                          for group in state["optimizer_params"]])
-        self.optimizer.load_state_dict(state["optimizer"])
-        rng = state["rng"]
-        for g, s in zip(self.data_generators, rng["data"]):
-            g.set_state(s)
-        for g, s in zip(self.draw_generators, rng["draw"]):
-            g.set_state(s)
-        if rng.get("dropout_device", "cpu") == self.device.type:
-            self.model.set_rng_state(rng["dropout"])
+        self.optimizer = self._optimizer([[params[n] for n in group] for group in groups])
+        self.optimizer.load_state_dict(optimizer)
+        rngs = [s["rng"] for s in states]
+        for g, saved in zip(self.data_generators, [x for r in rngs for x in r["data"]]):
+            g.set_state(saved)
+        for g, saved in zip(self.draw_generators, [x for r in rngs for x in r["draw"]]):
+            g.set_state(saved)
+        if all(r.get("dropout_device", "cpu") == self.device.type for r in rngs):
+            self.model.set_rng_state(torch.cat([r["dropout"] for r in rngs]))
         else:  # another device's generator states do not fit this device's generators
-            self.model.reseed_dropout(int(state["step"]))
+            self.model.reseed_dropout(int(states[0]["step"]))
+        rng = rngs[0]  # nothing draws from the global generators: equal in every run
         torch.set_rng_state(rng["torch"])
         _set_numpy_state(rng["numpy"])
         random.setstate(rng["python"])
-        self.step = int(state["step"])
-        self.last_checkpoint = path
+        self.step = int(states[0]["step"])
+
+    def _common_step(self) -> int | None:
+        """The newest step of which every run has a checkpoint (None for one run: its newest);
+        DhwtError if there is none."""
+        if len(self.runs) == 1:
+            return None
+        steps = [{checkpoint_step(p) for p in list_checkpoints(r.run_dir / layout.CHECKPOINTS)}
+                 for r in self.runs]
+        common = set.intersection(*steps)
+        if not common:
+            raise DhwtError(f"cannot resume {self._dirs()} as one group: they hold no "
+                            "checkpoint of a common step; resume each on its own")
+        return max(common)
 
     def _optimizer(self, groups: list[list[torch.nn.Parameter]]) -> torch.optim.AdamW:
         """AdamW, multi-tensor (foreach) on every device: on the CPU torch's default is one

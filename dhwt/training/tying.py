@@ -173,7 +173,7 @@ def apply_switch(model: nn.Module, optimizer: torch.optim.Optimizer, event: TieE
                 }
         elif state:
             for key, value in optimizer.state[output].items():
-                if _per_member(value):
+                if per_member_state(value):
                     value[rows] = state[key][rows]
         return
     output = embeddings.untied_output
@@ -186,9 +186,9 @@ def apply_switch(model: nn.Module, optimizer: torch.optim.Optimizer, event: TieE
     kept, other = optimizer.state.get(source), optimizer.state.get(output)
     if kept and other:
         for key, value in kept.items():
-            if _per_member(value) and merge == "out":
+            if per_member_state(value) and merge == "out":
                 value[rows] = other[key][rows]
-            elif _per_member(value) and merge == "mean":
+            elif per_member_state(value) and merge == "mean":
                 value[rows] = (value[rows] + other[key][rows]) / 2
     elif other and removed is not None:  # the input matrix has no state yet: the output's serves
         optimizer.state[source] = other
@@ -197,7 +197,7 @@ def apply_switch(model: nn.Module, optimizer: torch.optim.Optimizer, event: TieE
         optimizer.state.pop(output, None)
 
 
-def _per_member(value: object) -> bool:
+def per_member_state(value: object) -> bool:
     """True for an optimizer state tensor with one row per member (moments, not the step)."""
     return torch.is_tensor(value) and value.dim() > 0 and value.is_floating_point()
 

@@ -67,7 +67,7 @@ def model_step(architecture: str) -> Callable[[], None]:
 def trainer_step(architecture: str, data: Path, run_dir: Path) -> Callable[[], None]:
     """`Trainer._update` of a tied ensemble of SEEDS on the EXor dataset at `data`."""
     config = TrainConfig(architecture=architecture, seeds=list(SEEDS), steps=10**9)
-    trainer = Trainer(config, load_task(data, "mlm"), run_dir)
+    trainer = Trainer([(config, run_dir)], load_task(data, "mlm"))
     return trainer._update
 
 

@@ -11,7 +11,7 @@ from dhwt.analysis.population import population_fit, run_population_fit
 from dhwt.languages import load_language, load_task, write_dataset
 from dhwt.models import build_model
 from dhwt.training.config import TrainConfig
-from dhwt.training.ensemble import member_accuracy, member_loss, stack_batches
+from dhwt.training.ensemble import member_accuracy, member_loss
 from dhwt.training.trainer import model_config, train
 
 
@@ -31,7 +31,7 @@ def test_matches_monte_carlo_over_the_sampler(task):
     losses, accs = [], []
     with torch.no_grad():
         for _ in range(600):
-            batch = stack_batches([task.train_batch(g, None) for g in generators])
+            batch = task.train_batches(generators, None)
             logits = model(batch.inputs, batch.padding)
             losses.append(member_loss(logits, batch).numpy())
             accs.append(member_accuracy(logits, batch).numpy())

@@ -96,6 +96,22 @@ def test_batches_are_deterministic_given_the_generator():
     assert torch.equal(a.inputs, b.inputs) and torch.equal(a.targets, b.targets)
 
 
+@pytest.mark.parametrize("objective", ["mlm", "clm"])
+@pytest.mark.parametrize("batch_size", [None, 16])
+def test_member_batches_depend_on_their_own_generator_only(objective, batch_size):
+    t = task("four-cases", objective)  # padded strings of unequal length and probability
+    seeds = [7, 8, 9]
+    batches = t.train_batches([torch.Generator().manual_seed(s) for s in seeds], batch_size)
+    assert batches.inputs.shape[0] == 3
+    for i, seed in enumerate(seeds):
+        alone = t.train_batch(torch.Generator().manual_seed(seed), batch_size)
+        member = batches.member(i)
+        for name in ("inputs", "targets", "weights", "padding"):
+            assert torch.equal(getattr(member, name), getattr(alone, name)), name
+        assert float(member.weights.sum()) == pytest.approx(1.0, abs=1e-6)
+    assert not torch.equal(batches.inputs[0], batches.inputs[1])
+
+
 def test_clm_layout_with_padding():
     t = task("four-cases", "clm", valid=0.0, test=0.0)
     batch = t.train_batch(torch.Generator().manual_seed(3), 256)

@@ -203,8 +203,8 @@ def test_shards_partition_the_rows_and_keep_the_global_weights(rows, world, data
 def test_what_cannot_be_split_is_refused_before_anything_runs(config, fragment, dataset,
                                                               tmp_path):
     with pytest.raises(DhwtError, match=fragment):
-        Trainer(TrainConfig(data=str(dataset), steps=5, **config), load_task(dataset, "mlm"),
-                tmp_path / "run", Parallel(0, 2))
+        Trainer([(TrainConfig(data=str(dataset), steps=5, **config), tmp_path / "run")],
+                load_task(dataset, "mlm"), Parallel(0, 2))
     assert not (tmp_path / "run").exists()
 
 

@@ -7,8 +7,8 @@ import math
 import torch
 
 from dhwt.languages import Batch
-from dhwt.training.ensemble import (clip_member_grads, member_accuracy, member_loss,
-                                    stack_batches)
+from dhwt.languages.batch import stack_batches
+from dhwt.training.ensemble import clip_member_grads, member_accuracy, member_loss
 
 
 def test_clipping_each_member_equals_torch_clip_grad_norm_on_that_member_alone():

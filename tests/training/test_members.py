@@ -41,8 +41,8 @@ def weights(model) -> dict[str, torch.Tensor]:
 
 def test_vary_embeddings_shares_the_body_and_the_batches_only(tmp_path):
     task = text_task()
-    shared = Trainer(config(vary="embeddings"), task, tmp_path / "a")
-    alone = Trainer(config(), task, tmp_path / "b")
+    shared = Trainer([(config(vary="embeddings"), tmp_path / "a")], task)
+    alone = Trainer([(config(), tmp_path / "b")], task)
     first = build_model(model_config(config(), task), [3], tied=False)  # seed 3 on its own
     body = weights(first)
     for name, value in weights(shared.model).items():
@@ -60,7 +60,7 @@ def test_vary_embeddings_shares_the_body_and_the_batches_only(tmp_path):
 
 def test_frozen_weights_stay_bit_identical_and_get_no_optimizer_state(tmp_path):
     task, frozen = text_task(), config(freeze="non-embedding")
-    before = weights(Trainer(frozen, task, tmp_path / "unused").model)
+    before = weights(Trainer([(frozen, tmp_path / "unused")], task).model)
     train(frozen, task, tmp_path / "run")
     _, state = latest_checkpoint(tmp_path / "run" / "checkpoints")
     for name, value in before.items():
@@ -77,7 +77,7 @@ def test_init_from_loads_the_source_member_except_the_redrawn_matrices(tmp_path,
     source = {n: v[1] for n, v in state["model"].items()}  # member 1 (seed 2)
     new = config(seeds=[7, 8], init_from=f"{tmp_path / 'source'}@3", init_member=1,
                  redraw=redraw, freeze="loaded")
-    start = weights(Trainer(new, task, tmp_path / "unused").model)
+    start = weights(Trainer([(new, tmp_path / "unused")], task).model)
     fresh = weights(build_model(model_config(new, task), [7, 8], tied=False))
     redrawn = {INPUT} if redraw == "input" else {INPUT, OUTPUT}
     for name, value in start.items():
@@ -100,7 +100,7 @@ def test_init_from_refuses_a_missing_step_or_member_and_another_shape(tmp_path):
         (dict(init_from=str(tmp_path / "source"), d_ff=12), "the source has (16, 8)"),
     ]:
         with pytest.raises(DhwtError, match=message.replace("(", r"\(").replace(")", r"\)")):
-            Trainer(config(**changes), task, tmp_path / "new")
+            Trainer([(config(**changes), tmp_path / "new")], task)
 
 
 @pytest.mark.parametrize("changes, message", [

@@ -1,0 +1,156 @@
+"""Runs trained as one ensemble (train_group): each run directory equals the run trained alone,
+a killed group resumes bit for bit, and one run of a group resumes on its own."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from dhwt.analysis.snapshots import read_snapshot
+from dhwt.errors import DhwtError
+from dhwt.languages import load_language, load_task, write_dataset
+from dhwt.training import TrainConfig, train, train_group
+from dhwt.training.checkpoint import latest_checkpoint, list_checkpoints
+
+COMMON = dict(steps=240, eval_every=40, snapshot_every=80, checkpoint_every=80, lr=1e-2,
+              lr_period=100, batch_size=8, grad_clip=0.5)
+#: Every kind of member: tied throughout, untied throughout, untied later, tied later (by "out").
+SCHEDULES = {"tied": ("tied", [3, 5]), "untied": ("untied", [3]),
+             "late": ("untie@100", [5, 7]), "retie": ("untied,tie@130:out", [9])}
+
+
+@pytest.fixture(scope="module")
+def task(tmp_path_factory):
+    data = tmp_path_factory.mktemp("data") / "parity"
+    write_dataset(load_language("parity"), data, valid_fraction=0.1, test_fraction=0.0, seed=14)
+    return load_task(data, "mlm")
+
+
+def _runs(root):
+    return [(TrainConfig(tie_schedule=schedule, seeds=seeds, **COMMON), root / name)
+            for name, (schedule, seeds) in SCHEDULES.items()]
+
+
+def _close(name, a, b):
+    """Weights (or their optimizer state) equal to float tolerance, except the attention's key
+    bias (rows d..2d of in_proj_bias): softmax ignores it, so its gradient is zero up to
+    rounding, which AdamW (eps 1e-12) scales to full steps: it follows the rounding of the
+    computation, not the training (the value never reaches an output)."""
+    if name == "blocks.0.in_proj_bias" and a.dim():
+        d = a.shape[-1] // 3
+        a, b = (torch.cat([x[..., :d], x[..., 2 * d:]], -1) for x in (a, b))
+    torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def _metrics(run_dir):
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").open()]
+
+
+@pytest.fixture(scope="module")
+def alone(task, tmp_path_factory):
+    """Each run of the group trained on its own."""
+    root = tmp_path_factory.mktemp("alone")
+    for config, run_dir in _runs(root):
+        train(config, task, run_dir)
+    return root
+
+
+@pytest.fixture(scope="module")
+def grouped(task, tmp_path_factory):
+    """The same runs trained as one ensemble, uninterrupted."""
+    root = tmp_path_factory.mktemp("grouped")
+    results = train_group(_runs(root), task)
+    assert [r.run_dir for r in results] == [d for _, d in _runs(root)]
+    return root
+
+
+@pytest.mark.parametrize("name", SCHEDULES)
+def test_each_run_of_a_group_equals_the_run_trained_alone(name, alone, grouped):
+    solo, group = alone / name, grouped / name
+    assert (solo / "config.toml").read_text() == (group / "config.toml").read_text()
+    a, b = _metrics(solo), _metrics(group)
+    assert [(r["step"], r["member"], r["seed"], r["split"], r["tied"]) for r in a] == \
+           [(r["step"], r["member"], r["seed"], r["split"], r["tied"]) for r in b]
+    for x, y in zip(a, b):
+        assert y["loss"] == pytest.approx(x["loss"], rel=1e-5, abs=1e-6)
+        assert y["gap"] == pytest.approx(x["gap"], rel=1e-4, abs=1e-5)
+    snaps = sorted(p.name for p in (solo / "embeddings").iterdir())
+    assert snaps == sorted(p.name for p in (group / "embeddings").iterdir())
+    for snap in snaps:
+        s, g = read_snapshot(solo / "embeddings" / snap), read_snapshot(group / "embeddings" / snap)
+        assert (s.tied, s.seeds) == (g.tied, g.seeds)
+        for key in ("input", "output"):
+            torch.testing.assert_close(getattr(g, key), getattr(s, key), rtol=1e-4, atol=1e-5)
+    (_, s), (_, g) = (latest_checkpoint(d / "checkpoints") for d in (solo, group))
+    assert s["model"].keys() == g["model"].keys()  # a tied run's has no output matrix
+    for key in s["model"]:
+        _close(key, g["model"][key], s["model"][key])
+    assert s["optimizer_params"] == g["optimizer_params"]
+    assert s["optimizer"]["param_groups"] == g["optimizer"]["param_groups"]
+    names = [n for group in s["optimizer_params"] for n in group]
+    for i, state in s["optimizer"]["state"].items():
+        for key, value in state.items():
+            _close(names[i], g["optimizer"]["state"][i][key], value)
+    for stream in ("data", "draw"):
+        assert all(torch.equal(x, y) for x, y in zip(s["rng"][stream], g["rng"][stream]))
+    assert (group / "report.md").is_file()
+
+
+def test_a_killed_group_resumes_bit_for_bit(
+        task, grouped, tmp_path, interrupt_at, assert_same):
+    interrupt_at(200)  # after the checkpoints of step 160
+    runs = _runs(tmp_path)
+    with pytest.raises(KeyboardInterrupt):
+        train_group(runs, task)
+    # a kill while the checkpoints of step 160 were written: the last run has only step 80
+    newest = list_checkpoints(runs[-1][1] / "checkpoints")[-1]
+    assert newest.name == "step_0000160.pt"
+    newest.unlink()
+    train_group(runs, task, resume=True)  # from step 80, the newest step all four hold
+    for config, run_dir in runs:
+        _, a = latest_checkpoint(run_dir / "checkpoints")
+        _, b = latest_checkpoint(grouped / run_dir.name / "checkpoints")
+        for part in ("model", "optimizer", "rng", "optimizer_params"):
+            assert_same(a[part], b[part])
+        assert (run_dir / "metrics.jsonl").read_text() == \
+               (grouped / run_dir.name / "metrics.jsonl").read_text()
+        for snap in (grouped / run_dir.name / "embeddings").iterdir():
+            assert (run_dir / "embeddings" / snap.name).read_bytes() == snap.read_bytes()
+
+
+def test_one_run_of_a_killed_group_resumes_alone(task, alone, tmp_path, interrupt_at):
+    interrupt_at(120)  # after the checkpoints of step 80
+    runs = _runs(tmp_path)
+    with pytest.raises(KeyboardInterrupt):
+        train_group(runs, task)
+    config, run_dir = runs[2]  # untie@100: the group's untied rows exist, this run's are unused
+    _, state = latest_checkpoint(run_dir / "checkpoints")
+    assert "embeddings.untied_output" not in state["model"]
+    train(config, task, run_dir, resume=True)
+    _, a = latest_checkpoint(run_dir / "checkpoints")
+    _, b = latest_checkpoint(alone / run_dir.name / "checkpoints")
+    for key in b["model"]:
+        _close(key, a["model"][key], b["model"][key])
+
+
+def test_a_group_is_refused_when_its_runs_differ_in_more_than_tying_or_seeds(task, tmp_path):
+    runs = [(TrainConfig(**COMMON), tmp_path / "a"),
+            (TrainConfig(**{**COMMON, "lr": 2e-2}), tmp_path / "b")]
+    with pytest.raises(DhwtError, match="agree on everything but tie_schedule and seeds"):
+        train_group(runs, task)
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_a_group_without_a_common_checkpoint_step_is_refused(task, tmp_path, interrupt_at):
+    interrupt_at(120)
+    runs = _runs(tmp_path)[:2]
+    with pytest.raises(KeyboardInterrupt):
+        train_group(runs, task)
+    for path in list_checkpoints(runs[0][1] / "checkpoints")[-1:]:
+        path.unlink()  # run 0 keeps step 0 only, run 1 keeps 0 and 80 ...
+    for path in list_checkpoints(runs[1][1] / "checkpoints")[:1]:
+        path.unlink()  # ... and loses step 0
+    with pytest.raises(DhwtError, match="no checkpoint of a common step; resume each"):
+        train_group(runs, task, resume=True)
