@@ -238,7 +238,7 @@ def study_cmd(study_file: str, out: str, overwrite: bool) -> None:
 
     \b
     STUDY.toml (examples in experiments/, format in the docstring of dhwt/study.py):
-      [study]     name, description (for the report)
+      [study]     name, description (for the report), group (default true)
       [data]      a grammar (built-in name or path), or a corpus with tokenizer and seq_len
       [train]     settings shared by every run (the keys of a run's config.toml)
       [[runs]]    a name and what differs, e.g. tie_schedule = "untie@5000"
@@ -250,6 +250,11 @@ def study_cmd(study_file: str, out: str, overwrite: bool) -> None:
     over training and the DH diagnostic. A run may start from another: init_from = "NAME" (an
     earlier run of the study) or a path with a / (a relative one is taken from DIR, so
     "../other/runs/NAME" is a run of a study written beside this one).
+
+    Runs that differ only in tie_schedule and seeds train as one ensemble (the EXor grid of
+    tied and untied x 5 seeds: one batched computation of 10 members), each run directory the
+    same, to float tolerance, as the run trained alone. group = false in [study] trains them one
+    after another (for models whose combined ensemble would not fit in memory).
 
     Killed half-way? Run the same command again: finished runs are kept, interrupted ones resume
     from their last checkpoint. Added a [[runs]] table to the file? The same command trains only
