@@ -183,6 +183,11 @@ class EnsembleLM(nn.Module):
             raise DhwtError(
                 f"sequence length {inputs.shape[2]} exceeds the model's max_len {c.max_len}"
             )
+        if inputs.numel() and inputs.device.type != "meta":  # meta tensors hold no values
+            low, high = torch.aminmax(inputs)
+            if low < 0 or high >= c.vocab_size:  # else a lookup reads another member's rows
+                raise ValueError(f"token ids must lie in [0, {c.vocab_size}), got ids from "
+                                 f"{int(low)} to {int(high)}")
         if padding is not None and padding.shape != inputs.shape:
             raise ValueError(
                 f"padding shape {tuple(padding.shape)} differs from inputs {tuple(inputs.shape)}"

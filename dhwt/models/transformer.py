@@ -35,6 +35,11 @@ from dhwt.models.layers import layer_norm, linear, ones, stacked, zeros
 Dropout = Callable[[torch.Tensor], torch.Tensor]
 
 
+def causal_mask(length: int, device: torch.device) -> torch.Tensor:
+    """(L, L) bool, True where query i may attend to key j <= i."""
+    return torch.ones(length, length, dtype=torch.bool, device=device).tril()
+
+
 class Block(nn.Module):
     """One encoder layer (self-attention + feed-forward) for S members at once."""
 
@@ -98,7 +103,7 @@ class Block(nn.Module):
         if drop is not None:
             scores = (q @ k.transpose(-2, -1)) / math.sqrt(c.head_dim)
             if allowed is None and c.causal:
-                allowed = torch.ones(length, length, dtype=torch.bool, device=qkv.device).tril()
+                allowed = causal_mask(length, qkv.device)
             if allowed is not None:
                 scores = scores.masked_fill(~allowed, float("-inf"))
             heads = drop(scores.softmax(dim=-1)) @ v
@@ -117,8 +122,7 @@ class Block(nn.Module):
         if allowed is not None:  # (S*B, 1, L, L) -> (S, 1, L, L, B)
             allowed = allowed.view(members, batch, 1, length, length).permute(0, 2, 3, 4, 1)
         elif self.config.causal:
-            allowed = torch.ones(length, length, dtype=torch.bool, device=qkv.device).tril()
-            allowed = allowed.unsqueeze(-1)
+            allowed = causal_mask(length, qkv.device).unsqueeze(-1)
         heads = attention.attention(q, k, v, allowed, self.config.head_dim**-0.5)
         return heads.transpose(-1, -2).reshape(members, self.config.d_model, -1)
 
@@ -176,8 +180,7 @@ class Transformer(EnsembleLM):
         allowed = ~padding.reshape(members * batch, 1, 1, length)
         eye = torch.eye(length, dtype=torch.bool, device=padding.device)
         if self.config.causal:
-            allowed = allowed & torch.ones(length, length, dtype=torch.bool,
-                                           device=padding.device).tril()
+            allowed = allowed & causal_mask(length, padding.device)
         return allowed | eye
 
     def _dropout(self, x: torch.Tensor) -> torch.Tensor:

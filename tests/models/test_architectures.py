@@ -173,3 +173,17 @@ def test_padded_language_trains_through_the_trainer(architecture, objective, tmp
     for member in (0, 1):
         first, last = (r["loss"] for r in lines if r["member"] == member)
         assert last < first
+
+
+@pytest.mark.parametrize("architecture", ARCHITECTURES)
+@pytest.mark.parametrize("vocab", [7, 40])  # the one-hot input path and the lookup
+@pytest.mark.parametrize("bad", [-1, "vocab"])
+def test_token_ids_outside_the_vocabulary_are_refused(architecture, vocab, bad):
+    model = build_model(ModelConfig(vocab_size=vocab, max_len=8, architecture=architecture),
+                        [1, 2], tied=True)
+    inputs = torch.zeros(2, 3, 8, dtype=torch.long)
+    inputs[0, 1, 2] = vocab if bad == "vocab" else bad  # member 0: a lookup would read member 1
+    with pytest.raises(ValueError, match=rf"token ids must lie in \[0, {vocab}\)"):
+        model(inputs)
+    inputs[0, 1, 2] = vocab - 1
+    assert model(inputs).shape == (2, 3, 8, vocab)
