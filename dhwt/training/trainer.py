@@ -256,10 +256,14 @@ class Trainer:
         return ", ".join(str(r.run_dir) for r in self.runs)
 
     def _last_good(self) -> str:
-        """The newest checkpoint written (the first run's; the group's others have its step)."""
-        good = _named(self.runs[0].last_checkpoint)
-        return good if len(self.runs) == 1 or self.runs[0].last_checkpoint is None else (
-            f"{good} (and the same step of {len(self.runs) - 1} other runs of its group)")
+        """The newest checkpoint step every run holds (a write that failed part way through a
+        group's checkpoints leaves some runs a step behind), for a message."""
+        written = [r.last_checkpoint for r in self.runs]
+        if any(path is None for path in written):
+            return _named(None)
+        oldest = min(written, key=checkpoint_step)
+        return str(oldest) if len(written) == 1 else (
+            f"{oldest} (and that step in the group's other runs)")
 
     def _train(self, resume: bool) -> None:
         if resume:

@@ -154,3 +154,21 @@ def test_a_group_without_a_common_checkpoint_step_is_refused(task, tmp_path, int
         path.unlink()  # ... and loses step 0
     with pytest.raises(DhwtError, match="no checkpoint of a common step; resume each"):
         train_group(runs, task, resume=True)
+
+
+def test_a_nan_in_one_run_stops_the_group_naming_that_run(task, tmp_path):
+    blowup = dict(steps=50, lr=1e30, lr_schedule="constant", lr_min=0.0, eval_every=1,
+                  checkpoint_every=1)
+    runs = [(TrainConfig(tie_schedule=schedule, seeds=[3], **blowup), tmp_path / schedule)
+            for schedule in ("tied", "untied")]
+    with pytest.raises(DhwtError, match=r"became (nan|inf) at step \d+ \(member seed 3 of \S+"
+                                        r"(tied|untied)\); last good checkpoint: \S+\.pt \(and "
+                                        r"that step in the group's other runs\)$") as info:
+        train_group(runs, task)
+    step = int(str(info.value).split(" at step ")[1].split()[0])
+    for _, run_dir in runs:  # both runs keep finite checkpoints of one step before the nan
+        _, state = latest_checkpoint(run_dir / "checkpoints")
+        assert state["step"] <= step
+        assert all(torch.isfinite(v).all() for v in state["model"].values())
+    steps = {latest_checkpoint(d / "checkpoints")[1]["step"] for _, d in runs}
+    assert len(steps) == 1
