@@ -230,8 +230,9 @@ class Trainer:
         self._last_eval: list[list[dict[str, object]]] = []  # per run
 
     # -- the run ----------------------------------------------------------------------------
-    def run(self, resume: bool) -> RunResult:
-        """Train to config.steps (from the newest checkpoint if `resume`), then write the report.
+    def run(self, resume: bool) -> list[RunResult]:
+        """Train to config.steps (from the newest checkpoint if `resume`), then write each run's
+        report; one RunResult per run, in order.
         A failed write (full disk, lost permission) stops the run with a DhwtError naming the last
         good checkpoint; everything written before it stays valid for --resume."""
         started = time.perf_counter()
