@@ -51,6 +51,7 @@ from pathlib import Path
 
 from dhwt.errors import DhwtError
 from dhwt.languages import load_language, load_task, write_dataset
+from dhwt.languages.spec import builtin_names
 from dhwt.training import run_dir as layout
 from dhwt.training.checkpoint import atomic_write_bytes, checkpoint_step, list_checkpoints
 from dhwt.training.command import load_config_text
@@ -120,9 +121,11 @@ def load_study(path: str | Path) -> Study:
         raise DhwtError(f"study file {path}: [data] needs a grammar (built-in name or path) or a "
                         "corpus (wikitext-2 or a folder) with tokenizer and seq_len")
     for key in ("grammar", "corpus", "data"):  # a relative path beside the file is taken from there
-        if key in data and not Path(str(data[key])).is_absolute() and (
-                path.parent / str(data[key])).exists():
-            data[key] = str((path.parent / str(data[key])).resolve())
+        value = str(data.get(key, ""))
+        builtin = key == "grammar" and value in builtin_names()  # a built-in name stays one
+        if value and not builtin and not Path(value).is_absolute() and (
+                path.parent / value).exists():
+            data[key] = str((path.parent / value).resolve())
     shared = raw.get("train", {})
     runs = raw.get("runs", [])
     if not runs:

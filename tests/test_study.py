@@ -173,3 +173,12 @@ def test_bad_study_files_are_one_line_errors(tmp_path, cli, edit, message):
     assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err
     assert re.search(message, err), err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_built_in_grammar_name_is_not_shadowed_by_a_folder_beside_the_study(tmp_path):
+    (tmp_path / "parity").mkdir()  # e.g. an old output folder named after the grammar
+    assert load_study(write(tmp_path)).data["grammar"] == "parity"
+    spec = tmp_path / "mine.toml"
+    spec.write_text("family = 'parity'\nn_bits = 3\n")
+    study = load_study(write(tmp_path, STUDY.replace('"parity"', '"mine.toml"')))
+    assert study.data["grammar"] == str(spec.resolve())  # a path beside the file still resolves
