@@ -53,7 +53,7 @@ from dhwt.errors import DhwtError
 from dhwt.languages import load_language, load_task, write_dataset
 from dhwt.languages.spec import builtin_names
 from dhwt.training import run_dir as layout
-from dhwt.training.checkpoint import atomic_write_bytes, checkpoint_step, list_checkpoints
+from dhwt.training.checkpoint import atomic_write_bytes, common_step, list_checkpoints
 from dhwt.training.command import load_config_text
 from dhwt.training.config import TrainConfig, split_init_from
 from dhwt.training.device import resolve_device
@@ -260,9 +260,8 @@ def _groups(pending: list[_Pending]) -> list[list[_Pending]]:
         groups.setdefault(i if key is None else (key, run.resume), []).append(run)
     result = []
     for group in groups.values():
-        steps = [{checkpoint_step(p) for p in list_checkpoints(r.run_dir / layout.CHECKPOINTS)}
-                 for r in group]
-        if group[0].resume and not set.intersection(*steps):
+        if group[0].resume and common_step(
+                [r.run_dir / layout.CHECKPOINTS for r in group]) is None:
             result.extend([run] for run in group)
         else:
             result.append(group)

@@ -23,6 +23,7 @@ import hashlib
 import io
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
@@ -109,6 +110,14 @@ def checkpoint_step(path: Path) -> int:
     if match is None:
         raise ValueError(f"{path} is not named like a checkpoint")
     return int(match.group(1))
+
+
+def common_step(directories: Sequence[Path]) -> int | None:
+    """The newest step of which every directory holds a checkpoint (runs trained as one group
+    write theirs step by step, so a kill can leave some a step behind); None if there is none."""
+    common = set.intersection(*({checkpoint_step(p) for p in list_checkpoints(d)}
+                                for d in directories))
+    return max(common) if common else None
 
 
 def latest_checkpoint(directory: Path, at_most: int | None = None

@@ -78,7 +78,7 @@ from dhwt.models import ModelConfig, build_model
 from dhwt.models.init import member_generator
 from dhwt.training import run_dir as layout
 from dhwt.training.checkpoint import (atomic_write_bytes, checkpoint_path, checkpoint_step,
-                                      cpu_copy, latest_checkpoint, list_checkpoints,
+                                      common_step, cpu_copy, latest_checkpoint,
                                       remove_stray_temporaries, save_checkpoint)
 from dhwt.training.config import TrainConfig
 from dhwt.training.device import resolve_device
@@ -502,13 +502,11 @@ class Trainer:
         DhwtError if there is none."""
         if len(self.runs) == 1:
             return None
-        steps = [{checkpoint_step(p) for p in list_checkpoints(r.run_dir / layout.CHECKPOINTS)}
-                 for r in self.runs]
-        common = set.intersection(*steps)
-        if not common:
+        step = common_step([r.run_dir / layout.CHECKPOINTS for r in self.runs])
+        if step is None:
             raise DhwtError(f"cannot resume {self._dirs()} as one group: they hold no "
                             "checkpoint of a common step; resume each on its own")
-        return max(common)
+        return step
 
     def _optimizer(self, groups: list[list[torch.nn.Parameter]]) -> torch.optim.AdamW:
         """AdamW, multi-tensor (foreach) on every device: on the CPU torch's default is one
