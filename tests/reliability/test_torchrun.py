@@ -49,8 +49,20 @@ def _torchrun(args: list[object]) -> subprocess.Popen:
         stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
-def _finish(proc: subprocess.Popen) -> str:
+#: What a worker prints when it aborts inside torch (std::terminate, SIGABRT, no Python
+#: traceback). Seen once in CI (rank 1 of the first test, ~3 s into its run, 1 launch in some
+#: hundreds; 25 launches in a row here all passed): a crash below dhwt's code, not a wrong result.
+ABORTED = "terminate called without an active exception"
+
+
+def _finish(proc: subprocess.Popen, again: list[object] | None = None) -> str:
+    """The launch's stdout once it ended with exit code 0. If a worker aborted as ABORTED
+    says and `again` is given, the launch runs once more with those arguments (a fresh start
+    with --overwrite, or the same --resume), so a crash inside torch is told apart from a
+    wrong result: a second failure of any kind fails the test."""
     out, err = proc.communicate(timeout=300)
+    if proc.returncode != 0 and ABORTED in err and again is not None:
+        return _finish(_torchrun(again))
     assert proc.returncode == 0, err[-3000:]
     return out
 
@@ -130,7 +142,7 @@ def test_two_processes_equal_one_with_the_same_global_batch(dataset, tmp_path, c
     args = ["train", "--data", dataset, "--config", clip, *BATCHED]
     proc = _torchrun([*args, "--out", tmp_path / "ddp"])
     _single(cli, [*args, "--out", tmp_path / "one"])
-    out = _finish(proc)
+    out = _finish(proc, again=[*args, "--out", tmp_path / "ddp", "--overwrite"])
     assert out.count("trained 40 steps") == 1  # only rank 0 reports (and writes)
     _assert_close_runs(tmp_path / "one", tmp_path / "ddp", rundirs)
     # the Adam moments hold the gradient's scale, which Adam's update itself would not show:
@@ -176,7 +188,8 @@ def test_full_batch_killed_launch_resumes_with_two_processes_or_one(dataset, tmp
     # the launch time to finish all its steps before the kill (the test's old flakiness)
     _single(cli, [*args, "--out", tmp_path / "one"])
     shutil.copytree(run, tmp_path / "ddp-then-one")
-    _finish(_torchrun(["train", "--out", run, "--resume"]))
+    resume = ["train", "--out", run, "--resume"]
+    _finish(_torchrun(resume), again=resume)
     _assert_close_runs(tmp_path / "one", run, rundirs)
     _single(cli, ["train", "--out", tmp_path / "ddp-then-one", "--resume"])
     _assert_close_runs(tmp_path / "one", tmp_path / "ddp-then-one", rundirs)
