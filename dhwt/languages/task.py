@@ -118,13 +118,12 @@ class Task:
             variants.append(torch.rand((rows, width), generator=generator))
             if self.objective == "mlm":
                 masks.append(torch.rand(rows, generator=generator))
-        if batch_size is None:
-            idx = self._train.expand(len(generators), -1)
-            string_weights = self._probs[self._train]
-        else:
+        if batch_size is None:  # (B,): every member serves every string, gathered once
+            idx, string_weights = self._train, self._probs[self._train]
+        else:  # (S, B)
             pick = torch.searchsorted(self._train_cdf, torch.stack(picks), right=True)
             idx, string_weights = self._train[pick.clamp_max(len(self._train) - 1)], None
-        tokens = self._variants(idx, torch.stack(variants))
+        tokens = self._variants(idx, torch.stack(variants))  # (S, B, W) either way
         if self.objective == "clm":
             return self._clm_batch(idx, tokens, string_weights)
         n_masks = self._n_masks[idx]
@@ -132,7 +131,7 @@ class Task:
         positions = (self._mask_cum[idx] <= k[..., None]).sum(dim=-1)
         weights = torch.full((rows,), 1.0 / rows, dtype=torch.float64) \
             if string_weights is None else string_weights / string_weights.sum()
-        return self._mlm_batch(idx, tokens, positions, weights.expand(idx.shape))
+        return self._mlm_batch(idx, tokens, positions, weights.expand(positions.shape))
 
     def eval_batch(self, split: str) -> Batch:
         """A deterministic batch covering every string of the split (mlm: once per maskable
@@ -158,35 +157,40 @@ class Task:
 
     def _variants(self, idx: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
         """(..., W) token ids of strings `idx` (...): each position's variant picked from its
-        class by the uniform draw u (...,  W) (pads give [PAD])."""
+        class by the uniform draw u (..., W) (pads give [PAD]); u may have leading member dims
+        that idx lacks (the strings shared by every member)."""
         classes = self._classes[idx]
         return self._offset[classes] + (u.unsqueeze(-1) >= self._cum[classes]).sum(dim=-1)
 
     def _mlm_batch(self, idx, tokens, positions, weights) -> Batch:
-        """Strings `idx` (...) with the token at `positions` (...) masked and weighted."""
+        """Strings `idx` with the token at `positions` (the shape of tokens but its last dim)
+        masked and weighted; idx may lack tokens' leading member dims (shared strings)."""
         at = positions.unsqueeze(-1)
         targets = torch.full_like(tokens, IGNORE).scatter_(-1, at, tokens.gather(-1, at))
         tokens = tokens.scatter_(-1, at, self._ids[MASK])
         loss_weights = torch.zeros(tokens.shape).scatter_(-1, at, weights.float().unsqueeze(-1))
-        padding = self._classes[idx] == self._pad_class if self._padded else None
+        padding = None
+        if self._padded:
+            padding = (self._classes[idx] == self._pad_class).expand(tokens.shape).contiguous()
         return Batch(tokens, targets, loss_weights, padding)
 
     def _clm_batch(self, idx, tokens, string_weights) -> Batch:
-        """string_weights None: every target token weighs the same; else each string's tokens
-        weigh string_weights[i], normalised over all target tokens (per-token average). Leading
-        dimensions of `idx` beyond the strings' are members, each normalised on its own."""
-        column = torch.full((*idx.shape, 1), self._ids[BOS])
+        """string_weights (the shape of idx) None: every target token weighs the same; else each
+        string's tokens weigh string_weights[i], normalised over all target tokens (per-token
+        average). Leading dimensions of `tokens` beyond the strings' are members, each
+        normalised on its own; idx may lack them (shared strings)."""
+        column = torch.full((*tokens.shape[:-1], 1), self._ids[BOS])
         inputs = torch.cat([column, tokens], dim=-1)
         targets = torch.cat([tokens, column], dim=-1)
-        targets[self._eos[idx]] = self._ids[EOS]
         valid = self._valid[idx]
-        targets[~valid] = IGNORE
+        targets = torch.where(self._eos[idx], self._ids[EOS], targets).masked_fill_(~valid, IGNORE)
         if string_weights is None:
             weights = valid.double()
         else:
-            weights = valid * string_weights[:, None]
+            weights = valid * string_weights[..., None]
+        weights = weights.expand(targets.shape)
         weights = (weights / weights.sum(dim=(-2, -1), keepdim=True)).float()
-        padding = ~valid if self._padded else None
+        padding = (~valid).expand(targets.shape).contiguous() if self._padded else None
         return Batch(inputs, targets, weights, padding)
 
 

@@ -65,16 +65,35 @@ def output_loss(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
 
     h (S, d, T), weight (S, V, d), bias (S, V) or None, targets and weights (S, ...) with T
     entries per member. Equals weighted_cross_entropy(logits(h, weight, bias), targets, weights)
-    to float rounding.
+    to float rounding. Logits are made only for the tokens that have a target when that saves
+    work (`targeted`).
     """
+    members = h.shape[0]
+    h, targets, weights = targeted(h, targets.reshape(members, -1), weights.reshape(members, -1))
     if not token_major(weight.shape[1]):
-        z = logits(h, weight, bias).view(*targets.shape, -1)
-        return weighted_cross_entropy(z, targets, weights)
+        return weighted_cross_entropy(logits(h, weight, bias), targets, weights)
     grads = torch.is_grad_enabled() and any(
         t is not None and t.requires_grad for t in (h, weight, bias))
-    members = h.shape[0]
-    return _FusedCrossEntropy.apply(h, weight, bias, targets.reshape(members, -1),
-                                    weights.reshape(members, -1), grads)
+    return _FusedCrossEntropy.apply(h, weight, bias, targets, weights, grads)
+
+
+def targeted(h: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor
+             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The columns of h (S, d, T) that have a target, with their targets and weights (S, T),
+    when every member has the same number n of them and n <= T / 2; else all three unchanged.
+
+    A masked-LM batch has one target in L tokens: its output layer (logits, softmax, their
+    backward) then works on n = T / L columns instead of T. The loss is the same sum of the same
+    terms (tokens without a target add 0); the gradient of h is zero off the targets either
+    way. Members with different counts (no task here makes them) keep the dense path."""
+    has = targets != IGNORE
+    counts = has.sum(1)
+    n = int(counts[0])
+    if 2 * n > targets.shape[1] or not bool((counts == n).all()):
+        return h, targets, weights
+    columns = has.nonzero()[:, 1].view(-1, n)  # (S, n), each member's in order
+    picked = h.gather(2, columns.unsqueeze(1).expand(-1, h.shape[1], -1))
+    return picked, targets.gather(1, columns), weights.gather(1, columns)
 
 
 def chunk_rows(vocab: int) -> int:

@@ -526,7 +526,12 @@ class _torch_settings:
 
     On the CPU a nondeterministic op is an error. On a GPU it is a warning (torch lacks
     deterministic kernels for some ops there), and cuBLAS gets the workspace setting its
-    deterministic mode needs (CUBLAS_WORKSPACE_CONFIG, unless the user set it)."""
+    deterministic mode needs (CUBLAS_WORKSPACE_CONFIG, unless the user set it).
+
+    Deterministic mode also fills every new uninitialised tensor with nan by default (a guard
+    for code that reads memory it never wrote); no op here does, and the fill is a pass over
+    every temporary of every step: about a tenth of the per-member cost of an EXor step at
+    S = 10 (bench_trainer_grid.py). It is turned off for the run."""
 
     def __init__(self, threads: int, device: torch.device) -> None:
         self.threads, self.device = threads, device
@@ -534,15 +539,18 @@ class _torch_settings:
     def __enter__(self) -> None:
         self.saved = (torch.are_deterministic_algorithms_enabled(),
                       torch.is_deterministic_algorithms_warn_only_enabled(),
-                      torch.get_num_threads())
+                      torch.get_num_threads(),
+                      torch.utils.deterministic.fill_uninitialized_memory)
         if self.device.type == "cuda":
             os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
         torch.use_deterministic_algorithms(True, warn_only=self.device.type != "cpu")
+        torch.utils.deterministic.fill_uninitialized_memory = False
         torch.set_num_threads(self.threads)
 
     def __exit__(self, *exc: object) -> None:
         torch.use_deterministic_algorithms(self.saved[0], warn_only=self.saved[1])
         torch.set_num_threads(self.saved[2])
+        torch.utils.deterministic.fill_uninitialized_memory = self.saved[3]
 
 
 def _numpy_state() -> list[object]:

@@ -131,3 +131,26 @@ def test_loss_needs_both_targets_and_weights():
     model = build_model(ModelConfig(vocab_size=7, max_len=6), [1], tied=True)
     with pytest.raises(ValueError, match="both targets and weights"):
         model(torch.zeros(1, 2, 6, dtype=torch.long), targets=torch.zeros(1, 2, 6, dtype=torch.long))
+
+
+@pytest.mark.parametrize("equal", [True, False], ids=["same-count", "counts-differ"])
+@pytest.mark.parametrize("vocab", [7, 70], ids=["feature-major", "token-major"])
+def test_sparse_targets_give_the_reference_loss_and_gradients(vocab, equal):
+    """One target in 8 tokens (masked LM): logits only for those columns when every member has
+    as many (else the dense path); either way the float64 reference's numbers."""
+    h, weight, b, targets, weights = _problem(vocab, 24, True, seed=1)
+    g = torch.Generator().manual_seed(2)
+    at = torch.rand(MEMBERS, 3, 8, generator=g).argsort(2)[..., :1]  # one position per 8
+    keep = torch.zeros(MEMBERS, 3, 8, dtype=torch.bool).scatter_(2, at, True).view(MEMBERS, -1)
+    if not equal:
+        keep[0, (~keep[0]).nonzero()[0, 0]] = True  # member 0 has one target more
+    targets = torch.where(keep, torch.randint(0, vocab, keep.shape, generator=g), -100)
+    weights = torch.rand(keep.shape, generator=g) * keep
+    picked, _, _ = output.targeted(h, targets, weights)
+    assert picked.shape == ((MEMBERS, 8, 3) if equal else h.shape)
+    loss = output.output_loss(h, weight, b, targets, weights)
+    loss.backward(torch.arange(1.0, MEMBERS + 1))
+    want = _reference(h, weight, b, targets, weights)
+    for name, ours, theirs in zip(("loss", "h", "weight", "bias"),
+                                  (loss, h.grad, weight.grad, b.grad), want):
+        torch.testing.assert_close(ours.double(), theirs, rtol=1e-5, atol=1e-6, msg=name)
