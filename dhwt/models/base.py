@@ -7,7 +7,9 @@ own weights between `_build_embeddings` and `_build_output` (so every member's d
 fixed order: input embeddings first, then the architecture's weights) and computes the final
 hidden states feature-major in `_features`; this class adds the optional final LayerNorm and
 turns them into logits, or straight into the loss (dhwt.models.output, which also decides the
-logits' memory layout).
+logits' memory layout). Token order inside: batch-major (T = B * L, a sequence's tokens together)
+unless the architecture sets `position_major` (T = L * B, one position of every sequence
+together); `hidden`, the logits and the loss's targets follow it, so callers never see it.
 
 Devices. Weights are always drawn on the CPU (so a seed gives the same initial weights on every
 device) and move with `model.to(device)`. Every tensor a forward pass makes (masks, positions,
@@ -52,6 +54,8 @@ class EnsembleLM(nn.Module):
     """
 
     architecture: str  # the value of ModelConfig.architecture this class builds
+    #: Tokens ordered (L, B) inside, not (B, L): see the module docstring.
+    position_major = False
     config: ModelConfig
     seeds: tuple[int, ...]
     embeddings: TiedEmbeddings
@@ -107,18 +111,19 @@ class EnsembleLM(nn.Module):
 
         Given targets (S, B, L) long (-100 where no loss) and weights (S, B, L), instead the (S,)
         per-member losses sum(weights * CE), without keeping the logits where they are wide (the
-        training path; dhwt.models.output). The logits are a view of (S, V, B, L) memory for
-        vocabularies below output.TOKEN_MAJOR_VOCAB, else contiguous (`output.token_major`).
+        training path; dhwt.models.output). The logits are a view of (S, V, B, L) memory (or
+        (S, V, L, B) if position-major) for vocabularies below output.TOKEN_MAJOR_VOCAB, else of
+        (S, B, L, V) (or (S, L, B, V)) memory (`output.token_major`).
         """
         h = self._final(inputs, padding)
-        members, batch, length = inputs.shape
         bias = self.output_bias if self.config.output_bias else None
         out = self.embeddings.output_weight
         if targets is not None or weights is not None:
             if targets is None or weights is None:
                 raise ValueError("give both targets and weights for the loss, or neither")
-            return output.output_loss(h, out, bias, targets, weights)
-        return output.logits(h, out, bias).view(members, batch, length, -1)
+            return output.output_loss(h, out, bias, self._ordered(targets),
+                                      self._ordered(weights))
+        return self._unordered(output.logits(h, out, bias), inputs.shape)
 
     def hidden(self, inputs: torch.Tensor, padding: torch.Tensor | None = None) -> torch.Tensor:
         """The final hidden states h (S, B, L, d) that feed the logits (a view of (S, d, B, L)).
@@ -127,11 +132,22 @@ class EnsembleLM(nn.Module):
         depend on what the pads hold (each architecture says how it reads pads).
         """
         h = self._final(inputs, padding)
-        members, batch, length = inputs.shape
-        return h.view(members, -1, batch, length).permute(0, 2, 3, 1)
+        return self._unordered(h.mT, inputs.shape)
+
+    def _ordered(self, x: torch.Tensor) -> torch.Tensor:
+        """(S, B, L, ...) in the model's token order: (S, L, B, ...) if position-major."""
+        return x.transpose(1, 2) if self.position_major else x
+
+    def _unordered(self, x: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+        """(S, B, L, F) view of x (S, T, F) whose tokens are in the model's order; shape is the
+        inputs' (S, B, L)."""
+        members, batch, length = shape
+        if self.position_major:
+            return x.view(members, length, batch, -1).transpose(1, 2)
+        return x.view(members, batch, length, -1)
 
     def _final(self, inputs: torch.Tensor, padding: torch.Tensor | None) -> torch.Tensor:
-        """The final hidden states, feature-major: (S, d, B * L), tokens batch-major."""
+        """The final hidden states, feature-major: (S, d, T), tokens in the model's order."""
         x = self._features(inputs, padding)
         if self.config.final_norm:
             c = self.config
@@ -141,7 +157,7 @@ class EnsembleLM(nn.Module):
 
     def _features(self, inputs: torch.Tensor, padding: torch.Tensor | None) -> torch.Tensor:
         """The architecture's output before the final LayerNorm (if any), feature-major:
-        (S, d, B * L), tokens batch-major."""
+        (S, d, T), tokens in the model's order."""
         raise NotImplementedError
 
     def _embed(self, inputs: torch.Tensor, padding: torch.Tensor | None) -> torch.Tensor:
@@ -151,8 +167,8 @@ class EnsembleLM(nn.Module):
         return self._scaled(F.embedding(inputs + self._row_offsets, table))
 
     def _embed_features(self, inputs: torch.Tensor, padding: torch.Tensor | None) -> torch.Tensor:
-        """Check inputs and padding; the input embeddings feature-major, (S, d, B * L) tokens
-        batch-major, scaled if configured.
+        """Check inputs and padding; the input embeddings feature-major, (S, d, T) with the
+        tokens in the model's order, scaled if configured.
 
         For at most ONE_HOT_VOCAB symbols this is one bmm E_in^T @ one_hot(inputs), whose
         backward is one bmm too, where the lookup's is a scatter-add: at the EXor size (S 10,
@@ -162,12 +178,13 @@ class EnsembleLM(nn.Module):
         members, batch, length = inputs.shape
         vocab, width = self.config.vocab_size, self.config.d_model
         if vocab > ONE_HOT_VOCAB:
-            x = self._embed(inputs, padding).view(members, batch * length, width)
-            return x.transpose(1, 2).contiguous()
+            x = self._ordered(self._embed(inputs, padding))
+            return x.reshape(members, batch * length, width).transpose(1, 2).contiguous()
         self._check_inputs(inputs, padding)
         weight = self.embeddings.input_weight
         symbols = torch.arange(vocab, device=inputs.device).view(1, vocab, 1)
-        one_hot = (inputs.view(members, 1, -1) == symbols).to(weight.dtype)  # (S, V, T)
+        tokens = self._ordered(inputs).reshape(members, 1, -1)
+        one_hot = (tokens == symbols).to(weight.dtype)  # (S, V, T)
         return self._scaled(torch.bmm(weight.mT, one_hot))
 
     def _scaled(self, x: torch.Tensor) -> torch.Tensor:

@@ -7,12 +7,15 @@ loop over members in the forward pass. Member s is drawn from generators derived
 alone, so it equals a solo model built with [seeds[s]]. The loss of an ensemble is the sum of the
 members' losses, so gradients never mix and AdamW (elementwise) trains each member as if alone.
 
-Layout. Inside, activations are feature-major, (S, d, T) with T = B * L tokens: every linear map
-is one bmm W @ x and LayerNorm reduces over dim 1 with the tokens contiguous. For tiny widths
-(the EXor model has d = 4, V = 7) this is several times faster than token-major (S, T, d), whose
-reductions run over a 4-wide innermost dim. `hidden` returns an (S, B, L, d) view of that memory;
-the logits' layout, and the training loss straight from h, are dhwt.models.output's (one rule on
-the vocabulary size).
+Layout. Inside, activations are feature-major, (S, d, T) with T = L * B tokens, position-major
+(EnsembleLM.position_major): every linear map is one bmm W @ x and LayerNorm reduces over dim 1
+with the tokens contiguous. For tiny widths (the EXor model has d = 4, V = 7) this is several
+times faster than token-major (S, T, d), whose reductions run over a 4-wide innermost dim. Position-
+major, the queries, keys and values of dhwt.models.attention, (S, H, dh, L, B), are views of the
+input projection's output and its result is a view of the heads: no copies around attention (at
+S = 10 they were a tenth of the per-member work of an EXor step). `hidden` returns an (S, B, L, d)
+view of that memory; the logits' layout, and the training loss straight from h, are
+dhwt.models.output's (one rule on the vocabulary size).
 
 One layer with post-LN computes what torch.nn.TransformerEncoderLayer(batch_first=True,
 norm_first=False) computes; pre-LN what norm_first=True computes.
@@ -62,7 +65,7 @@ class Block(nn.Module):
     def forward(
         self, x: torch.Tensor, shape: tuple[int, int], allowed: torch.Tensor | None, drop: Dropout
     ) -> torch.Tensor:
-        """x (S, d, T) -> (S, d, T) for T = B * L tokens, shape = (B, L); allowed (S*B, 1, L, L)
+        """x (S, d, T) -> (S, d, T) for T = L * B tokens, shape = (B, L); allowed (S*B, 1, L, L)
         bool or None (see Transformer._allowed)."""
         if self.config.norm == "post":
             x = self._norm(x + self._attention(x, shape, allowed, drop), 1)
@@ -81,7 +84,7 @@ class Block(nn.Module):
         c = self.config
         (members, _, _), (batch, length) = x.shape, shape
         qkv = linear(x, self.in_proj_weight, self.in_proj_bias)  # (S, 3d, T)
-        qkv = qkv.view(members, 3, c.n_heads, c.head_dim, batch, length)
+        qkv = qkv.view(members, 3, c.n_heads, c.head_dim, length, batch)
         dropping = c.dropout > 0 and self.training  # attention weights dropped: scores written out
         if attention.fits(length, c.head_dim) and not dropping:
             heads = self._small_attention(qkv, allowed)
@@ -94,10 +97,10 @@ class Block(nn.Module):
     ) -> torch.Tensor:
         """Attention on (S*B, H, L, dh): torch's scaled dot product attention, or the scores
         written out when `drop` (dropout on the attention weights) is given; qkv (S, 3, H, dh,
-        B, L) -> heads (S, d, T)."""
+        L, B) -> heads (S, d, T)."""
         c = self.config
-        members, _, _, _, batch, length = qkv.shape
-        qkv = qkv.permute(1, 0, 4, 2, 5, 3)
+        members, _, _, _, length, batch = qkv.shape
+        qkv = qkv.permute(1, 0, 5, 2, 4, 3)
         qkv = qkv.reshape(3, members * batch, c.n_heads, length, c.head_dim).contiguous()
         q, k, v = qkv.unbind(0)  # contiguous whatever S is, so SDPA takes the same path
         if drop is not None:
@@ -111,20 +114,20 @@ class Block(nn.Module):
             heads = F.scaled_dot_product_attention(q, k, v, is_causal=c.causal)
         else:
             heads = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
-        heads = heads.view(members, batch, c.n_heads, length, c.head_dim).permute(0, 2, 4, 1, 3)
+        heads = heads.view(members, batch, c.n_heads, length, c.head_dim).permute(0, 2, 4, 3, 1)
         return heads.reshape(members, c.d_model, -1)
 
     def _small_attention(self, qkv: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
         """Attention by dhwt.models.attention (tiny heads, short sequences, no attention dropout):
-        qkv (S, 3, H, dh, B, L) -> heads (S, d, T)."""
-        members, _, _, _, batch, length = qkv.shape
-        q, k, v = qkv.transpose(-1, -2).contiguous().unbind(1)  # (S, H, dh, L, B) each
+        qkv (S, 3, H, dh, L, B) -> heads (S, d, T), both views of position-major memory."""
+        members, _, _, _, length, batch = qkv.shape
+        q, k, v = qkv.unbind(1)  # (S, H, dh, L, B) each
         if allowed is not None:  # (S*B, 1, L, L) -> (S, 1, L, L, B)
             allowed = allowed.view(members, batch, 1, length, length).permute(0, 2, 3, 4, 1)
         elif self.config.causal:
             allowed = causal_mask(length, qkv.device).unsqueeze(-1)
         heads = attention.attention(q, k, v, allowed, self.config.head_dim**-0.5)
-        return heads.transpose(-1, -2).reshape(members, self.config.d_model, -1)
+        return heads.view(members, self.config.d_model, -1)
 
     def _feed_forward(self, x: torch.Tensor, drop: Dropout) -> torch.Tensor:
         act = F.gelu if self.config.activation == "gelu" else F.relu
@@ -142,6 +145,7 @@ class Transformer(EnsembleLM):
     """
 
     architecture = "transformer"
+    position_major = True
 
     def __init__(self, config: ModelConfig, seeds: Sequence[int], tied: Tied):
         super().__init__()
@@ -157,16 +161,16 @@ class Transformer(EnsembleLM):
         self._build_output()
 
     def _features(self, inputs: torch.Tensor, padding: torch.Tensor | None) -> torch.Tensor:
-        """The last layer's output, feature-major: (S, d, B * L)."""
+        """The last layer's output, feature-major: (S, d, L * B)."""
         c = self.config
-        x = self._embed_features(inputs, padding)  # (S, d, B * L)
+        x = self._embed_features(inputs, padding)  # (S, d, L * B)
         members, batch, length = inputs.shape
-        if c.positions == "learned":  # (S, L, d) -> (S, d, 1, L)
-            x = (x.view(members, c.d_model, batch, length)
-                 + self.positions[:, :length].mT.unsqueeze(2)).view_as(x)
-        elif c.positions == "sinusoidal":  # (L, d) -> (d, 1, L)
-            x = (x.view(members, c.d_model, batch, length)
-                 + self.positions[:length].mT.unsqueeze(1)).view_as(x)
+        if c.positions == "learned":  # (S, L, d) -> (S, d, L, 1)
+            x = (x.view(members, c.d_model, length, batch)
+                 + self.positions[:, :length].mT.unsqueeze(3)).view_as(x)
+        elif c.positions == "sinusoidal":  # (L, d) -> (d, L, 1)
+            x = (x.view(members, c.d_model, length, batch)
+                 + self.positions[:length].mT.unsqueeze(2)).view_as(x)
         x = self._dropout(x)
         allowed = None if padding is None else self._allowed(padding)
         for block in self.blocks:

@@ -315,8 +315,8 @@ def test_explicit_attention_path_equals_sdpa_path(causal):
         torch.testing.assert_close(trained[real], evaluated[real], rtol=1e-5, atol=1e-5)
 
 
-def test_logits_are_a_view_of_class_major_memory():
-    """The documented fast loss layout: permute(0, 3, 1, 2) needs no copy."""
+def test_logits_are_a_view_of_class_major_position_major_memory():
+    """The documented layout (EnsembleLM.forward): (S, V, L, B) memory, no copy."""
     model = Transformer(ModelConfig(vocab_size=7, max_len=8), SEEDS, tied=True)
     logits = model(torch.zeros(3, 2, 8, dtype=torch.long))
-    assert logits.shape == (3, 2, 8, 7) and logits.permute(0, 3, 1, 2).is_contiguous()
+    assert logits.shape == (3, 2, 8, 7) and logits.permute(0, 3, 2, 1).is_contiguous()
