@@ -529,9 +529,10 @@ class _torch_settings:
     deterministic mode needs (CUBLAS_WORKSPACE_CONFIG, unless the user set it).
 
     Deterministic mode also fills every new uninitialised tensor with nan by default (a guard
-    for code that reads memory it never wrote); no op here does, and the fill is a pass over
-    every temporary of every step: about a tenth of the per-member cost of an EXor step at
-    S = 10 (bench_trainer_grid.py). It is turned off for the run."""
+    for code that reads memory it never wrote); no op here does, and the fill is one more pass
+    over every temporary of every step (perf: ~5% of the time an EXor step at S = 10 spends
+    beyond one at S = 1). It is turned off for the run; resumed runs still equal uninterrupted
+    ones bit for bit (tests/training/test_trainer.py)."""
 
     def __init__(self, threads: int, device: torch.device) -> None:
         self.threads, self.device = threads, device

@@ -12,6 +12,7 @@ from dhwt.languages import load_language, load_task, write_dataset
 from dhwt.models import output
 from dhwt.training import TrainConfig, train
 from dhwt.training.checkpoint import latest_checkpoint, list_checkpoints
+from dhwt.training.trainer import Trainer
 from dhwt.analysis.snapshots import read_snapshot
 
 
@@ -56,6 +57,34 @@ def test_resume_continues_bit_for_bit(task, tmp_path, interrupt_at, assert_same)
     assert straight[1] == resumed[1]  # metrics.jsonl: no line duplicated or lost
     assert straight[2].keys() == resumed[2].keys()
     assert_same(straight[2], resumed[2])
+
+
+def test_torch_settings_of_a_run_are_restored_afterwards(task, tmp_path, interrupt_at):
+    """A run sets deterministic mode (without its nan fill of new tensors) and its thread count;
+    the caller's settings come back when it ends, and when it is interrupted."""
+    before = (torch.are_deterministic_algorithms_enabled(), torch.get_num_threads(),
+              torch.utils.deterministic.fill_uninitialized_memory)
+    seen = []
+    original = Trainer._update
+
+    def update(self):
+        seen.append((torch.are_deterministic_algorithms_enabled(), torch.get_num_threads(),
+                     torch.utils.deterministic.fill_uninitialized_memory))
+        original(self)
+
+    config = TrainConfig(steps=3, threads=2 if before[1] == 1 else 1)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Trainer, "_update", update)
+        train(config, task, tmp_path / "done")
+    assert set(seen) == {(True, config.threads, False)}
+    after = (torch.are_deterministic_algorithms_enabled(), torch.get_num_threads(),
+             torch.utils.deterministic.fill_uninitialized_memory)
+    assert after == before
+    interrupt_at(1)
+    with pytest.raises(KeyboardInterrupt):
+        train(config, task, tmp_path / "interrupted")
+    assert (torch.are_deterministic_algorithms_enabled(), torch.get_num_threads(),
+            torch.utils.deterministic.fill_uninitialized_memory) == before
 
 
 def test_member_equals_a_solo_run_of_its_seed(task, tmp_path):
