@@ -126,7 +126,8 @@ class EnsembleLM(nn.Module):
         return self._unordered(output.logits(h, out, bias), inputs.shape)
 
     def hidden(self, inputs: torch.Tensor, padding: torch.Tensor | None = None) -> torch.Tensor:
-        """The final hidden states h (S, B, L, d) that feed the logits (a view of (S, d, B, L)).
+        """The final hidden states h (S, B, L, d) that feed the logits (a view of the
+        feature-major (S, d, T) memory, tokens in the model's order).
 
         Outputs at padded positions are finite but meaningless; outputs at real positions never
         depend on what the pads hold (each architecture says how it reads pads).
@@ -178,8 +179,8 @@ class EnsembleLM(nn.Module):
         members, batch, length = inputs.shape
         vocab, width = self.config.vocab_size, self.config.d_model
         if vocab > ONE_HOT_VOCAB:
-            x = self._ordered(self._embed(inputs, padding))
-            return x.reshape(members, batch * length, width).transpose(1, 2).contiguous()
+            x = self._ordered(self._embed(inputs, padding))  # (S, B, L, d) or (S, L, B, d)
+            return x.movedim(3, 1).reshape(members, width, batch * length).contiguous()
         self._check_inputs(inputs, padding)
         weight = self.embeddings.input_weight
         symbols = torch.arange(vocab, device=inputs.device).view(1, vocab, 1)

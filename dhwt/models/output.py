@@ -89,7 +89,7 @@ def targeted(h: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor
     has = targets != IGNORE
     counts = has.sum(1)
     n = int(counts[0])
-    if 2 * n > targets.shape[1] or not bool((counts == n).all()):
+    if n == 0 or 2 * n > targets.shape[1] or not bool((counts == n).all()):
         return h, targets, weights
     columns = has.nonzero()[:, 1].view(-1, n)  # (S, n), each member's in order
     picked = h.gather(2, columns.unsqueeze(1).expand(-1, h.shape[1], -1))
