@@ -50,8 +50,8 @@ def _torchrun(args: list[object]) -> subprocess.Popen:
 
 
 #: What a worker prints when it aborts inside torch (std::terminate, SIGABRT, no Python
-#: traceback). Seen once in CI (rank 1 of the first test, ~3 s into its run, 1 launch in some
-#: hundreds; 25 launches in a row here all passed): a crash below dhwt's code, not a wrong result.
+#: traceback). Seen once in CI (rank 1 of the first test, 6 s after the launch started; the same
+#: launch 25 times in a row here all passed): a crash below dhwt's code, not a wrong result.
 ABORTED = "terminate called without an active exception"
 
 
