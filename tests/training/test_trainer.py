@@ -59,17 +59,20 @@ def test_resume_continues_bit_for_bit(task, tmp_path, interrupt_at, assert_same)
     assert_same(straight[2], resumed[2])
 
 
+def _torch_settings() -> tuple[bool, int, bool]:
+    return (torch.are_deterministic_algorithms_enabled(), torch.get_num_threads(),
+            torch.utils.deterministic.fill_uninitialized_memory)
+
+
 def test_torch_settings_of_a_run_are_restored_afterwards(task, tmp_path, interrupt_at):
     """A run sets deterministic mode (without its nan fill of new tensors) and its thread count;
     the caller's settings come back when it ends, and when it is interrupted."""
-    before = (torch.are_deterministic_algorithms_enabled(), torch.get_num_threads(),
-              torch.utils.deterministic.fill_uninitialized_memory)
+    before = _torch_settings()
     seen = []
     original = Trainer._update
 
     def update(self):
-        seen.append((torch.are_deterministic_algorithms_enabled(), torch.get_num_threads(),
-                     torch.utils.deterministic.fill_uninitialized_memory))
+        seen.append(_torch_settings())
         original(self)
 
     config = TrainConfig(steps=3, threads=2 if before[1] == 1 else 1)
@@ -77,14 +80,11 @@ def test_torch_settings_of_a_run_are_restored_afterwards(task, tmp_path, interru
         patch.setattr(Trainer, "_update", update)
         train(config, task, tmp_path / "done")
     assert set(seen) == {(True, config.threads, False)}
-    after = (torch.are_deterministic_algorithms_enabled(), torch.get_num_threads(),
-             torch.utils.deterministic.fill_uninitialized_memory)
-    assert after == before
+    assert _torch_settings() == before
     interrupt_at(1)
     with pytest.raises(KeyboardInterrupt):
         train(config, task, tmp_path / "interrupted")
-    assert (torch.are_deterministic_algorithms_enabled(), torch.get_num_threads(),
-            torch.utils.deterministic.fill_uninitialized_memory) == before
+    assert _torch_settings() == before
 
 
 def test_member_equals_a_solo_run_of_its_seed(task, tmp_path):
