@@ -95,19 +95,44 @@ def _bfloat16_mm(a, b, *, out):
     return out.copy_(torch.matmul(a.bfloat16(), b.bfloat16()).float())
 
 
-def test_gram_blocks_fall_back_to_numpy_when_onednn_would_round_to_bfloat16(monkeypatch):
+def _float32_mm(a, b, *, out):
+    """A matmul at float32 accuracy (through float64), as oneDNN computes on CPUs without
+    bfloat16 units."""
+    return out.copy_(torch.matmul(a.double(), b.double()).float())
+
+
+def _neighbour_data() -> np.ndarray:
+    """Rows whose inner products differ only below bfloat16's precision (1 + small steps)."""
+    rng = np.random.default_rng(3)
+    return (1 + rng.integers(0, 64, size=(150, 24)) * 2.0**-14).astype(np.float32)
+
+
+@pytest.mark.parametrize("mm, float32", [(_float32_mm, True), (_bfloat16_mm, False)],
+                         ids=["onednn keeps float32", "onednn rounds to bfloat16"])
+def test_gram_blocks_use_onednn_only_where_its_probe_shows_float32(monkeypatch, mm, float32):
+    """Which branch a CPU takes is its own (oneDNN rounds to bfloat16 on AMX machines): both
+    branches are forced here, and either way the neighbours are exact."""
     import dhwt.analysis.knn as engine
 
-    shape = (64, 64, 24)
-    out = torch.empty(shape[:2])
-    assert engine._onednn_is_float32(shape, out) == torch.backends.mkldnn.is_available()
+    monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: True)
     monkeypatch.setattr(engine, "_ONEDNN_FLOAT32", {})
-    monkeypatch.setattr(torch, "mm", _bfloat16_mm)
-    assert not engine._onednn_is_float32(shape, out)
-    # bfloat16 blocks would miss neighbours (entries 1 + small differences all round to 1);
-    # the engine must notice and still be exact
-    rng = np.random.default_rng(3)
-    x = (1 + rng.integers(0, 64, size=(150, 24)) * 2.0**-14).astype(np.float32)
+    monkeypatch.setattr(torch, "mm", mm)
+    shape = (64, 64, 24)
+    assert engine._onednn_is_float32(shape, torch.empty(shape[:2])) is float32
+    # bfloat16 blocks would miss neighbours (entries 1 + small differences all round to 1)
+    x = _neighbour_data()
+    got = nearest_neighbours(x, 5, "ip", block_size=64)
+    np.testing.assert_array_equal(got.indices, oracle(x, 5, "ip")[0])
+    assert set(engine._ONEDNN_FLOAT32.values()) == {float32}
+
+
+def test_gram_blocks_use_numpy_without_onednn(monkeypatch):
+    import dhwt.analysis.knn as engine
+
+    monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: False)
+    monkeypatch.setattr(engine, "_ONEDNN_FLOAT32", {})
+    monkeypatch.setattr(torch, "mm", lambda *a, **k: pytest.fail("torch.mm used without oneDNN"))
+    x = _neighbour_data()
     got = nearest_neighbours(x, 5, "ip", block_size=64)
     np.testing.assert_array_equal(got.indices, oracle(x, 5, "ip")[0])
     assert set(engine._ONEDNN_FLOAT32.values()) == {False}
