@@ -1,5 +1,21 @@
 """The one exception a user can cause. The CLI prints it as `error: <message>` with exit code 2."""
 
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+#: Items of a collection a message shows before '... (N in all)'.
+SHOWN = 5
+
 
 class DhwtError(Exception):
     """Bad input or an impossible request: a message meant for the user, never a bug."""
+
+
+def brief(items: Iterable[object], show: Callable[[object], str] = repr,
+          limit: int = SHOWN) -> str:
+    """The first `limit` items joined by ', ', then '... (N in all)' when there are more: a
+    message names a collection without growing with it (a vocabulary may hold 50,000 tokens)."""
+    items = list(items)
+    head = ", ".join(show(item) for item in items[:limit])
+    return head if len(items) <= limit else f"{head}, ... ({len(items):,} in all)"

@@ -18,7 +18,7 @@ import numpy as np
 from scipy import stats
 
 from dhwt.analysis.snapshots import Snapshot
-from dhwt.errors import DhwtError
+from dhwt.errors import DhwtError, brief
 
 Pair = tuple[str, str]
 
@@ -57,7 +57,7 @@ def pair_closeness(
     for a, b in (*pairs, *baseline_pairs):
         for token in (a, b):
             if token not in index:
-                raise DhwtError(f"symbol {token!r} is not in the vocabulary {list(vocab)}")
+                raise DhwtError(f"symbol {token!r} is not in the vocabulary ({brief(vocab)})")
     rows = np.stack([getattr(s, side) for s in snapshots]).astype(np.float64)  # (T, S, V, d)
 
     def diff(pair_list: Sequence[Pair]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -52,6 +52,8 @@ TILE = 32
 BLOCK = 6144
 #: Extra float32 candidates per row re-ranked in float64 (guards against float32 rounding).
 SLACK = 4
+#: Neighbours per token unless asked otherwise (the reference study's k), see default_k.
+DEFAULT_K = 10
 _LOWEST = float(np.finfo(np.float32).min)
 
 
@@ -127,7 +129,7 @@ def nearest_neighbours(x: np.ndarray, k: int, metric: str = "ip", *, block_size:
     return _rerank(exact, cand, kth + error, k, metric)
 
 
-def knn_match(a: np.ndarray, b: np.ndarray, k: int = 10, metric: str = "ip", *,
+def knn_match(a: np.ndarray, b: np.ndarray, k: int = DEFAULT_K, metric: str = "ip", *,
               tokens: np.ndarray | None = None, weights: np.ndarray | None = None,
               block_size: int = BLOCK, progress: bool | None = False) -> KnnMatch:
     """KNN Match Similarity of spaces a (V, d_a) and b (V, d_b).
@@ -176,7 +178,7 @@ def norm_matched_random(x: np.ndarray, generator: np.random.Generator) -> np.nda
     return (directions * np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
 
 
-def chance_baseline(a: np.ndarray, b: np.ndarray, k: int = 10, metric: str = "ip", *,
+def chance_baseline(a: np.ndarray, b: np.ndarray, k: int = DEFAULT_K, metric: str = "ip", *,
                     generator: np.random.Generator, tokens: np.ndarray | None = None,
                     weights: np.ndarray | None = None, block_size: int = BLOCK,
                     progress: bool | None = False) -> KnnMatch:
@@ -210,6 +212,27 @@ def check_matrix(x: object, name: str) -> np.ndarray:
         raise DhwtError(f"{name} has values too large for float32 scores "
                         f"(max |value| {float(np.abs(x).max()):.3g})")
     return x
+
+
+def default_k(n: int) -> int:
+    """DEFAULT_K, capped at (n - 1) // 2 (at least 1) for n tokens.
+
+    Each token has n - 1 candidate neighbours; as k nears n - 1 any two spaces share almost all
+    of them (at k = n - 1 the overlap is 1 whatever the spaces, and chance is near k / (n - 1)),
+    so the cap keeps k at most half the candidates, where the score can still tell spaces apart.
+    """
+    return max(1, min(DEFAULT_K, (n - 1) // 2))
+
+
+def choose_k(k: int | None, n: int) -> tuple[int, str]:
+    """(k, note) for n tokens: k itself when given (checked later), else default_k(n) with the
+    note ' (the default 10 capped for 7 tokens)' when the cap applied ('' otherwise), for the
+    output to say which k was used."""
+    if k is not None:
+        return k, ""
+    chosen = default_k(n)
+    return chosen, (f" (the default {DEFAULT_K} capped for {n} tokens)"
+                    if chosen != DEFAULT_K else "")
 
 
 def check_k(k: object, n: int) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dhwt.analysis.knn import KnnMatch, chance_baseline, knn_match
+from dhwt.analysis.knn import KnnMatch, chance_baseline, choose_k, knn_match, select_tokens
 from dhwt.analysis.matrices import load_matrix
 from dhwt.errors import DhwtError
 
@@ -17,9 +17,10 @@ SCORES = ("both", "jaccard", "overlap")
 
 @dataclass(frozen=True)
 class KnnOptions:
-    """Everything `dhwt knn` can be asked (see its --help)."""
+    """Everything `dhwt knn` can be asked (see its --help); k None: the default, capped for
+    small vocabularies (dhwt.analysis.knn.default_k)."""
 
-    k: int = 10
+    k: int | None = None
     metric: str = "ip"
     score: str = "both"
     tokens_file: str | None = None
@@ -45,26 +46,27 @@ def knn_command(a_spec: str, b_spec: str, options: KnnOptions) -> str:
                         "match compares the same tokens in both, so the row counts must be equal")
     tokens = read_tokens(options.tokens_file) if options.tokens_file else None
     weights = read_weights(options.weights_file) if options.weights_file else None
+    k, k_note = choose_k(options.k, len(select_tokens(tokens, a.values.shape[0])))
     kwargs = {"tokens": tokens, "weights": weights, "progress": None}
-    match = knn_match(a.values, b.values, options.k, options.metric, **kwargs)
+    match = knn_match(a.values, b.values, k, options.metric, **kwargs)
     chance = None
     if options.baseline:
-        chance = chance_baseline(a.values, b.values, options.k, options.metric,
+        chance = chance_baseline(a.values, b.values, k, options.metric,
                                  generator=np.random.default_rng(options.seed), **kwargs)
     if options.per_token:
         write_per_token(options.per_token, match)
-    return report(a.label, b.label, match, chance, options)
+    return report(a.label, b.label, match, chance, options, k_note=k_note)
 
 
 def report(a_label: str, b_label: str, match: KnnMatch, chance: KnnMatch | None,
-           options: KnnOptions) -> str:
-    """The lines `dhwt knn` prints."""
+           options: KnnOptions, *, k_note: str = "") -> str:
+    """The lines `dhwt knn` prints; k_note says why k is what it is (see choose_k)."""
     n = len(match.tokens)
     subset = f"{n} tokens from {options.tokens_file}" if options.tokens_file else f"all {n} tokens"
     average = f"weighted by {options.weights_file}" if options.weights_file else "plain mean"
     lines = [f"A: {a_label}", f"B: {b_label}",
-             f"k={match.k}, metric {match.metric}, self excluded, ties to the lower token id; "
-             f"{subset}, {average}"]
+             f"k = {match.k}{k_note}, metric {match.metric}, self excluded, ties to the lower "
+             f"token id; {subset}, {average}"]
     names = ("jaccard", "overlap") if options.score == "both" else (options.score,)
     meaning = {"jaccard": "|A∩B|/|A∪B|", "overlap": "|A∩B|/k"}
     for name in names:

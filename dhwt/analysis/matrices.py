@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from dhwt.analysis.snapshots import read_snapshot, snapshot_paths
-from dhwt.errors import DhwtError
+from dhwt.errors import DhwtError, brief
 
 SIDES = ("input", "output")
 
@@ -118,5 +118,5 @@ def _pick(content: dict[str, np.ndarray] | np.ndarray, side: str,
         return content[side], side
     if len(content) == 1:
         return next(iter(content.items()))[::-1]
-    raise DhwtError(f"{spec} holds tensors {sorted(content)}; none is named {side!r}; name one "
-                    "with the side option")
+    raise DhwtError(f"{spec} holds tensors {brief(sorted(content))}; none is named {side!r}; "
+                    "name one with the side option")

@@ -7,6 +7,7 @@ A run writes `embeddings/step_XXXXXXX.safetensors` holding "input" and "output" 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,3 +65,13 @@ def snapshot_paths(run_dir: str | Path) -> list[Path]:
 def read_run(run_dir: str | Path) -> list[Snapshot]:
     """Every snapshot of a run, in step order."""
     return [read_snapshot(p) for p in snapshot_paths(run_dir)]
+
+
+def vocabulary_difference(name_a: object, a: Sequence[str], name_b: object,
+                          b: Sequence[str]) -> str:
+    """How two vocabularies differ, in one short line: their sizes and the first token id where
+    they part (a message must not print a 50,000-token vocabulary)."""
+    at = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    first = [repr(v[at]) if at < len(v) else "nothing" for v in (a, b)]
+    return (f"{name_a} ({len(a):,} tokens) and {name_b} ({len(b):,} tokens) first differ at "
+            f"token id {at}: {first[0]} vs {first[1]}")

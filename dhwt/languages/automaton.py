@@ -15,7 +15,7 @@ from __future__ import annotations
 import networkx as nx
 import numpy as np
 
-from dhwt.errors import DhwtError
+from dhwt.errors import DhwtError, brief
 from dhwt.languages.checks import (
     check_keys,
     need,
@@ -41,7 +41,7 @@ def build(spec: dict) -> tuple[list[SymbolClass], np.ndarray, np.ndarray]:
     start = need_str(need(spec, "start", "an automaton spec"), "'start'")
     if start not in states:
         raise DhwtError(f"start state {start!r} is not declared in [states] "
-                        f"(declared: {', '.join(states)})")
+                        f"(declared: {brief(states, str)})")
     graph = _check_graph(states, start, classes)
     n_strings, work = _enumeration_size(states, start, graph, classes)
     check_size(n_strings, work)
@@ -72,11 +72,11 @@ def _read_states(table: object,
             emit = need_str(need(entry, "emit", at), f"'emit' of {at}")
             if emit not in class_ids:
                 raise DhwtError(f"{at} emits undeclared class {emit!r} "
-                                f"(declared: {', '.join(class_ids)})")
+                                f"(declared: {brief(class_ids, str)})")
             to = need_str(need(entry, "to", at), f"'to' of {at}")
             if to != END and to not in table:
                 raise DhwtError(f"{at} goes to undeclared state {to!r} (declared: "
-                                f"{', '.join(table)}, or {END!r})")
+                                f"{brief(table, str)}, or {END!r})")
             read.append((emit, to, probability(need(entry, "p", at), f"'p' of {at}")))
         probs = normalised([p for _, _, p in read], f"the transition probabilities of {where}")
         states[name] = [(emit, to, p) for (emit, to, _), p in zip(read, probs)]
@@ -90,7 +90,7 @@ def _check_graph(states: dict, start: str, classes: list[SymbolClass]) -> nx.DiG
     graph.add_edges_from((s, to) for s, ts in states.items() for _, to, _ in ts if to != END)
     unreachable = sorted(set(states) - nx.descendants(graph, start) - {start})
     if unreachable:
-        raise DhwtError(f"states unreachable from {start!r}: {', '.join(unreachable)}")
+        raise DhwtError(f"states unreachable from {start!r}: {brief(unreachable, str)}")
     try:
         cycle = nx.find_cycle(graph, source=start)
     except nx.NetworkXNoCycle:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dhwt.errors import DhwtError
+from dhwt.errors import DhwtError, brief
 from dhwt.languages.checks import check_keys, need, need_int
 from dhwt.languages.classes import SymbolClass, read_classes
 from dhwt.languages.enumeration import check_size
@@ -28,7 +28,7 @@ def build(spec: dict) -> tuple[list[SymbolClass], np.ndarray, np.ndarray]:
     names = tuple(c.name for c in bits)
     if sorted(names) != sorted(BIT_CLASSES):
         raise DhwtError("a parity spec declares exactly the classes '0' and '1', "
-                        f"got {list(names)}")
+                        f"got {brief(names)}")
     bits.sort(key=lambda c: c.name)
     n_variants = sum(len(c.variants) for c in bits)
     check_size(n_variants**n_bits, n_variants**n_bits * (n_bits + 1) ** 2)

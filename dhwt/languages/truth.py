@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import networkx as nx
 import numpy as np
 
-from dhwt.errors import DhwtError
+from dhwt.errors import DhwtError, brief
 from dhwt.languages.enumeration import PAD, key_weights, row_keys, symbol_strings
 from dhwt.languages.language import (
     BOS,
@@ -310,7 +310,7 @@ def _equivalence_classes(relation: np.ndarray, symbols: tuple[str, ...], what: s
     components = sorted(sorted(c) for c in nx.connected_components(graph))
     for comp in components:
         if not relation[np.ix_(comp, comp)].all():
-            names = ", ".join(symbols[i] for i in comp)
+            names = brief((symbols[i] for i in comp), str)
             raise DhwtError(f"{what} equivalence is not transitive among {names} at tolerance "
                             f"{TOLERANCE:g}: some probabilities are too close to tell apart")
     return tuple(tuple(symbols[i] for i in comp) for comp in components)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from dhwt.analysis.snapshots import read_snapshot, snapshot_paths
+from dhwt.analysis.snapshots import read_snapshot, snapshot_paths, vocabulary_difference
 from dhwt.errors import DhwtError
 from dhwt.languages import load_task
 from dhwt.report.loss_report import loss_lines
@@ -45,9 +45,10 @@ def analyze(run_dirs: Sequence[str | Path], out: str | Path, *, pairs: str | Non
         if not (d / layout.CONFIG).is_file():
             raise DhwtError(f"{d} is not a dhwt run directory (no {layout.CONFIG})")
     vocabularies = {d: read_snapshot(snapshot_paths(d)[0]).vocab for d in dirs}
-    if len(set(vocabularies.values())) > 1:
-        raise DhwtError("the runs have different vocabularies: "
-                        + "; ".join(f"{d}: {list(v)}" for d, v in vocabularies.items()))
+    other = next((d for d in dirs if vocabularies[d] != vocabularies[dirs[0]]), None)
+    if other is not None:
+        raise DhwtError("the runs have different vocabularies: " + vocabulary_difference(
+            dirs[0], vocabularies[dirs[0]], other, vocabularies[other]))
     names = [d.name for d in dirs]
     if len(set(names)) < len(names):
         names = [f"{d.parent.name}/{d.name}" for d in dirs]

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import numpy as np
 
+from dhwt.analysis.knn import choose_k
 from dhwt.analysis.knn_command import read_weights
 from dhwt.analysis.knn_curves import Source, parse_measures, similarity_curves
 from dhwt.analysis.snapshots import read_snapshot, snapshot_paths
-from dhwt.errors import DhwtError
+from dhwt.errors import DhwtError, brief
 from dhwt.report.similarity_report import SCORES, similarity_section
 from dhwt.training.trainer import TOKEN_COUNTS
 
@@ -31,11 +32,12 @@ class SimilarityOptions:
     measures: comma list of dhwt.analysis.knn_curves.MEASURES, or "none"; members: "all" or
     comma-separated member indices (0-based, in each run's seed order); tokens: "all" or "seen"
     (count > 0 in the counts); counts: a file of one count per token id (else
-    RUN_DIR/token_counts.npy); weighted: average weighted by the counts.
+    RUN_DIR/token_counts.npy); weighted: average weighted by the counts; k None: the default,
+    capped for small vocabularies (dhwt.analysis.knn.default_k).
     """
 
     measures: str = "knn"
-    k: int = 10
+    k: int | None = None
     metric: str = "ip"
     members: str = "all"
     tokens: str = "all"
@@ -51,7 +53,7 @@ def similarity_lines(runs: Mapping[str, Path], out: Path,
     """Compute the curves for `runs` (name -> dir) and write their files; the report lines.
 
     Skipped, with a line saying why, when there is nothing to compare or the vocabulary is
-    not larger than k."""
+    not larger than an explicit k."""
     if options.measures == "none":
         return []
     measures = parse_measures(options.measures)
@@ -70,10 +72,11 @@ def similarity_lines(runs: Mapping[str, Path], out: Path,
     tokens = np.flatnonzero(counts > 0) if options.tokens == "seen" else None
     n = vocab if tokens is None else len(tokens)
     heading = ["## Similarity of embedding spaces over training", ""]
-    if n <= options.k:
-        return heading + [f"Skipped: {n} tokens, not more than k = {options.k} neighbours.", ""]
+    k, k_note = choose_k(options.k, n)
+    if n <= k:
+        return heading + [f"Skipped: {n} tokens, not more than k = {k}{k_note} neighbours.", ""]
     result = similarity_curves(
-        sources, k=options.k, metric=options.metric, measures=measures, tokens=tokens,
+        sources, k=k, metric=options.metric, measures=measures, tokens=tokens,
         weights=counts if options.weighted else None, chance=options.chance, seed=options.seed,
         pairs=len(sources) >= 2, progress=None)
     if not result.curves:
@@ -82,7 +85,7 @@ def similarity_lines(runs: Mapping[str, Path], out: Path,
     note = (f" seen in training (count > 0) of {vocab}"
             if options.tokens == "seen" else "")
     note += ", weighted by training counts" if options.weighted else ""
-    return similarity_section(result, out, score=options.score, tokens_note=note)
+    return similarity_section(result, out, score=options.score, k_note=k_note, tokens_note=note)
 
 
 def select_sources(runs: Mapping[str, Path], members: str) -> list[Source]:
@@ -94,7 +97,7 @@ def select_sources(runs: Mapping[str, Path], members: str) -> list[Source]:
         for m in range(len(seeds)) if chosen is None else chosen:
             if m >= len(seeds):
                 raise DhwtError(f"{run} holds {len(seeds)} members (seeds "
-                                f"{list(seeds)}); member {m} does not exist")
+                                f"{brief(seeds, str)}); member {m} does not exist")
             label = f"seed{seeds[m]}" if len(runs) == 1 else f"{name}/seed{seeds[m]}"
             sources.append(Source(label, Path(run), m))
     return sources

@@ -58,13 +58,14 @@ def dh_reading(value: float, chance: float, score: str = "overlap") -> str:
 
 
 def similarity_section(result: SimilarityCurves, out: Path, *, score: str = "overlap",
-                       tokens_note: str = "") -> list[str]:
-    """Write out/figures/similarity_*.png, out/similarity.csv and .json; return the markdown."""
+                       k_note: str = "", tokens_note: str = "") -> list[str]:
+    """Write out/figures/similarity_*.png, out/similarity.csv and .json; return the markdown.
+    k_note follows k (why it is what it is, see dhwt.analysis.knn.choose_k)."""
     write_numbers(result, out)
     pairs, dh = result.of_kind("pair"), result.of_kind("dh")
     lines = ["## Similarity of embedding spaces over training", "",
-             f"KNN Match Similarity: for each token its k = {result.k} nearest neighbours by "
-             f"{_METRIC[result.metric]}, self excluded, exact; Jaccard |A∩B|/|A∪B| and overlap "
+             f"KNN Match Similarity: for each token its k = {result.k}{k_note} nearest neighbours "
+             f"by {_METRIC[result.metric]}, self excluded, exact; Jaccard |A∩B|/|A∪B| and overlap "
              f"|A∩B|/k, averaged over {result.n_tokens} tokens{tokens_note}. Chance: the same "
              "measure on norm-matched random stand-ins (each row's norm kept, direction random), "
              f"dotted in the figures. Numbers at every step: `{CSV}`, `{JSON}`.", ""]

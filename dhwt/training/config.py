@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import math
 import tomllib
+from collections import Counter
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from dhwt.errors import DhwtError
+from dhwt.errors import DhwtError, brief
 from dhwt.languages.corpus import WIKITEXT2
 from dhwt.languages.tokenizers import check_tokenizer
 from dhwt.languages.tomlwrite import dumps
@@ -62,7 +63,7 @@ def parse_seeds(text: str | int | list[int] | tuple[int, ...]) -> list[int]:
         items: list[int] = [text]
     elif isinstance(text, (list, tuple)):
         if not all(isinstance(s, int) and not isinstance(s, bool) for s in text):
-            raise DhwtError(f"seeds must be a list of integers, got {list(text)!r}")
+            raise DhwtError(f"seeds must be a list of integers, got [{brief(text)}]")
         items = list(text)
     elif isinstance(text, str):
         items = []
@@ -79,12 +80,13 @@ def parse_seeds(text: str | int | list[int] | tuple[int, ...]) -> list[int]:
         raise DhwtError(f"seeds must be a string like '42-46' or a list of integers, got {text!r}")
     if not items:
         raise DhwtError("seeds must name at least one seed")
-    if any(s < 0 for s in items):
-        raise DhwtError(f"seeds must be non-negative, got {items}")
-    repeated = sorted({s for s in items if items.count(s) > 1})
+    negative = [s for s in items if s < 0]
+    if negative:
+        raise DhwtError(f"seeds must be non-negative, got {brief(negative, str)}")
+    repeated = sorted(s for s, n in Counter(items).items() if n > 1)
     if repeated:
         raise DhwtError(f"seeds must be distinct (equal seeds train identical members), "
-                        f"{repeated} repeated in {text!r}")
+                        f"{brief(repeated, str)} repeated")
     return items
 
 
