@@ -7,7 +7,7 @@ be masked (MLM) is a property of the class at that position.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numpy as np
@@ -69,6 +69,12 @@ class Language:
         mlm; [BOS], [EOS] for clm; [PAD] only when strings differ in length)."""
         specials = {"mlm": (MASK,), "clm": (BOS, EOS)}[check_objective(objective)]
         return self.symbols + specials + (() if self.equal_lengths else (PAD_TOKEN,))
+
+    def subset(self, keep: np.ndarray) -> Language:
+        """The language of the class strings where `keep` (n,) is True, their probabilities
+        renormalised: the distribution a model trained on one split sees."""
+        probs = self.probs[keep]
+        return replace(self, strings=self.strings[keep], probs=probs / probs.sum())
 
     def string_text(self, i: int) -> str:
         """Class string i as text, e.g. '0 1 1 EVEN'."""

@@ -30,7 +30,7 @@ def make_splits(n_strings: int, valid_fraction: float, test_fraction: float,
     """(n_strings,) int8 split ids (index into SPLITS). A split with a fraction > 0 gets
     round(fraction * n) strings but at least one; train keeps at least one."""
     check_split_options(valid_fraction, test_fraction, seed)
-    sizes = [max(1, round(f * n_strings)) if f > 0 else 0 for f in (valid_fraction, test_fraction)]
+    sizes = _held_out(n_strings, valid_fraction, test_fraction)
     if n_strings - sum(sizes) < 1:
         raise DhwtError(f"the language has {n_strings} strings: too few for valid_fraction "
                         f"{valid_fraction} and test_fraction {test_fraction} with a training "
@@ -40,3 +40,17 @@ def make_splits(n_strings: int, valid_fraction: float, test_fraction: float,
     split[order[: sizes[0]]] = 1
     split[order[sizes[0]: sizes[0] + sizes[1]]] = 2
     return split
+
+
+def train_strings(n_strings: int, valid_fraction: float, test_fraction: float,
+                  seed: int) -> np.ndarray | None:
+    """(n_strings,) bool: the class strings make_splits keeps for training, or None where it
+    would refuse (no string left for training); for a summary that writes nothing."""
+    if n_strings - sum(_held_out(n_strings, valid_fraction, test_fraction)) < 1:
+        return None
+    return make_splits(n_strings, valid_fraction, test_fraction, seed) == 0
+
+
+def _held_out(n_strings: int, valid_fraction: float, test_fraction: float) -> list[int]:
+    """[valid, test] sizes: round(fraction * n_strings), at least one for a fraction > 0."""
+    return [max(1, round(f * n_strings)) if f > 0 else 0 for f in (valid_fraction, test_fraction)]

@@ -4,9 +4,11 @@ hypothesis holds, which symbols are never predicted, and the Bayes optimum."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from dhwt.languages.enumeration import symbol_strings
 from dhwt.languages.language import OBJECTIVES, Language
-from dhwt.languages.truth import GroundTruth, PairRelation
+from dhwt.languages.truth import GroundTruth, PairRelation, bayes_optimum
 
 TITLES = {"mlm": "masked LM (mlm)", "clm": "causal LM (clm)"}
 KINDS = (
@@ -16,8 +18,12 @@ KINDS = (
 )
 
 
-def format_summary(language: Language, truths: dict[str, GroundTruth]) -> str:
-    """Several lines of text describing `language` and its exact ground truth."""
+def format_summary(language: Language, truths: dict[str, GroundTruth],
+                   train: np.ndarray | None = None) -> str:
+    """Several lines of text describing `language` and its exact ground truth. With `train`
+    ((n,) bool: the class strings of the train split) holding half the strings or fewer, the
+    train split's own Bayes optimum too: a model fitting those strings alone can beat the
+    language's optimum on them, so the language's is not what its training loss tends to."""
     n_symbol_strings = len(symbol_strings(language)[1])
     lengths = sorted(set(language.lengths.tolist()))
     length = (f"length {lengths[0]}" if len(lengths) == 1
@@ -33,17 +39,32 @@ def format_summary(language: Language, truths: dict[str, GroundTruth]) -> str:
         variants = "  ".join(f"{v}: {p:.4g}" for v, p in zip(cls.variants, cls.probs))
         note = "" if cls.maskable else "  (never masked)"
         lines.append(f"  {cls.name:<{width}}  {variants}{note}")
+    small = train is not None and 2 * train.sum() <= len(train)
+    if small:
+        lines.append(f"  train split: {train.sum():,} of {len(train):,} class strings "
+                     f"(probability {language.probs[train].sum():.4g}), at most half the "
+                     "language: its own Bayes optimum follows the language's below")
     for objective in OBJECTIVES:
-        lines += _objective_lines(truths[objective])
+        beside = [_train_line(language, train, objective)] if small else []
+        lines += _objective_lines(truths[objective], beside)
     return "\n".join(lines)
 
 
-def _objective_lines(truth: GroundTruth) -> list[str]:
+def _train_line(language: Language, train: np.ndarray, objective: str) -> str:
+    """The Bayes optimum over the training strings alone, reweighted to sum to 1."""
+    accuracy, cross_entropy = bayes_optimum(language.subset(train), objective)
+    return (f"  Bayes optimum, train split only: accuracy {accuracy:.4f}, cross-entropy "
+            f"{cross_entropy:.4f} nats")
+
+
+def _objective_lines(truth: GroundTruth, beside: list[str]) -> list[str]:
+    """The lines of one objective; `beside` follows its Bayes optimum."""
     lines = [
         f"{TITLES[truth.objective]}: vocab {' '.join(truth.vocab)}",
         f"  Bayes optimum: accuracy {truth.bayes_accuracy:.4f}, cross-entropy "
         f"{truth.bayes_cross_entropy:.4f} nats (unigram baseline: accuracy "
         f"{truth.marginal_accuracy:.4f}, {truth.marginal_entropy:.4f} nats)",
+        *beside,
     ]
     pairs = truth.pairs()
     vacuous = set(truth.never_predicted) | set(truth.never_in_context)

@@ -162,23 +162,9 @@ class GroundTruth:
 
 def compute_truth(language: Language, objective: str) -> GroundTruth:
     """The exact ground truth of `language` under `objective` ("mlm" or "clm")."""
-    check_objective(objective)
-    rows, probs = symbol_strings(language)
+    contexts, keys, joint = _joint(language, objective)
     n_sym = len(language.symbols)
-    if objective == "mlm":
-        ctx_rows, targets, weights = _mlm_events(language, rows, probs)
-    else:
-        ctx_rows, targets, weights = _clm_events(rows, probs, eos=n_sym)
-    n_targets = n_sym + (objective == "clm")
-    keys, first, inverse = np.unique(row_keys(ctx_rows, n_sym + 1), return_index=True,
-                                     return_inverse=True)
-    contexts = ctx_rows[first]
-    joint = np.bincount(inverse * n_targets + targets, weights=weights,
-                        minlength=len(keys) * n_targets).reshape(len(keys), n_targets)
-    context_probs = joint.sum(axis=1)
-    cond = joint / context_probs[:, None]
-    with np.errstate(divide="ignore"):
-        log_cond = np.log(cond)
+    context_probs, cond, log_cond = _conditionals(joint)
 
     sem_abs, sem_tv, sem_log, seen = _semantic(contexts, keys, cond, log_cond, n_sym)
     cnd_abs, cnd_log = _conditional(cond[:, :n_sym], log_cond[:, :n_sym])
@@ -192,7 +178,7 @@ def compute_truth(language: Language, objective: str) -> GroundTruth:
     conditionals[:, :n_sym] = cond[:, :n_sym]
     if objective == "clm":
         conditionals[:, vocab.index(EOS)] = cond[:, n_sym]
-    positive = joint > 0
+    bayes_accuracy, bayes_cross_entropy = _bayes(joint)
     return GroundTruth(
         objective=objective, vocab=vocab, symbols=symbols, inputs=inputs, positions=positions,
         padding=padding, context_probs=context_probs, conditionals=conditionals,
@@ -201,11 +187,52 @@ def compute_truth(language: Language, objective: str) -> GroundTruth:
         cnd_classes=_equivalence_classes(cnd, symbols, "conditional"),
         never_predicted=tuple(s for s, p in zip(symbols, predicted) if not p),
         never_in_context=tuple(s for s, k in zip(symbols, seen) if not k),
-        bayes_accuracy=float(context_probs @ cond.max(axis=1)),
-        bayes_cross_entropy=float(-(joint[positive] * log_cond[positive]).sum()),
+        bayes_accuracy=bayes_accuracy, bayes_cross_entropy=bayes_cross_entropy,
         marginal_accuracy=float(marginal.max()),
         marginal_entropy=float(-(marginal[marginal > 0] * np.log(marginal[marginal > 0])).sum()),
     )
+
+
+def bayes_optimum(language: Language, objective: str) -> tuple[float, float]:
+    """(accuracy, cross-entropy in nats) of the Bayes-optimal predictor of `language` under
+    `objective`, computed as compute_truth computes them, without the relations (for a part of
+    a language, e.g. the train split: Language.subset)."""
+    return _bayes(_joint(language, objective)[2])
+
+
+def _joint(language: Language, objective: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(contexts (n_ctx, L) symbol ids with the mask id n_sym or PAD, their row keys (sorted),
+    joint (n_ctx, n_targets) P(r, y)) over every context of every symbol string."""
+    check_objective(objective)
+    rows, probs = symbol_strings(language)
+    n_sym = len(language.symbols)
+    if objective == "mlm":
+        ctx_rows, targets, weights = _mlm_events(language, rows, probs)
+    else:
+        ctx_rows, targets, weights = _clm_events(rows, probs, eos=n_sym)
+    n_targets = n_sym + (objective == "clm")
+    keys, first, inverse = np.unique(row_keys(ctx_rows, n_sym + 1), return_index=True,
+                                     return_inverse=True)
+    joint = np.bincount(inverse * n_targets + targets, weights=weights,
+                        minlength=len(keys) * n_targets).reshape(len(keys), n_targets)
+    return ctx_rows[first], keys, joint
+
+
+def _conditionals(joint: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(P(r), p(y | r), log p(y | r)) of a joint P(r, y)."""
+    context_probs = joint.sum(axis=1)
+    cond = joint / context_probs[:, None]
+    with np.errstate(divide="ignore"):
+        return context_probs, cond, np.log(cond)
+
+
+def _bayes(joint: np.ndarray) -> tuple[float, float]:
+    """(expected accuracy of the most probable target, cross-entropy of the exact conditionals
+    in nats) of a joint P(r, y)."""
+    context_probs, cond, log_cond = _conditionals(joint)
+    positive = joint > 0
+    return (float(context_probs @ cond.max(axis=1)),
+            float(-(joint[positive] * log_cond[positive]).sum()))
 
 
 def _mlm_events(language: Language, rows: np.ndarray, probs: np.ndarray):

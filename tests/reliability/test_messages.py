@@ -4,6 +4,8 @@ numbers are checked against values the test derives itself, never copied from th
 
 from __future__ import annotations
 
+import itertools
+import math
 import re
 from pathlib import Path
 
@@ -14,6 +16,7 @@ from dhwt.analysis.knn import default_k
 from dhwt.analysis.snapshots import read_snapshot, snapshot_paths
 from dhwt.errors import brief
 from dhwt.languages import load_task
+from dhwt.languages.splits import make_splits
 from dhwt.languages.text_task import TextTask
 from dhwt.training import TrainConfig, train
 
@@ -131,3 +134,55 @@ def test_long_collections_in_messages_are_bounded(spec, fragments, tmp_path, dat
     else:
         args = ["train", "--data", dataset, "--seeds", "1-200,1-200", "--out", tmp_path / "r"]
     _refused(cli(args), *fragments)
+
+
+# --- 3. a small train split reports its own Bayes optimum ------------------------------------------
+
+#: EXor's variants (synthetic/parity.toml: skew 0.8 for bit 0, 0 for bit 1).
+VARIANTS = {0: {"0a": 0.1, "0b": 0.9}, 1: {"1a": 0.5, "1b": 0.5}}
+
+
+def _brute_bayes(class_strings: list[tuple[int, ...]], objective: str) -> tuple[float, float]:
+    """(accuracy, cross-entropy) of the Bayes predictor over the symbol strings of the given
+    EXor class strings, equally likely: every rendering, every masked bit (mlm: uniform over
+    the bits) or every prefix (clm: each position weighs P(x), [EOS] after the label)."""
+    joint: dict[tuple, dict[str, float]] = {}
+    for bits in class_strings:
+        label = "ODD" if sum(bits) % 2 else "EVEN"
+        for rendering in itertools.product(*(VARIANTS[b].items() for b in bits)):
+            x = tuple(v for v, _ in rendering) + (label,)
+            p = math.prod(q for _, q in rendering) / len(class_strings)
+            events = ([(x[:j] + ("[MASK]",) + x[j + 1:], x[j], p / len(bits))
+                       for j in range(len(bits))] if objective == "mlm" else
+                      [(x[:t], x[t] if t < len(x) else "[EOS]", p) for t in range(len(x) + 1)])
+            for context, target, w in events:
+                row = joint.setdefault(context, {})
+                row[target] = row.get(target, 0.0) + w
+    total = sum(sum(row.values()) for row in joint.values())
+    accuracy = sum(max(row.values()) for row in joint.values()) / total
+    entropy = -sum(w / total * math.log(w / sum(row.values()))
+                   for row in joint.values() for w in row.values())
+    return accuracy, entropy
+
+
+def test_synth_gives_the_small_train_splits_own_bayes_optimum(cli):
+    n_bits, held_out = 2, ("--valid-fraction", 0.3, "--test-fraction", 0.3)
+    code, out, err = cli(["synth", "--grammar", "parity", "--set", f"n_bits={n_bits}", *held_out])
+    assert code == 0, err
+    strings = list(itertools.product((0, 1), repeat=n_bits))  # the family's order
+    train = [s for s, where in zip(strings, make_splits(len(strings), 0.3, 0.3, 14)) if where == 0]
+    assert 2 * len(train) <= len(strings)
+    assert f"train split: {len(train)} of {len(strings)} class strings" in out
+    found = re.findall(r"Bayes optimum, train split only: accuracy ([0-9.]+), cross-entropy "
+                       r"([0-9.]+) nats", out)
+    assert len(found) == 2  # mlm, then clm
+    for objective, (accuracy, entropy) in zip(("mlm", "clm"), found):
+        expected = _brute_bayes(train, objective)
+        assert (float(accuracy), float(entropy)) == pytest.approx(expected, abs=5e-5)
+    language = re.findall(r"  Bayes optimum: accuracy ([0-9.]+), cross-entropy ([0-9.]+)", out)
+    assert float(language[1][1]) == pytest.approx(_brute_bayes(strings, "clm")[1], abs=5e-5)
+
+
+def test_synth_with_most_strings_in_training_adds_nothing(cli):
+    code, out, _ = cli(["synth", "--grammar", "parity", "--set", "n_bits=3"])
+    assert code == 0 and "train split" not in out
