@@ -10,6 +10,7 @@ being masked in the MLM objective.
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 
 from dhwt.errors import DhwtError
@@ -50,7 +51,8 @@ def _read_class(name: str, entry: object, allowed: tuple[str, ...]) -> SymbolCla
     entry = need_kind(entry, dict, where)
     check_keys(entry, allowed, where)
     given = need_kind(need(entry, "variants", where), list, f"'variants' of {where}")
-    variants = tuple(need_str(v, f"variant {i} of {where}") for i, v in enumerate(given))
+    variants = tuple(unicodedata.normalize("NFC", need_str(v, f"variant {i} of {where}"))
+                     for i, v in enumerate(given))
     if not variants:
         raise DhwtError(f"{where} has no variants: every class needs at least one symbol")
     maskable = need_kind(entry.get("maskable", True), bool, f"'maskable' of {where}")
@@ -77,16 +79,39 @@ def _variant_probs(entry: dict, n: int, where: str) -> tuple[float, ...]:
 
 
 def check_symbols(classes: list[SymbolClass]) -> None:
-    """Symbols are unique across the whole language and never look like a special token."""
+    """Symbols are unique across the whole language, told apart by what a reader sees, and never
+    look like a special token. Names are NFC-normalised when read (an accented letter typed
+    either way is one symbol); names that differ only by invisible format characters (zero-width
+    space or joiner, ...) would print alike everywhere, so they are refused."""
     owner: dict[str, str] = {}
+    by_look: dict[str, str] = {}
     for cls in classes:
         for symbol in cls.variants:
-            if symbol.startswith("[") and symbol.endswith("]"):
+            look = _visible(symbol)
+            if not look:
+                raise DhwtError(f"symbol {symbol!r} of class {cls.name!r} has no visible "
+                                "character; give it a name one can read")
+            if look.startswith("[") and look.endswith("]"):
                 raise DhwtError(f"symbol {symbol!r} of class {cls.name!r} looks like a special "
                                 "token; bracketed names like [MASK] are reserved")
             if symbol in owner:
                 other = owner[symbol]
                 place = (f"class {other!r}" if other == cls.name
                          else f"classes {other!r} and {cls.name!r}")
-                raise DhwtError(f"duplicate symbol {symbol!r} in {place}: symbols must be unique")
-            owner[symbol] = cls.name
+                raise DhwtError(f"duplicate symbol {symbol!r} in {place}: symbols must be unique "
+                                "(compared after Unicode NFC normalisation)")
+            if look in by_look:
+                twin = by_look[look]
+                hidden = sorted({ch for ch in twin + symbol if unicodedata.category(ch) == "Cf"})
+                names = ", ".join(f"U+{ord(ch):04X} {unicodedata.name(ch, '')}".rstrip()
+                                  for ch in hidden)
+                raise DhwtError(f"symbols {twin!r} (class {owner[twin]!r}) and {symbol!r} (class "
+                                f"{cls.name!r}) differ only by invisible characters ({names}); "
+                                "give them visibly different names")
+            owner[symbol], by_look[look] = cls.name, symbol
+
+
+def _visible(name: str) -> str:
+    """`name` without its invisible format characters (Unicode category Cf); whitespace is
+    refused in names before this (checks.need_str)."""
+    return "".join(ch for ch in name if unicodedata.category(ch) != "Cf")

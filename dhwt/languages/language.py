@@ -7,6 +7,8 @@ be masked (MLM) is a property of the class at that position.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import cached_property
 
@@ -92,7 +94,8 @@ def load_language(name_or_path: str, overrides: dict[str, object] | None = None)
     """A language from a built-in spec name (`parity`, ...) or a TOML path, with dotted-key
     overrides (as from `--set`) applied before validation. Every problem is a DhwtError."""
     default_name, raw = read_spec(name_or_path)
-    spec = apply_overrides(raw, overrides or {})
+    overrides = overrides or {}
+    spec = _described(raw, apply_overrides(raw, overrides), overrides)
     family = spec.get("family")
     if not isinstance(family, str) or family not in FAMILIES:
         raise DhwtError(f"the spec's 'family' is {family!r}; choose one of {', '.join(FAMILIES)}")
@@ -105,6 +108,25 @@ def load_language(name_or_path: str, overrides: dict[str, object] | None = None)
     language = Language(name, resolved, tuple(classes), strings, probs)
     _check_maskable(language)
     return language
+
+
+def _described(raw: dict, spec: dict, overrides: Mapping[str, object]) -> dict:
+    """`spec` with its description marked when overrides changed what the spec says (beyond
+    name and description): the spec's author described the spec as written, not as overridden
+    (parity's says 0.5/0.5 whatever classes.1.skew is set to). A description set by the
+    overrides themselves is kept as given."""
+    if (not isinstance(raw.get("description"), str) or "description" in overrides
+            or _content(spec) == _content(raw)):
+        return spec
+    changed = ", ".join(f"{key}={json.dumps(value, ensure_ascii=False)}"
+                        for key, value in _content(overrides).items())
+    return {**spec, "description": f"{raw['description']} (said of the spec before "
+                                   f"overriding {changed})"}
+
+
+def _content(table: Mapping[str, object]) -> dict[str, object]:
+    """What a spec (or its overrides) says about the language: all but name and description."""
+    return {key: value for key, value in table.items() if key not in ("name", "description")}
 
 
 def _check_maskable(language: Language) -> None:
