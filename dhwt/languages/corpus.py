@@ -15,6 +15,7 @@ A corpus' `checksum` (SHA-256 over its split checksums) names it in the token-id
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import os
 import tarfile
@@ -51,10 +52,19 @@ def load_corpus(source: str | Path) -> Corpus:
     if str(source) == WIKITEXT2:
         return load_wikitext2()
     path = Path(source)
+    if not path.exists():
+        close = difflib.get_close_matches(str(source), [WIKITEXT2], n=1)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        raise DhwtError(f"corpus {str(source)!r} is neither {WIKITEXT2} nor an existing path{hint}")
     if path.is_dir() and all((path / f"{s}.txt").is_file() for s in SPLITS):
         raw = {s: (path / f"{s}.txt").read_bytes() for s in SPLITS}
         return _corpus(path.name, raw, f"{path} (train/valid/test.txt, unchecked)")
-    return load_wikitext2(path)
+    found = _wikitext_at(path)
+    if found is None:
+        raise DhwtError(f"no corpus at {path}: expected a folder with train.txt, valid.txt and "
+                        f"test.txt, or WikiText-2 (wiki.train/valid/test.tokens, a {WIKITEXT2}/ "
+                        f"folder of them, or the archive {ARCHIVE})")
+    return found
 
 
 def load_wikitext2(source: str | Path | None = None) -> Corpus:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 
 from dhwt.errors import DhwtError
@@ -130,8 +131,9 @@ class ModelConfig:
                 )
         for name in ("emb_std", "layer_norm_eps"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-                raise DhwtError(f"model {name} must be a positive number, got {value!r}")
+            if (isinstance(value, bool) or not isinstance(value, (int, float))
+                    or not 0 < value < math.inf):
+                raise DhwtError(f"model {name} must be a finite number > 0, got {value!r}")
         for name in ("ff_dropout", "final_norm", "causal", "output_bias", "emb_scale"):
             if not isinstance(getattr(self, name), bool):
                 raise DhwtError(f"model {name} must be true or false, got {getattr(self, name)!r}")

@@ -386,8 +386,15 @@ def _check_int(name: str, value: object, *, low: int) -> None:
 
 def _check_float(name: str, value: object, *, low: float, high: float = math.inf,
                  low_open: bool = False, high_open: bool = False) -> None:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
-        raise DhwtError(f"{name} must be a finite number, got {value!r}")
-    if value < low or (low_open and value == low) or value > high or (high_open and value == high):
-        lo, hi = ("(" if low_open else "["), (")" if high_open else "]")
-        raise DhwtError(f"{name} must be in {lo}{low}, {high}{hi}, got {value}")
+    """DhwtError unless `value` is a finite number within the bounds; the message states the
+    range as allowed (never an infinite bound, which no value may reach)."""
+    finite = (isinstance(value, (int, float)) and not isinstance(value, bool)
+              and math.isfinite(value))
+    if finite and (low < value or (value == low and not low_open)) and (
+            value < high or (value == high and not high_open)):
+        return
+    if math.isinf(high):
+        allowed = f"a finite number {'>' if low_open else '>='} {low:g}"
+    else:
+        allowed = f"in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+    raise DhwtError(f"{name} must be {allowed}, got {value!r}")

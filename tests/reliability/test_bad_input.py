@@ -82,7 +82,8 @@ CASES = {
     "train": [
         (["train", "--data", "{data}", "--seeds", "1,1", "--out", "{run2}"],
          "seeds must be distinct"),
-        (["train", "--data", "{data}", "--lr", "-1", "--out", "{run2}"], "lr must be in (0.0"),
+        (["train", "--data", "{data}", "--lr", "-1", "--out", "{run2}"],
+         "lr must be a finite number > 0, got -1.0"),
         (["train", "--data", "{data}", "--lr", "nan", "--out", "{run2}"],
          "lr must be a finite number"),
         (["train", "--data", "{data}", "--eval-every", "0", "--out", "{run2}"],
@@ -218,7 +219,8 @@ def test_the_console_script_reports_bad_input_the_same_way(place, tmp_path, rund
     """A few cases through the installed `dhwt` script in fresh processes (run concurrently)."""
     cases = [(["fly"], "No such command 'fly'"),
              (["synth", "--grammar", "parity", "--set", "n_bits=0"], "'n_bits' must be an integer"),
-             (["train", "--data", "{data}", "--lr", "-1", "--out", "{run2}"], "lr must be in"),
+             (["train", "--data", "{data}", "--lr", "-1", "--out", "{run2}"],
+              "lr must be a finite number > 0"),
              (["study", "{study_steps.toml}", "--out", "{s}"], "steps must be >= 1")]
     before = rundirs.digest(tmp_path)
     outcomes = console(*([place(a) for a in args] for args, _ in cases), cwd=tmp_path)

@@ -186,3 +186,120 @@ def test_synth_gives_the_small_train_splits_own_bayes_optimum(cli):
 def test_synth_with_most_strings_in_training_adds_nothing(cli):
     code, out, _ = cli(["synth", "--grammar", "parity", "--set", "n_bits=3"])
     assert code == 0 and "train split" not in out
+
+
+# --- 4. a spec's description is not repeated once overrides change the spec -----------------------
+
+def test_synth_marks_a_description_the_overrides_made_untrue(tmp_path, cli):
+    code, out, _ = cli(["synth", "--grammar", "parity", "--set", "n_bits=3", "--set",
+                        "classes.1.skew=0.2", "--out", tmp_path / "d"])
+    assert code == 0
+    description = out.splitlines()[1]
+    assert description.endswith("(said of the spec before overriding n_bits=3, "
+                                "classes.1.skew=0.2)")
+    assert "1a: 0.4  1b: 0.6" in out  # skew t: ((1 - t) / 2, (1 + t) / 2)
+    # the dataset keeps the marked description, once, however often it is read again
+    spec = (tmp_path / "d" / "spec.toml").read_text()
+    assert spec.count("said of the spec before") == 1
+    code, again, _ = cli(["synth", "--grammar", tmp_path / "d" / "spec.toml"])
+    assert code == 0 and again.splitlines()[1] == description
+
+
+@pytest.mark.parametrize("assignments, marked", [
+    ([], False),
+    (["classes.1.skew=0.0", "name=mine"], False),  # nothing the spec says has changed
+    (["n_bits=3", "description=three bits"], False),  # the user's own description
+])
+def test_synth_keeps_a_description_that_still_holds(assignments, marked, cli):
+    args = [a for pair in zip(["--set"] * len(assignments), assignments) for a in pair]
+    code, out, _ = cli(["synth", "--grammar", "parity", *args])
+    assert code == 0 and ("said of the spec before" in out) == marked
+    if "description=three bits" in assignments:
+        assert out.splitlines()[1] == "  three bits"
+
+
+# --- 5. symbol names: NFC, and no twins told apart only by invisible characters --------------------
+
+def _parity_spec(tmp_path: Path, zero: str, one: str) -> Path:
+    """A 2-bit parity spec whose bit classes have the given TOML variant arrays."""
+    path = tmp_path / "spec.toml"
+    path.write_text(f'family = "parity"\nn_bits = 2\n[classes.0]\nvariants = {zero}\n'
+                    f'[classes.1]\nvariants = {one}\n', "utf-8")
+    return path
+
+
+def test_symbol_names_are_nfc_normalised(tmp_path, cli):
+    spec = _parity_spec(tmp_path, '["cafe\\u0301"]', '["1a"]')  # e + combining acute accent
+    code, out, _ = cli(["synth", "--grammar", spec, "--out", tmp_path / "d"])
+    assert code == 0
+    vocab = (tmp_path / "d" / "vocab.json").read_text("utf-8")
+    assert "caf\u00e9" in vocab and "cafe\u0301" not in vocab and "caf\u00e9" in out
+
+
+@pytest.mark.parametrize("zero, one, fragments", [
+    ('["0a", "0a\\u200b"]', '["1a"]',
+     ["symbols '0a' (class '0') and '0a\\u200b' (class '0') differ only by invisible characters",
+      "U+200B ZERO WIDTH SPACE"]),
+    ('["x\\u200dy"]', '["xy\\u2060"]',
+     ["'x\\u200dy' (class '0') and 'xy\\u2060' (class '1')", "U+200D ZERO WIDTH JOINER",
+      "U+2060 WORD JOINER"]),
+    ('["caf\\u00e9", "cafe\\u0301"]', '["1a"]', ["duplicate symbol 'café'", "NFC"]),
+    ('["[MASK]\\u200b"]', '["1a"]', ["looks like a special token"]),
+    ('["\\u200b"]', '["1a"]', ["has no visible character"]),
+    ('["0 a"]', '["1a"]', ["must be a non-empty name without spaces"]),
+])
+def test_names_that_look_alike_are_refused(zero, one, fragments, tmp_path, cli):
+    _refused(cli(["synth", "--grammar", _parity_spec(tmp_path, zero, one)]), *fragments)
+    assert list(tmp_path.iterdir()) == [tmp_path / "spec.toml"]
+
+
+# --- 6. options: finite floats, one value per option, corpus names --------------------------------
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--lr", "inf"], "lr must be a finite number > 0, got inf"),
+    (["--lr", "-1"], "lr must be a finite number > 0, got -1.0"),
+    (["--tie-penalty", "inf"], "tie_penalty must be a finite number >= 0, got inf"),
+    (["--config", "{emb_std = inf}"], "model emb_std must be a finite number > 0, got inf"),
+    (["--config", "{lr_min = -1.0}"], "lr_min must be a finite number >= 0, got -1.0"),
+    (["--config", "{beta2 = 1.0}"], "beta2 must be in [0, 1), got 1.0"),
+    (["--seeds", "1", "--seeds", "2"], "Option '--seeds' given 2 times; it holds one value"),
+    (["--lr", "0.1", "--steps", "3", "--lr", "0.1"], "Option '--lr' given 2 times"),
+])
+def test_train_refuses_options_it_cannot_honour(args, fragment, dataset, tmp_path, cli):
+    if args[0] == "--config":
+        (tmp_path / "c.toml").write_text(args[1].strip("{}") + "\n")
+        args = ["--config", tmp_path / "c.toml"]
+    _refused(cli(["train", "--data", dataset, *args, "--out", tmp_path / "run"]), fragment)
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["synth", "-g", "parity", "--grammar", "parity-dh"], "Option '--grammar' / '-g' given 2"),
+    (["knn", "a", "b", "--baseline", "--no-baseline"],
+     "Option '--baseline' / '--no-baseline' given 2 times"),
+    (["verify-theorems", "--seed", "1", "--seed", "1"], "Option '--seed' given 2 times"),
+])
+def test_every_command_refuses_a_repeated_single_valued_option(args, fragment, cli):
+    _refused(cli(args), fragment, f"(see `dhwt {args[0]} --help`)")
+
+
+def test_repeatable_options_still_repeat(cli):
+    code, out, _ = cli(["synth", "-g", "parity", "--set", "n_bits=2", "--set", "n_bits=3"])
+    assert code == 0 and "8 class strings" in out  # 2^3: the later --set wins, by design
+
+
+@pytest.mark.parametrize("corpus, fragments", [
+    ("wikitext2", ["corpus 'wikitext2' is neither wikitext-2 nor an existing path",
+                   "did you mean wikitext-2?"]),
+    ("nothing-like-it", ["corpus 'nothing-like-it' is neither wikitext-2 nor an existing path"]),
+    ("{empty}", ["no corpus at", "train.txt, valid.txt and test.txt", "wiki.train/valid/test"]),
+])
+def test_a_corpus_that_is_not_there_is_named(corpus, fragments, tmp_path, cli, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "empty").mkdir()
+    corpus = corpus.replace("{empty}", str(tmp_path / "empty"))
+    err = _refused(cli(["train", "--corpus", corpus, "--tokenizer", "word", "--seq-len", 4,
+                        "--objective", "clm", "--batch-size", 2, "--out", tmp_path / "run"]),
+                   *fragments)
+    assert "did you mean" not in err or corpus == "wikitext2"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty"]

@@ -44,7 +44,7 @@ def test_defaults_are_the_papers_exor_setting():
     ({"objective": "seq2seq"}, "objective must be one of mlm, clm, got 'seq2seq'"),
     ({"steps": 0}, "steps must be >= 1, got 0"),
     ({"steps": 2.5}, "steps must be an integer, got 2.5"),
-    ({"lr": -1.0}, r"lr must be in \(0.0, inf\], got -1.0"),
+    ({"lr": -1.0}, r"lr must be a finite number > 0, got -1.0"),
     ({"lr": float("nan")}, "lr must be a finite number"),
     ({"dropout": 1.0}, r"dropout must be in \[0, 1\)"),
     ({"activation": "tanh"}, "activation must be one of gelu, relu, got 'tanh'"),
