@@ -7,13 +7,42 @@ Every error a user can cause surfaces as one line `error: <message>` on stderr w
 from __future__ import annotations
 
 import sys
+from collections import Counter
 
 import click
 
-from dhwt.errors import DhwtError
+from dhwt.errors import DhwtError, Interrupted
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class _OnceEach:
+    """Refuses a single-valued option given more than once (click would keep the last silently:
+    `--seeds 1 --seeds 2` would train seed 2 alone). Options that take several values (multiple,
+    count) may repeat; eager ones (--help, --version) act before anything else."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        _, _, order = self.make_parser(ctx).parse_args(args=list(args))  # a dry run: the order
+        counts = Counter(p for p in order if isinstance(p, click.Option) and not p.multiple
+                         and not p.count and not p.is_eager)
+        for option, n in counts.items():
+            if n > 1:
+                names = " / ".join(f"'{name}'" for name in option.opts + option.secondary_opts)
+                raise click.UsageError(f"Option {names} given {n} times; it holds one value: "
+                                       "give it once", ctx)
+        return super().parse_args(ctx, args)
+
+
+class _Command(_OnceEach, click.Command):
+    """A dhwt command (see _OnceEach)."""
+
+
+class _Group(_OnceEach, click.Group):
+    """The dhwt group; its commands are _Command."""
+
+    command_class = _Command
+
+
+@click.group(cls=_Group,
+             context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="dhwt")
 @click.option("--debug", is_flag=True, help="Show full tracebacks instead of one-line errors.")
 @click.pass_context
@@ -50,7 +79,9 @@ def cli(ctx: click.Context, debug: bool) -> None:
               help="Share of class strings held out for testing (at least one if > 0).")
 @click.option("--seed", type=int, default=14, show_default=True,
               help="Seed of the shuffle that assigns class strings to splits.")
-@click.option("--overwrite", is_flag=True, help="Replace --out if it exists and is not empty.")
+@click.option("--overwrite", is_flag=True,
+              help="Replace --out if it is a dataset dhwt made (never a folder of yours, the "
+                   "working directory or one holding the grammar).")
 def synth_cmd(grammar: str, assignments: tuple[str, ...], out: str | None,
               valid_fraction: float, test_fraction: float, seed: int, overwrite: bool) -> None:
     """Build a synthetic language with its exact ground truth, and print a summary.
@@ -155,7 +186,9 @@ class _BatchSize(click.ParamType):
                    "directory, as flags are.")
 @click.option("--out", required=True, metavar="RUN_DIR", type=click.Path(file_okay=False),
               help="The run directory to create (or continue with --resume).")
-@click.option("--overwrite", is_flag=True, help="Replace RUN_DIR if it exists.")
+@click.option("--overwrite", is_flag=True,
+              help="Replace RUN_DIR if it is a run dhwt made and holds none of this command's "
+                   "inputs.")
 @click.option("--resume", is_flag=True,
               help="Continue RUN_DIR from its newest checkpoint, bit for bit.")
 def train_cmd(config_file: str | None, out: str, overwrite: bool, resume: bool,
@@ -185,7 +218,16 @@ def train_cmd(config_file: str | None, out: str, overwrite: bool, resume: bool,
 
     A killed or interrupted run continues with `--out RUN_DIR --resume` and ends exactly as an
     uninterrupted one would (on the CPU); flags given with --resume may repeat the run's values,
-    not change them, except --device.
+    not change them, except --device, and --steps M beyond the run's steps, which extends a
+    run (finished or not) to M steps. Over an extension the constant and periodic-cosine lr
+    schedules go on as in a run of M steps from the start; cosine (one decay over the run) is
+    recomputed for M steps, so its lr rises again at the resume step. A finished run resumed
+    without a larger --steps is left untouched.
+
+    --overwrite replaces only a run directory that dhwt made (it holds a .dhwt marker) and that
+    holds none of the command's inputs; never the working directory or an ancestor of it. While
+    a run is written its directory is locked: a second `dhwt train` on it (fresh or --resume) is
+    refused.
     """
     from dhwt.training.command import train_command
 
@@ -193,8 +235,21 @@ def train_cmd(config_file: str | None, out: str, overwrite: bool, resume: bool,
     result = train_command(given, config_file=config_file, out=out, overwrite=overwrite,
                            resume=resume)
     if result is not None:  # None on the processes of a torchrun launch that do not write
-        click.echo(f"trained {result.step} steps in {result.seconds:.1f} s; run directory: "
-                   f"{result.run_dir} (see report.md)")
+        click.echo(_trained(result, resume))
+
+
+def _trained(result, resume: bool) -> str:  # noqa: ANN001 (a RunResult, imported lazily)
+    """What `dhwt train` did, in one line."""
+    where = f"run directory: {result.run_dir} (see report.md)"
+    if not resume:
+        return f"trained {result.step} steps in {result.seconds:.1f} s; {where}"
+    if not result.touched:
+        return (f"{result.run_dir} is already trained to step {result.step}; nothing to do (to "
+                f"train on, --resume --steps M with M > {result.step})")
+    if result.start == result.step:
+        return f"training had reached step {result.step}; wrote its report; {where}"
+    return (f"resumed at step {result.start} and trained to step {result.step} "
+            f"({result.step - result.start} steps) in {result.seconds:.1f} s; {where}")
 
 
 @cli.command("verify-theorems", context_settings={"max_content_width": 100})
@@ -232,7 +287,8 @@ def verify_theorems_cmd(full: bool, only: str | None, seed: int) -> int:
               help="Study directory: study.toml, data/ (grammar studies), runs/NAME/, "
                    "analysis/NAME/ (text studies), figures/, report.md.")
 @click.option("--overwrite", is_flag=True,
-              help="Replace an existing study directory instead of continuing it.")
+              help="Replace an existing study directory instead of continuing it (only a study "
+                   "dhwt made that holds none of the study's inputs).")
 def study_cmd(study_file: str, out: str, overwrite: bool) -> None:
     """Run a whole study: build the dataset, train every run, analyse, report.
 
@@ -288,9 +344,10 @@ def study_cmd(study_file: str, out: str, overwrite: bool) -> None:
                    "match with its chance level, and the DH diagnostic of untied members), cka "
                    "(linear CKA), procrustes (relative error after orthogonal alignment), "
                    "mutual-knn (cosine overlap); none to skip.")
-@click.option("--k", type=int, default=10, show_default=True,
+@click.option("--k", type=int,
               help="Neighbours per token for KNN match (self excluded). Skipped when the "
-                   "vocabulary is not larger than k.")
+                   "vocabulary is not larger than k.  [default: 10, capped at (tokens - 1) // 2 "
+                   "for small vocabularies]")
 @click.option("--metric", type=click.Choice(["ip", "cos", "l2"]), default="ip", show_default=True,
               help="KNN neighbours by raw inner product (the reference study's), cosine or "
                    "Euclidean distance.")
@@ -343,8 +400,9 @@ def analyze_cmd(run_dirs: tuple[str, ...], out: str, pairs: str | None, measure:
 @cli.command("knn", context_settings={"max_content_width": 100})
 @click.argument("a_spec", metavar="A")
 @click.argument("b_spec", metavar="B")
-@click.option("--k", type=int, default=10, show_default=True,
-              help="Neighbours per token (self excluded); below the number of tokens.")
+@click.option("--k", type=int,
+              help="Neighbours per token (self excluded); below the number of tokens.  "
+                   "[default: 10, capped at (tokens - 1) // 2 for small vocabularies]")
 @click.option("--metric", type=click.Choice(["ip", "cos", "l2"]), default="ip",
               show_default=True,
               help="Raw inner product (the reference study's), cosine, or Euclidean distance.")
@@ -405,9 +463,15 @@ def main(argv: list[str] | None = None) -> None:
             raise
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
-    except (click.exceptions.Abort, KeyboardInterrupt):
-        click.echo("error: interrupted; `dhwt train --resume` and `dhwt study` continue from the "
-                   "last checkpoint", err=True)
+    except (click.exceptions.Abort, KeyboardInterrupt) as exc:
+        cause = exc if isinstance(exc, Interrupted) else exc.__cause__
+        if isinstance(cause, Interrupted):  # the command says what it kept
+            message = str(cause)
+        elif _command_of(args).strip() in ("synth", "train"):
+            message = "interrupted; nothing was written"  # before a run could keep anything
+        else:
+            message = "interrupted"
+        click.echo(f"error: {message}", err=True)
         sys.exit(130)
     except OSError as exc:  # a full disk or a path that cannot be written: say which, briefly
         if debug:

@@ -12,6 +12,11 @@ class DhwtError(Exception):
     """Bad input or an impossible request: a message meant for the user, never a bug."""
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGINT) during work that kept something: a KeyboardInterrupt whose message says
+    what was kept and how to go on. The CLI prints it as `error: <message>`, exit code 130."""
+
+
 def brief(items: Iterable[object], show: Callable[[object], str] = repr,
           limit: int = SHOWN) -> str:
     """The first `limit` items joined by ', ', then '... (N in all)' when there are more: a

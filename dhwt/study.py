@@ -46,11 +46,13 @@ from __future__ import annotations
 
 import shutil
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from dhwt.errors import DhwtError
-from dhwt.languages import load_language, load_task, write_dataset
+from dhwt.directories import Lock, create, lock
+from dhwt.errors import DhwtError, Interrupted, brief
+from dhwt.languages import Language, load_language, load_task, write_dataset
 from dhwt.languages.spec import builtin_names
 from dhwt.training import run_dir as layout
 from dhwt.training.checkpoint import atomic_write_bytes, common_step, list_checkpoints
@@ -60,6 +62,7 @@ from dhwt.training.device import resolve_device
 from dhwt.training.group import group_key
 from dhwt.training.trainer import train, train_group
 
+STUDY_FILE = "study.toml"
 SECTIONS = {"study", "data", "train", "runs", "analysis"}
 DATA_KEYS = {"grammar", "set", "valid_fraction", "test_fraction", "split_seed"}
 TEXT_KEYS = {"corpus", "tokenizer", "seq_len", "eval_windows", "data"}
@@ -80,6 +83,7 @@ class Study:
     measure: str
     text: str
     group: bool = True
+    path: Path | None = None
 
 
 def load_study(path: str | Path) -> Study:
@@ -182,40 +186,61 @@ def load_study(path: str | Path) -> Study:
         measure=measure,
         text=text,
         group=head.get("group", True),
+        path=path,
     )
 
 
 def run_study(study: Study, out: str | Path, *, overwrite: bool = False) -> Path:
-    """Run (or continue) `study` into `out`; return the report's path."""
-    from dhwt.report.runs_report import write_runs_report
-
+    """Run (or continue) `study` into `out`; return the report's path. The whole study is
+    checked before anything is written, and `out` is locked while the study writes it
+    (dhwt.directories: a second `dhwt study` on it is refused; `overwrite` replaces only a dhwt
+    study directory that holds none of the study's inputs)."""
     out = Path(out)
     text = "corpus" in study.data
     language = None if text else load_language(study.data["grammar"],
                                                 _dotted(study.data.get("set", {})))
+    inputs: list[object] = [study.path, *(study.data.get(k) for k in ("grammar", "corpus", "data"))]
     for name, config in study.runs:  # a missing GPU or source stops it before anything is written
         resolve_device(config.device)
         source = _source(config.init_from, out)  # outside out: made by no run of this study
-        if source is not None and not source.is_relative_to(out.resolve()) and not source.is_dir():
-            raise DhwtError(f"run {name!r} starts from {source}, which does not exist (init_from "
-                            f"{config.init_from!r}; a relative path is taken from --out {out})")
-    _claim(out, study, overwrite)
+        if source is not None and not source.is_relative_to(out.resolve()):
+            if not source.is_dir():
+                raise DhwtError(f"run {name!r} starts from {source}, which does not exist "
+                                f"(init_from {config.init_from!r}; a relative path is taken "
+                                f"from --out {out})")
+            inputs.append(source)
+    if language is not None:
+        _check_pairs(study, language.vocab(study.runs[0][1].objective))
+    inputs = [p for p in inputs if p is not None and Path(str(p)).exists()]
+    with _claim(out, study, overwrite, inputs):
+        try:
+            return _run_claimed(study, out, language)
+        except KeyboardInterrupt:
+            raise Interrupted(f"interrupted; the same `dhwt study` command continues {out} "
+                              "(finished runs are kept, interrupted ones resume from their last "
+                              "checkpoint)") from None
+
+
+def _run_claimed(study: Study, out: Path, language: Language | None) -> Path:
+    """Run `study` in its claimed (locked) directory `out`; the report's path."""
+    from dhwt.report.runs_report import write_runs_report
+
+    text = language is None
     data_dir = out / layout.DATA
     if language is not None and not data_dir.is_dir():
-        write_dataset(language, data_dir,
-                      valid_fraction=study.data.get("valid_fraction", 0.1),
-                      test_fraction=study.data.get("test_fraction", 0.0),
-                      seed=study.data.get("split_seed", 14))
+        write_dataset(language, data_dir, **_splits(study))
     pending = []
     for name, config in study.runs:
-        config = _run_config(config, name, out, None if text else data_dir)
+        config = _run_config(config, name, out, None if text else data_dir, _splits(study))
         run_dir = out / "runs" / name
         run_dir.parent.mkdir(exist_ok=True)
         if (run_dir / layout.REPORT).is_file():  # written last: the run is finished
             continue
         resume = bool(list_checkpoints(run_dir / layout.CHECKPOINTS))
-        if run_dir.exists() and not resume:
-            shutil.rmtree(run_dir)  # created but killed before its first checkpoint
+        if run_dir.exists() and not resume:  # created but killed before its first checkpoint
+            layout.refuse_existing(run_dir, overwrite=True)  # dhwt's own run, nothing else
+            with lock(run_dir, f"run directory {run_dir}"):
+                shutil.rmtree(run_dir)
         pending.append(_Pending(config, run_dir, resume))
     for group in _groups(pending) if study.group else [[p] for p in pending]:
         config = group[0].config
@@ -268,13 +293,33 @@ def _groups(pending: list[_Pending]) -> list[list[_Pending]]:
     return result
 
 
-def _run_config(config: TrainConfig, name: str, out: Path, data_dir: Path | None) -> TrainConfig:
-    """A run's config as trained: the study's dataset directory (grammar studies) and
-    init_from resolved (the name of an earlier run -> its directory under out/runs; a relative
-    path -> taken from out)."""
+def _splits(study: Study) -> dict[str, object]:
+    """How a grammar study splits its dataset (the [data] keys, else the study defaults)."""
+    return {"valid_fraction": study.data.get("valid_fraction", 0.1),
+            "test_fraction": study.data.get("test_fraction", 0.0),
+            "seed": study.data.get("split_seed", 14)}
+
+
+def _check_pairs(study: Study, vocab: Sequence[str]) -> None:
+    """DhwtError naming an [analysis] pair's symbol that the language does not have."""
+    for pair in study.pairs or ():
+        unknown = [s for s in pair if s not in vocab]
+        if unknown:
+            raise DhwtError(f"study file {study.path}: [analysis] pair {list(pair)} names "
+                            f"{unknown[0]!r}, which is not a symbol of the language "
+                            f"({brief(vocab)})")
+
+
+def _run_config(config: TrainConfig, name: str, out: Path, data_dir: Path | None,
+                splits: dict[str, object]) -> TrainConfig:
+    """A run's config as trained: the study's dataset directory and its splits (grammar
+    studies), and init_from resolved (the name of an earlier run -> its directory under
+    out/runs; a relative path -> taken from out)."""
     values = config.to_dict()
     if data_dir is not None:
         values["data"] = str(data_dir.resolve())
+        values.update(valid_fraction=splits["valid_fraction"],
+                      test_fraction=splits["test_fraction"], split_seed=splits["seed"])
     if config.init_from is not None:
         step = split_init_from(config.init_from)[1]
         values["init_from"] = str(_source(config.init_from, out)) + (
@@ -303,19 +348,21 @@ def _text_report(study: Study, out: Path) -> Path:
     return analyze(dirs, out, similarity=SimilarityOptions(measures="none"))
 
 
-def _claim(out: Path, study: Study, overwrite: bool) -> None:
-    """Make `out` this study's directory: new, the same study continued (perhaps with runs
-    added), or replaced."""
-    marker = out / "study.toml"
-    if out.exists() and overwrite:
-        shutil.rmtree(out)
-    elif out.exists() and not (marker.is_file() and _continues(marker, study.text)):
-        raise DhwtError(f"{out} already exists and does not hold this study; pass --overwrite to "
-                        f"replace it (a study continues with runs added, not with its [data], "
-                        f"[train] or runs changed)")
-    out.mkdir(parents=True, exist_ok=True)
-    if not marker.is_file() or marker.read_text(encoding="utf-8") != study.text:
-        atomic_write_bytes(marker, study.text.encode("utf-8"))
+def _claim(out: Path, study: Study, overwrite: bool, inputs: Sequence[object]) -> Lock:
+    """Make `out` this study's directory and return its lock, held: the same study continued
+    (perhaps with runs added), or a new directory (replacing a dhwt study with `overwrite`)."""
+    marker = out / STUDY_FILE
+    if not overwrite and out.is_dir() and marker.is_file() and _continues(marker, study.text):
+        held = lock(out, f"study directory {out}")
+        if marker.read_text(encoding="utf-8") != study.text:
+            atomic_write_bytes(marker, study.text.encode("utf-8"))
+        return held
+    return create(out, "study", lambda staging: (staging / STUDY_FILE).write_text(
+                      study.text, encoding="utf-8"),
+                  overwrite=overwrite, inputs=inputs,
+                  exists="it does not hold this study; pass --overwrite to replace it (a study "
+                         "continues with runs added, not with its [data], [train] or runs "
+                         "changed)")
 
 
 def _continues(marker: Path, text: str) -> bool:

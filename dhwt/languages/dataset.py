@@ -7,20 +7,20 @@
                  time a string is served, as in the paper.
     truth.json   exact ground truth per objective: relations, distances, DH verdicts, Bayes optima
 
-Written atomically: into a temporary directory beside DIR, renamed into place when complete.
+Written atomically: into a temporary directory beside DIR, renamed into place when complete
+(dhwt.directories, which also says what --overwrite may replace).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 import zipfile
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
 
+from dhwt.directories import check_target, create
 from dhwt.errors import DhwtError
 from dhwt.languages.language import OBJECTIVES, Language, load_language
 from dhwt.languages.splits import SPLITS, make_splits
@@ -28,28 +28,22 @@ from dhwt.languages.tomlwrite import dumps
 from dhwt.languages.truth import GroundTruth, compute_truth
 
 FILES = ("spec.toml", "vocab.json", "strings.npz", "truth.json")
+EXISTS = "pass --overwrite to replace it"
 
 
 def write_dataset(language: Language, out_dir: str | Path, *, valid_fraction: float = 0.1,
                   test_fraction: float = 0.1, seed: int = 14, overwrite: bool = False,
+                  inputs: Iterable[object] = (),
                   truths: dict[str, GroundTruth] | None = None) -> None:
     """Write the dataset directory of `language` (splits by class string, seeded). An existing
-    non-empty `out_dir` is refused unless `overwrite`. `truths` ({objective: GroundTruth}) may
-    pass ground truth already computed; it is computed otherwise."""
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise DhwtError(f"--out {str(out)!r} exists and is not a directory")
-    if out.is_dir() and any(out.iterdir()) and not overwrite:
-        raise DhwtError(f"--out {str(out)!r} exists and is not empty; pass --overwrite to "
-                        "replace it")
+    non-empty `out_dir` is refused unless `overwrite` and dhwt made it as a dataset holding none
+    of `inputs` (the paths the command reads; dhwt.directories). `truths` ({objective:
+    GroundTruth}) may pass ground truth already computed; it is computed otherwise."""
+    check_target(Path(out_dir), "dataset", overwrite=overwrite, inputs=inputs, exists=EXISTS)
     split = make_splits(len(language.probs), valid_fraction, test_fraction, seed)
     truths = truths or {objective: compute_truth(language, objective) for objective in OBJECTIVES}
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes it private; a dataset is an ordinary folder
-    try:
+
+    def fill(tmp: Path) -> None:
         (tmp / "spec.toml").write_text(dumps(language.spec), "utf-8")
         _write_json(tmp / "vocab.json", _vocab_json(language))
         np.savez(tmp / "strings.npz", classes=language.strings.astype(np.int16),
@@ -60,10 +54,9 @@ def write_dataset(language: Language, out_dir: str | Path, *, valid_fraction: fl
                    "split_seed": seed,
                    "objectives": {obj: truths[obj].to_json() for obj in OBJECTIVES}}
         _write_json(tmp / "truth.json", summary)
-        _move_into_place(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+
+    create(Path(out_dir), "dataset", fill, overwrite=overwrite, inputs=inputs,
+           exists=EXISTS).release()
 
 
 def read_dataset(dataset_dir: str | Path) -> tuple[Language, np.ndarray]:
@@ -115,14 +108,3 @@ def _json_text(value: object, depth: int = 0) -> str:
         return "{\n" + ",\n".join(items) + f"\n{pad}}}"
     items = [f"{inner}{_json_text(v, depth + 1)}" for v in value]
     return "[\n" + ",\n".join(items) + f"\n{pad}]"
-
-
-def _move_into_place(tmp: Path, out: Path) -> None:
-    """Rename the finished temporary directory to `out`, replacing an old one if present."""
-    if not out.exists():
-        os.replace(tmp, out)
-        return
-    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
-    os.replace(out, old / out.name)
-    os.replace(tmp, out)
-    shutil.rmtree(old, ignore_errors=True)

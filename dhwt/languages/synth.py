@@ -6,10 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from dhwt.languages.dataset import write_dataset
+from dhwt.directories import check_target
+from dhwt.languages.dataset import EXISTS, write_dataset
 from dhwt.languages.language import OBJECTIVES, load_language
 from dhwt.languages.spec import parse_assignments
-from dhwt.languages.splits import SPLITS, check_split_options, make_splits
+from dhwt.languages.splits import SPLITS, check_split_options, make_splits, train_strings
 from dhwt.languages.summary import format_summary
 from dhwt.languages.truth import compute_truth
 
@@ -20,15 +21,19 @@ def synth(grammar: str, assignments: Sequence[str] = (), out: str | Path | None 
     """Summary text of the grammar (a built-in name or a TOML path) with `KEY=VALUE`
     assignments applied; with `out`, the dataset is written there too."""
     check_split_options(valid_fraction, test_fraction, seed)  # even when nothing is written
+    inputs = [grammar] if Path(grammar).is_file() else []
+    if out is not None:
+        check_target(Path(out), "dataset", overwrite=overwrite, inputs=inputs, exists=EXISTS)
     language = load_language(grammar, parse_assignments(assignments))
     split = None if out is None else make_splits(len(language.probs), valid_fraction,
                                                  test_fraction, seed)
     truths = {objective: compute_truth(language, objective) for objective in OBJECTIVES}
-    summary = format_summary(language, truths)
+    summary = format_summary(language, truths, train_strings(len(language.probs), valid_fraction,
+                                                             test_fraction, seed))
     if split is None:
         return f"{summary}\n(no --out given: nothing written)"
     write_dataset(language, out, valid_fraction=valid_fraction, test_fraction=test_fraction,
-                  seed=seed, overwrite=overwrite, truths=truths)
+                  seed=seed, overwrite=overwrite, inputs=inputs, truths=truths)
     sizes = ", ".join(f"{name} {int((split == i).sum())}" for i, name in enumerate(SPLITS))
     return f"{summary}\nwrote {out}: spec.toml, vocab.json, strings.npz, truth.json " \
            f"(strings: {sizes}; seed {seed})"

@@ -19,6 +19,7 @@ and is the only one to write (dhwt.training.distributed).
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from pathlib import Path
 
 from dhwt.errors import DhwtError
@@ -37,7 +38,8 @@ def train_command(options: dict[str, object], *, config_file: str | None, out: s
     run_dir = Path(out)
     config = _resolve_config(options, config_file, run_dir, overwrite, resume)
     with launch(config.device) as parallel:  # its backend follows the device
-        result = _train_command(config, run_dir, overwrite, resume, parallel)
+        result = _train_command(config, run_dir, overwrite, resume, parallel,
+                                inputs=(config_file, *_inputs(config)))
     return result if parallel.writes else None
 
 
@@ -70,14 +72,14 @@ def _resolve_config(options: dict[str, object], config_file: str | None, run_dir
 
 
 def _train_command(config: TrainConfig, run_dir: Path, overwrite: bool, resume: bool,
-                   parallel: Parallel) -> RunResult:
+                   parallel: Parallel, inputs: tuple[object, ...]) -> RunResult:
     resolve_device(config.device, parallel.local_rank, parallel.world_size)  # before any write
     if resume:
         return train(config, run_task(config, run_dir), run_dir, resume=True, parallel=parallel)
-    layout.refuse_existing(run_dir, overwrite)
+    layout.refuse_existing(run_dir, overwrite, inputs)
     if config.grammar is None:
         return train(config, run_task(config, run_dir), run_dir, overwrite=overwrite,
-                     parallel=parallel)
+                     inputs=inputs, parallel=parallel)
 
     def build(staging: Path) -> None:
         write_dataset(load_language(config.grammar), staging / layout.DATA,
@@ -85,9 +87,20 @@ def _train_command(config: TrainConfig, run_dir: Path, overwrite: bool, resume: 
                       seed=config.split_seed)
         Trainer([(config, run_dir)], load_task(staging / layout.DATA, config.objective), parallel)
 
-    parallel.on_writer(lambda: layout.create_run_dir(run_dir, config.to_toml(),
-                                                     overwrite=overwrite, fill=build))
-    return Trainer([(config, run_dir)], run_task(config, run_dir), parallel).run(resume=False)[0]
+    held = parallel.on_writer(lambda: layout.create_run_dir(
+        run_dir, config.to_toml(), overwrite=overwrite, inputs=inputs, fill=build))
+    with held if held is not None else nullcontext():
+        return Trainer([(config, run_dir)], run_task(config, run_dir), parallel).run(
+            resume=False)[0]
+
+
+def _inputs(config: TrainConfig) -> list[object]:
+    """The paths a run reads (its data, grammar file, corpus, init_from run), which --overwrite
+    must never delete."""
+    paths: list[object] = [config.data, config.corpus, config.grammar]
+    if config.init_from is not None:
+        paths.append(split_init_from(config.init_from)[0])
+    return [p for p in paths if p is not None and Path(str(p)).exists()]
 
 
 def run_task(config: TrainConfig, run_dir: Path) -> Task:

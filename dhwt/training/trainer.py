@@ -65,20 +65,22 @@ import os
 import random
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from contextlib import ExitStack, nullcontext
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import torch
 from tqdm import tqdm
 
-from dhwt.errors import DhwtError
+from dhwt.directories import Lock, lock
+from dhwt.errors import DhwtError, Interrupted
 from dhwt.languages import Batch, Task
 from dhwt.models import ModelConfig, build_model
 from dhwt.models.init import member_generator
 from dhwt.training import run_dir as layout
 from dhwt.training.checkpoint import (atomic_write_bytes, checkpoint_path, checkpoint_step,
-                                      common_step, cpu_copy, latest_checkpoint,
+                                      common_step, cpu_copy, latest_checkpoint, list_checkpoints,
                                       remove_stray_temporaries, save_checkpoint)
 from dhwt.training.config import TrainConfig
 from dhwt.training.device import resolve_device
@@ -112,37 +114,59 @@ class _Run:
     last_checkpoint: Path | None = None
 
 
+#: Config fields a resume may raise (an extension: `--resume --steps M`).
+EXTENDABLE = ("steps",)
+
+
 @dataclass(frozen=True)
 class RunResult:
-    """What a finished run left: its directory, final step, last evaluation and checkpoint."""
+    """What a finished run left: its directory, final step, last evaluation and checkpoint, and
+    the step this call started from (0 fresh; the checkpoint's on resume); `touched` is False
+    for a finished run that a resume left as it was."""
 
     run_dir: Path
     step: int
     final_metrics: list[dict[str, object]]
     checkpoint: Path
     seconds: float
+    start: int = 0
+    touched: bool = True
 
 
 def train(config: TrainConfig, task: Task, run_dir: str | Path, resume: bool = False, *,
-          overwrite: bool = False, parallel: Parallel = SINGLE) -> RunResult:
+          overwrite: bool = False, inputs: Sequence[object] = (),
+          parallel: Parallel = SINGLE) -> RunResult:
     """Train `config.seeds` on `task` into `run_dir`; return when `config.steps` are done.
 
-    Fresh (resume=False): `run_dir` must not exist (or `overwrite`); it is created with
-    config.toml before any training. resume=True: continue `run_dir` from its newest checkpoint;
-    `config` must equal the run's config.toml. A damaged newest checkpoint is an error naming the
-    previous one (see dhwt.training.checkpoint). `parallel`: this process's place in a torchrun
-    launch (dhwt.training.distributed); only rank 0 writes.
+    Fresh (resume=False): `run_dir` must not exist (or, with `overwrite`, be a dhwt run that
+    holds none of `inputs`, the paths the command reads); it is created with config.toml before
+    any training. resume=True: continue `run_dir` from its newest checkpoint; `config` must equal
+    the run's config.toml, but may raise `steps` (the run is extended; see
+    dhwt.training.lr for what each lr schedule does then). A finished run is left untouched. A
+    damaged newest checkpoint is an error naming the previous one (see
+    dhwt.training.checkpoint). Either way the run directory is locked while this writes
+    (dhwt.directories), so a second writer is refused. `parallel`: this process's place in a
+    torchrun launch (dhwt.training.distributed); only rank 0 writes.
     """
     run_dir = Path(run_dir)
     if resume and overwrite:
         raise DhwtError("--resume continues a run and --overwrite replaces it; give only one")
     if resume:
-        check_resumable(run_dir, config)
-        return Trainer([(config, run_dir)], task, parallel).run(resume=True)[0]
-    trainer = parallel.on_writer(lambda: layout.create_run_dir(
-        run_dir, config.to_toml(), overwrite=overwrite,
+        saved = check_resumable(run_dir, config)
+        with _held(parallel.on_writer(lambda: lock(run_dir, f"run directory {run_dir}"))):
+            done = _finished(run_dir, saved)
+            if done is not None and config.steps == saved.steps:
+                return done
+            if config.steps != saved.steps:
+                parallel.on_writer(lambda: atomic_write_bytes(
+                    run_dir / layout.CONFIG, replace(saved, steps=config.steps).to_toml().encode()))
+            return Trainer([(config, run_dir)], task, parallel).run(resume=True)[0]
+    held = parallel.on_writer(lambda: layout.create_run_dir(
+        run_dir, config.to_toml(), overwrite=overwrite, inputs=inputs,
         fill=lambda _: Trainer([(config, run_dir)], task, parallel)))
-    return (trainer or Trainer([(config, run_dir)], task, parallel)).run(resume=False)[0]
+    with _held(held):
+        return (held.value if held else Trainer([(config, run_dir)], task, parallel)).run(
+            resume=False)[0]
 
 
 def train_group(runs: Sequence[tuple[TrainConfig, str | Path]], task: Task,
@@ -158,29 +182,62 @@ def train_group(runs: Sequence[tuple[TrainConfig, str | Path]], task: Task,
         raise DhwtError("runs trained as one ensemble must agree on everything but "
                         f"{' and '.join(PER_RUN)}, start from their own seeds (no init_from) and "
                         "vary all weights")
-    if resume:
+    with ExitStack() as stack:
+        if resume:
+            for config, run_dir in runs:
+                if check_resumable(run_dir, config).steps != config.steps:
+                    raise DhwtError(f"cannot extend {run_dir} as part of a group; resume it on "
+                                    "its own with --steps")
+                stack.enter_context(lock(run_dir, f"run directory {run_dir}"))
+            return Trainer(runs, task).run(resume=True)
+        for _, run_dir in runs:
+            layout.refuse_existing(run_dir, overwrite=False)
+        trainer = Trainer(runs, task)
         for config, run_dir in runs:
-            check_resumable(run_dir, config)
-        return Trainer(runs, task).run(resume=True)
-    for _, run_dir in runs:
-        layout.refuse_existing(run_dir, overwrite=False)
-    trainer = Trainer(runs, task)
-    for config, run_dir in runs:
-        layout.create_run_dir(run_dir, config.to_toml())
-    return trainer.run(resume=False)
+            stack.enter_context(layout.create_run_dir(run_dir, config.to_toml()))
+        return trainer.run(resume=False)
 
 
-def check_resumable(run_dir: Path, config: TrainConfig) -> None:
-    """DhwtError unless `run_dir` is a run whose config.toml equals `config` in every field but
-    where it runs (TrainConfig.identity)."""
+def check_resumable(run_dir: Path, config: TrainConfig) -> TrainConfig:
+    """The run's saved config; DhwtError unless `run_dir` is a run whose config.toml equals
+    `config` in every field but where it runs (TrainConfig.identity) and steps, which may only
+    grow (an extension)."""
     saved_path = run_dir / layout.CONFIG
     if not saved_path.is_file():
         raise DhwtError(f"cannot resume {run_dir}: it has no {layout.CONFIG} (not a run directory)")
-    saved = TrainConfig.from_toml(saved_path).identity()
-    for key, value in config.identity().items():
-        if saved[key] != value:
+    saved = TrainConfig.from_toml(saved_path)
+    if config.steps < saved.steps:
+        raise DhwtError(f"cannot resume {run_dir} with steps = {config.steps}: the run is "
+                        f"configured for {saved.steps} steps, and --steps may extend it, not "
+                        "shorten it")
+    wanted, have = _identity(config), _identity(saved)
+    for key, value in wanted.items():
+        if have[key] != value:
             raise DhwtError(f"cannot resume {run_dir} with {key} = {value!r}: the run was "
-                            f"configured with {saved[key]!r} (see {saved_path})")
+                            f"configured with {have[key]!r} (see {saved_path})")
+    return saved
+
+
+def _identity(config: TrainConfig) -> dict[str, object]:
+    """What a resume must repeat: the config's identity but the fields it may extend."""
+    return {k: v for k, v in config.identity().items() if k not in EXTENDABLE}
+
+
+def _finished(run_dir: Path, saved: TrainConfig) -> RunResult | None:
+    """The result of a run that has finished (its report written after the checkpoint of its
+    last step), read from disk; None if it has not."""
+    checkpoints = list_checkpoints(run_dir / layout.CHECKPOINTS)
+    if not (run_dir / layout.REPORT).is_file() or not checkpoints or \
+            checkpoint_step(checkpoints[-1]) != saved.steps:
+        return None
+    path, _ = latest_checkpoint(run_dir / layout.CHECKPOINTS)  # a damaged one is an error
+    final = [r for r in read_metrics(run_dir / layout.METRICS) if r["step"] == saved.steps]
+    return RunResult(run_dir, saved.steps, final, path, 0.0, start=saved.steps, touched=False)
+
+
+def _held(held: Lock | None) -> Lock | nullcontext:
+    """A lock to hold in a with statement, or nothing (processes of a launch that do not write)."""
+    return held if held is not None else nullcontext()
 
 
 def model_config(config: TrainConfig, task: Task) -> ModelConfig:
@@ -238,9 +295,11 @@ class Trainer:
         started = time.perf_counter()
         try:
             with _torch_settings(self.config.threads, self.device):
-                self._train(resume)
+                start = self._train(resume)
             finals = self.parallel.on_writer(lambda: [self._finish(r) for r in self.runs],
                                              share=True)
+        except KeyboardInterrupt:
+            raise Interrupted(f"interrupted at step {self.step}; {self._go_on()}") from None
         except OSError as exc:
             where = f" ({exc.filename})" if exc.filename else ""
             raise DhwtError(f"cannot write the run directory {self._dirs()} at step {self.step}: "
@@ -249,8 +308,17 @@ class Trainer:
                             "and continue with --resume") from None
         assert finals is not None
         seconds = time.perf_counter() - started
-        return [RunResult(r.run_dir, self.step, final, r.last_checkpoint, seconds)
+        return [RunResult(r.run_dir, self.step, final, r.last_checkpoint, seconds, start)
                 for r, final in zip(self.runs, finals)]
+
+    def _go_on(self) -> str:
+        """How to continue after an interrupt: from the last checkpoint, or afresh if none."""
+        if any(r.last_checkpoint is None for r in self.runs):
+            return (f"no checkpoint was written yet: start {self._dirs()} again with "
+                    "--overwrite")
+        command = ("" if len(self.runs) > 1
+                   else f": `dhwt train --out {self.runs[0].run_dir} --resume`")
+        return f"last checkpoint: {self._last_good()}; resume continues from it{command}"
 
     def _dirs(self) -> str:
         """The run directory, or the group's, for a message."""
@@ -266,7 +334,8 @@ class Trainer:
         return str(oldest) if len(written) == 1 else (
             f"{oldest} (and that step in the group's other runs)")
 
-    def _train(self, resume: bool) -> None:
+    def _train(self, resume: bool) -> int:
+        """Train to config.steps; the step it started from."""
         if resume:
             self._restore()
             for run in self.runs if self.parallel.writes else ():
@@ -275,6 +344,7 @@ class Trainer:
         self.net = self.parallel.wrap(self.model)  # a collective: after every rank has restored
         writers = ([MetricsWriter(r.run_dir / layout.METRICS) for r in self.runs]
                    if self.parallel.writes else None)
+        start = self.step
         try:
             if not resume:
                 if self.parallel.writes and hasattr(self.task, "token_counts"):
@@ -296,6 +366,7 @@ class Trainer:
         finally:
             for writer in writers or ():
                 writer.close()
+        return start
 
     def _finish(self, run: _Run) -> list[dict[str, object]]:
         """Write a run's figure and report (rank 0); its final evaluation's metric lines."""
@@ -470,8 +541,8 @@ class Trainer:
                 raise DhwtError(f"checkpoint {path} has format {state.get('format')!r}; this "
                                 f"dhwt reads format {CHECKPOINT_FORMAT}")
             # read through TrainConfig so fields added since the checkpoint take their defaults
-            if TrainConfig.from_dict(state["config"], str(path)).identity() != \
-                    run.config.identity():
+            if _identity(TrainConfig.from_dict(state["config"], str(path))) != \
+                    _identity(run.config):
                 raise DhwtError(f"checkpoint {path} was written with a different config than "
                                 f"{run.run_dir / layout.CONFIG}")
             run.last_checkpoint = path

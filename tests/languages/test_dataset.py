@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from dhwt.errors import DhwtError
+from dhwt.directories import LOCK, MARKER
 from dhwt.languages import compute_truth, load_language, load_task, write_dataset
 from dhwt.languages.splits import make_splits
 from dhwt.languages.tomlwrite import dumps
@@ -48,7 +49,7 @@ def test_round_trip(tmp_path):
     out = tmp_path / "data"
     write_dataset(language, out, valid_fraction=0.2, test_fraction=0.1, seed=3)
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        ["spec.toml", "vocab.json", "strings.npz", "truth.json"])
+        [MARKER, LOCK, "spec.toml", "vocab.json", "strings.npz", "truth.json"])
     assert [p.name for p in tmp_path.iterdir()] == ["data"]  # no temporary left behind
     assert tomllib.loads((out / "spec.toml").read_text()) == language.spec
     task = load_task(out, "clm")
@@ -73,9 +74,15 @@ def test_existing_output_is_refused_then_replaced_with_overwrite(tmp_path):
     out.mkdir()
     (out / "keep.txt").write_text("mine")
     language = load_language("parity-dh", {"n_bits": 3})
-    with pytest.raises(DhwtError, match="not empty"):
+    with pytest.raises(DhwtError, match="already exists; pass --overwrite"):
         write_dataset(language, out, valid_fraction=0.1, test_fraction=0.1, seed=14)
+    with pytest.raises(DhwtError, match="not made by dhwt"):
+        write_dataset(language, out, valid_fraction=0.1, test_fraction=0.1, seed=14,
+                      overwrite=True)
     assert (out / "keep.txt").read_text() == "mine"
+    (out / "keep.txt").unlink()
+    write_dataset(language, out, valid_fraction=0.1, test_fraction=0.1, seed=14)  # dhwt's own
+    (out / "keep.txt").write_text("stale")
     write_dataset(language, out, valid_fraction=0.1, test_fraction=0.1, seed=14, overwrite=True)
     assert not (out / "keep.txt").exists() and (out / "truth.json").exists()
     assert [p.name for p in tmp_path.iterdir()] == ["data"]
@@ -88,7 +95,7 @@ def test_failed_write_leaves_nothing(tmp_path, monkeypatch):
         raise OSError("disk full")
 
     monkeypatch.setattr(dataset.np, "savez", broken)
-    with pytest.raises(OSError):
+    with pytest.raises(DhwtError, match="cannot create dataset directory .*: disk full"):
         write_dataset(load_language("four-cases"), tmp_path / "data", valid_fraction=0.25,
                       test_fraction=0.25, seed=14)
     assert list(tmp_path.iterdir()) == []

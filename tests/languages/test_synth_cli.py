@@ -133,8 +133,12 @@ def test_existing_output_needs_overwrite(tmp_path, cli):
     (out_dir / "x").write_text("keep")
     code, _, err = cli(["synth", "-g", "parity-dh", "--out", str(out_dir)])
     assert code == 2 and "pass --overwrite" in err and (out_dir / "x").read_text() == "keep"
+    code, _, err = cli(["synth", "-g", "parity-dh", "--out", str(out_dir), "--overwrite"])
+    assert code == 2 and "not made by dhwt" in err and (out_dir / "x").read_text() == "keep"
+    (out_dir / "x").unlink()
+    assert cli(["synth", "-g", "parity", "--out", str(out_dir)])[0] == 0  # dhwt's own now
     code, _, _ = cli(["synth", "-g", "parity-dh", "--out", str(out_dir), "--overwrite"])
-    assert code == 0 and not (out_dir / "x").exists()
+    assert code == 0 and "parity-dh" in (out_dir / "truth.json").read_text()
 
 
 def test_console_script_resolves_builtins_outside_the_checkout(tmp_path, console):

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from dhwt.directories import LOCK
 from dhwt.languages import load_language, write_dataset
 from dhwt.training.checkpoint import list_checkpoints, load_checkpoint
 
@@ -55,9 +56,10 @@ class RunDirs:
 
     @staticmethod
     def files(root: Path) -> dict[str, bytes]:
-        """Every file under `root`, hidden ones too, by relative path."""
-        return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
-                if p.is_file()}
+        """Every file under `root`, hidden ones too, by relative path; a lock file's bytes are
+        those of the process that last held it (its PID), not the run's."""
+        return {str(p.relative_to(root)): b"" if p.name == LOCK else p.read_bytes()
+                for p in sorted(root.rglob("*")) if p.is_file()}
 
     @staticmethod
     def digest(root: Path) -> dict[str, str]:

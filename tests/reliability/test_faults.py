@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from dhwt.directories import LOCK, MARKER
 from dhwt.training.checkpoint import checkpoint_path, latest_checkpoint, list_checkpoints
 
 STEPS = 160
@@ -30,8 +31,9 @@ CHECKPOINT_EVERY = 40
 ARGS = ["--seeds", "1-2", "--steps", STEPS, "--batch-size", 8, "--lr", 0.01,
         "--tie-schedule", "untie@50,tie@110:mean", "--eval-every", 1, "--snapshot-every", 10,
         "--checkpoint-every", CHECKPOINT_EVERY, "--threads", 1]
-INTERRUPTED = ("error: interrupted; `dhwt train --resume` and `dhwt study` continue from the "
-               "last checkpoint\n")
+#: What Ctrl-C prints: the step, the last checkpoint, how to go on.
+INTERRUPTED = re.compile(r"error: interrupted at step (\d+); last checkpoint: (\S+); resume "
+                         r"continues from it: `dhwt train --out (\S+) --resume`\n")
 #: Run in a child: the real CLI, with os.fsync held for 60 s on the temporary file whose name
 #: contains argv[1], so the parent can kill the child in the middle of that atomic write.
 SLOW_WRITE = """
@@ -91,7 +93,7 @@ def _sigkill(proc: subprocess.Popen) -> None:
 def _resume_in_process(cli, run: Path) -> None:
     code, out, err = cli(["train", "--out", run, "--resume"])
     assert (code, err) == (0, ""), err
-    assert f"trained {STEPS} steps" in out
+    assert f"trained to step {STEPS}" in out
 
 
 def _one_error_line(err: str) -> str:
@@ -121,7 +123,9 @@ def test_killed_or_interrupted_at_random_steps_then_resumed_equals_an_uninterrup
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 130 and out == ""
-        assert err.lstrip("\n") == INTERRUPTED  # click first ends the terminal's "^C" line
+        said = INTERRUPTED.fullmatch(err.lstrip("\n"))  # click first ends the "^C" line
+        assert said and Path(said[2]) == latest_checkpoint(run / "checkpoints")[0], err
+        assert Path(said[3]) == run and int(said[1]) >= first
     landed = [(latest_checkpoint(run / "checkpoints")[1]["step"], _progress(run))]
     proc = spawn(["train", "--out", run, "--resume"])
     if trial == 0:
@@ -269,7 +273,7 @@ def test_forced_nan_stops_and_keeps_the_last_good_checkpoint(dataset, tmp_path, 
     lines = rundirs.metric_lines(run)
     assert max(r["step"] for r in lines) <= bad_step
     assert all(math.isfinite(r["loss"]) and math.isfinite(r["gap"]) for r in lines)
-    assert not [p for p in run.rglob(".*")]  # no temporary left
+    assert not [p for p in run.rglob(".*") if p.name not in (MARKER, LOCK)]  # no temporary
     before = rundirs.digest(run / "checkpoints")
     code, _, err = cli(["train", "--out", run, "--resume"])
     assert code == 2 and _one_error_line(err) == message

@@ -140,7 +140,8 @@ def test_existing_run_dir_is_refused_without_overwrite(tmp_path, dataset, cli):
 
 @pytest.mark.parametrize("damage, args, fragment", [
     ("truncate", [], "step_0000020.pt is truncated or corrupt"),
-    (None, ["--steps", "40"], "cannot resume"),
+    (None, ["--lr", "0.01"], "cannot resume"),
+    (None, ["--steps", "10"], "may extend it, not shorten it"),
     (None, ["--config", "x.toml"], "--config is for new runs"),
 ])
 def test_resume_errors_leave_the_run_untouched(damage, args, fragment, tmp_path, dataset, cli):

@@ -9,6 +9,7 @@ import torch
 
 from dhwt.errors import DhwtError
 from dhwt.training.metrics import MetricsWriter, read_metrics, truncate_metrics
+from dhwt.directories import LOCK, MARKER
 from dhwt.training.run_dir import create_run_dir
 from dhwt.analysis.snapshots import read_snapshot
 from dhwt.training.snapshots import remove_snapshots_after, save_snapshot
@@ -57,15 +58,16 @@ def test_run_dir_created_whole_or_not_at_all(tmp_path):
     with pytest.raises(DhwtError, match="dataset is broken"):
         create_run_dir(run, "steps = 1\n", fill=fail)
     assert list(tmp_path.iterdir()) == []
-    assert create_run_dir(run, "steps = 1\n", fill=lambda d: (d / "data").mkdir() or 7) == 7
-    assert sorted(p.name for p in run.iterdir()) == ["checkpoints", "config.toml", "data",
-                                                     "embeddings", "figures"]
+    with create_run_dir(run, "steps = 1\n", fill=lambda d: (d / "data").mkdir() or 7) as held:
+        assert held.value == 7 and held.path == run
+    assert sorted(p.name for p in run.iterdir()) == [MARKER, LOCK, "checkpoints", "config.toml",
+                                                     "data", "embeddings", "figures"]
     with pytest.raises(DhwtError, match="already exists; pass --overwrite"):
         create_run_dir(run, "steps = 2\n")
     with pytest.raises(DhwtError, match="dataset is broken"):
         create_run_dir(run, "steps = 2\n", overwrite=True, fill=fail)
     assert (run / "config.toml").read_text() == "steps = 1\n"  # the old run survives a failure
-    create_run_dir(run, "steps = 2\n", overwrite=True)
+    create_run_dir(run, "steps = 2\n", overwrite=True).release()
     assert (run / "config.toml").read_text() == "steps = 2\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
 
@@ -81,7 +83,7 @@ def test_run_dir_makes_missing_parents_and_removes_them_on_failure(tmp_path):
     with pytest.raises(DhwtError, match="dataset is broken"):
         create_run_dir(deep, "steps = 1\n", fill=fail)
     assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["kept"]
-    create_run_dir(deep, "steps = 1\n")
+    create_run_dir(deep, "steps = 1\n").release()
     assert (deep / "config.toml").read_text() == "steps = 1\n"
     with pytest.raises(DhwtError, match=f"{tmp_path / 'runs' / 'kept'} is not a directory"):
         create_run_dir(tmp_path / "runs" / "kept" / "x" / "run", "steps = 1\n")

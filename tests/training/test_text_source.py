@@ -59,8 +59,10 @@ def test_train_on_a_corpus_folder_reports_full_valid_and_test_perplexity(corpus,
     (["--objective", "mlm"], "objective must be 'clm'"),
 ])
 def test_bad_text_sources_are_one_line_errors(corpus, tmp_path, cli, extra, message):
-    args = ["train", "--corpus", str(corpus), "--tokenizer", "word", "--seq-len", "5", *MODEL,
-            *extra, "--out", str(tmp_path / "run")]
+    given = dict(zip(["--corpus", "--tokenizer", "--seq-len", *MODEL[::2]],
+                     [str(corpus), "word", "5", *MODEL[1::2]]))
+    given.update(zip(extra[::2], extra[1::2]))  # an option is given once: the case's value
+    args = ["train", *[x for pair in given.items() for x in pair], "--out", str(tmp_path / "run")]
     code, out, err = cli(args)
     assert code == 2 and err.startswith("error: ") and message in err and not out, err
     assert err.count("\n") == 1 and not (tmp_path / "run").exists()

@@ -7,6 +7,7 @@ import json
 import pytest
 import torch
 
+from dhwt.directories import LOCK, MARKER
 from dhwt.errors import DhwtError
 from dhwt.languages import load_language, load_task, write_dataset
 from dhwt.models import output
@@ -164,8 +165,9 @@ def test_run_directory_layout_and_report(task, tmp_path):
                          checkpoint_every=10, tie_schedule="untie@10", threads=1)
     result = train(config, task, tmp_path / "run")
     run = tmp_path / "run"
-    assert sorted(p.name for p in run.iterdir()) == ["checkpoints", "config.toml", "embeddings",
-                                                     "figures", "metrics.jsonl", "report.md"]
+    assert sorted(p.name for p in run.iterdir()) == [MARKER, LOCK, "checkpoints", "config.toml",
+                                                     "embeddings", "figures", "metrics.jsonl",
+                                                     "report.md"]
     assert TrainConfig.from_toml(run / "config.toml") == config
     assert [p.name for p in list_checkpoints(run / "checkpoints")] == ["step_0000020.pt",
                                                                        "step_0000030.pt"]
@@ -195,9 +197,13 @@ def test_resume_refuses_a_different_config_and_a_truncated_checkpoint(task, tmp_
     again = train(config, task, tmp_path / "run", resume=True)  # a finished run: nothing to do
     assert again.final_metrics == first.final_metrics and again.step == 20
     assert (tmp_path / "run" / "metrics.jsonl").read_text() == metrics
-    with pytest.raises(DhwtError, match=r"cannot resume .* with steps = 40: the run was configured "
-                                        r"with 20"):
-        train(TrainConfig(steps=40, checkpoint_every=10, threads=1), task, tmp_path / "run",
+    with pytest.raises(DhwtError, match=r"cannot resume .* with lr = 0.1: the run was configured "
+                                        r"with 0.0005"):
+        train(TrainConfig(steps=20, checkpoint_every=10, threads=1, lr=0.1), task,
+              tmp_path / "run", resume=True)
+    with pytest.raises(DhwtError, match=r"cannot resume .* with steps = 10: the run is configured "
+                                        r"for 20 steps, and --steps may extend it, not shorten"):
+        train(TrainConfig(steps=10, checkpoint_every=10, threads=1), task, tmp_path / "run",
               resume=True)
     newest = list_checkpoints(tmp_path / "run" / "checkpoints")[-1]
     newest.write_bytes(newest.read_bytes()[:1000])

@@ -1,0 +1,275 @@
+"""A user's files are never lost: what --overwrite may replace, one writer per directory, and
+what an interrupted or resumed command says it did (dhwt.directories, on a real file system)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dhwt.directories import LOCK, MARKER, kind_of, lock
+from dhwt.training.checkpoint import list_checkpoints, load_checkpoint
+
+STUDY = """[data]
+grammar = "parity"
+set = { n_bits = 3 }
+valid_fraction = 0.0
+[train]
+steps = 4
+eval_every = 2
+snapshot_every = 2
+checkpoint_every = 2
+[[runs]]
+name = "a"
+"""
+TRAIN = ["train", "--grammar", "parity", "--steps", "4", "--eval-every", "2",
+         "--snapshot-every", "2", "--checkpoint-every", "2"]
+
+
+@pytest.fixture
+def folder(tmp_path, monkeypatch) -> Path:
+    """A user's folder, the working directory: a study file, a grammar, unrelated files."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mystudy.toml").write_text(STUDY)
+    (tmp_path / "notes.txt").write_text("a year of work\n")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "keep.txt").write_text("keep me\n")
+    return tmp_path
+
+
+def refused(outcome: tuple[int, str, str], *fragments: str) -> str:
+    """The one-line error of a refused command (exit 2, nothing on stdout)."""
+    code, out, err = outcome
+    assert code == 2 and out == "" and len(err.splitlines()) == 1, (code, out, err)
+    assert err.startswith("error: ") and all(f in err for f in fragments), err
+    return err
+
+
+@pytest.mark.parametrize("args", [
+    ["study", "mystudy.toml", "--out", ".", "--overwrite"],
+    ["study", "mystudy.toml", "--out", "sub/..", "--overwrite"],
+    ["synth", "--grammar", "parity", "--out", ".", "--overwrite"],
+    ["synth", "--grammar", "parity", "--out", "."],
+    [*TRAIN, "--out", ".", "--overwrite"],
+    [*TRAIN, "--out", "..", "--overwrite"],
+])
+def test_the_working_directory_and_its_ancestors_are_never_replaced(cli, folder, rundirs, args):
+    before = rundirs.digest(folder)
+    refused(cli(args), "working directory" if args[-2:] != ["..", "--overwrite"] else "ancestor")
+    assert rundirs.digest(folder) == before
+    assert sorted(p.name for p in folder.iterdir()) == ["mystudy.toml", "notes.txt", "sub"]
+
+
+@pytest.mark.parametrize("command", [
+    [*TRAIN, "--out", "sub"],
+    ["synth", "--grammar", "parity", "--out", "sub"],
+    ["study", "mystudy.toml", "--out", "sub"],
+])
+def test_overwrite_leaves_a_folder_dhwt_did_not_make(cli, folder, rundirs, command):
+    before = rundirs.digest(folder)
+    refused(cli([*command, "--overwrite"]), "sub was not made by dhwt", MARKER)
+    assert rundirs.digest(folder) == before
+
+
+def test_overwrite_replaces_only_its_own_kind(cli, folder, rundirs):
+    assert cli(["synth", "--grammar", "parity", "--out", "ds"])[0] == 0
+    before = rundirs.digest(folder / "ds")
+    refused(cli(["train", "--data", "ds", "--out", "ds", "--overwrite"]),
+            "ds holds a dhwt dataset, not a run")
+    refused(cli(["study", "mystudy.toml", "--out", "ds", "--overwrite"]),
+            "ds holds a dhwt dataset, not a study")
+    assert rundirs.digest(folder / "ds") == before
+
+
+def test_overwrite_never_deletes_the_commands_inputs(cli, folder, rundirs):
+    assert cli([*TRAIN, "--out", "run"])[0] == 0
+    (folder / "run" / "g.toml").write_text((folder / "run" / "data" / "spec.toml").read_text())
+    (folder / "run" / "study.toml").write_text(STUDY)
+    before = rundirs.digest(folder / "run")
+    refused(cli(["train", "--config", "run/config.toml", "--out", "run", "--overwrite"]),
+            "run holds run/config.toml, which this command reads")
+    refused(cli(["train", "--data", "run/data", "--steps", "4", "--out", "run", "--overwrite"]),
+            "which this command reads")
+    refused(cli([*TRAIN[:2], "run/g.toml", *TRAIN[3:], "--out", "run", "--overwrite"]),
+            "which this command reads")
+    assert rundirs.digest(folder / "run") == before
+    # a study file kept inside its own study directory, and a grammar inside a dataset
+    assert cli(["study", "mystudy.toml", "--out", "st"])[0] == 0
+    (folder / "st" / "copy.toml").write_text(STUDY)
+    refused(cli(["study", "st/copy.toml", "--out", "st", "--overwrite"]),
+            "which this command reads")
+    assert cli(["synth", "--grammar", "parity", "--out", "ds"])[0] == 0
+    (folder / "ds" / "g.toml").write_text((folder / "ds" / "spec.toml").read_text())
+    refused(cli(["synth", "--grammar", "ds/g.toml", "--out", "ds", "--overwrite"]),
+            "which this command reads")
+    assert (folder / "st" / "copy.toml").is_file() and (folder / "ds" / "g.toml").is_file()
+
+
+def test_overwrite_replaces_dhwts_own_directory_whole(cli, folder):
+    for args, kind in ([[*TRAIN, "--out", "out/run"], "run"],
+                       [["synth", "--grammar", "parity", "--out", "out/ds"], "ds"],
+                       [["study", "mystudy.toml", "--out", "out/st"], "st"]):
+        assert cli(args)[0] == 0
+        (folder / args[-1] / "stale.txt").write_text("from before\n")
+        code, out, err = cli([*args, "--overwrite"])
+        assert code == 0, err
+        assert not (folder / args[-1] / "stale.txt").exists()
+        assert kind_of(folder / args[-1]) == {"ds": "dataset", "st": "study"}.get(kind, kind)
+    assert sorted(p.name for p in (folder / "out").iterdir()) == ["ds", "run", "st"]
+
+
+def test_an_empty_directory_counts_as_absent(cli, folder):
+    (folder / "empty").mkdir()
+    assert cli([*TRAIN, "--out", "empty"])[0] == 0
+    assert kind_of(folder / "empty") == "run"
+
+
+def test_a_second_writer_is_refused_while_the_first_holds_the_lock(cli, folder, rundirs):
+    assert cli([*TRAIN, "--out", "run"])[0] == 0
+    assert cli(["synth", "--grammar", "parity", "--out", "ds"])[0] == 0
+    assert cli(["study", "mystudy.toml", "--out", "st"])[0] == 0
+    busy = f"is being written by process {os.getpid()}"
+    with lock(folder / "run"), lock(folder / "ds"), lock(folder / "st"):
+        before = rundirs.digest(folder)
+        refused(cli(["train", "--out", "run", "--resume", "--steps", "6"]), f"run {busy}")
+        refused(cli([*TRAIN, "--out", "run", "--overwrite"]), f"run {busy}")
+        refused(cli(["synth", "--grammar", "parity", "--out", "ds", "--overwrite"]), busy)
+        refused(cli(["study", "mystudy.toml", "--out", "st"]), f"st {busy}")
+        refused(cli(["study", "mystudy.toml", "--out", "st", "--overwrite"]), busy)
+        assert rundirs.digest(folder) == before
+    assert cli(["train", "--out", "run", "--resume", "--steps", "6"])[0] == 0  # released
+
+
+def test_the_lock_of_a_killed_writer_never_blocks(tmp_path):
+    (tmp_path / "d").mkdir()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from pathlib import Path; "
+         "from dhwt.directories import lock; held = lock(Path(sys.argv[1])); print('held', "
+         "flush=True); time.sleep(60)", tmp_path / "d"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(Exception, match=f"being written by process {holder.pid}"):
+            lock(tmp_path / "d")
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    with lock(tmp_path / "d"):
+        assert (tmp_path / "d" / LOCK).read_text().strip() == str(os.getpid())
+
+
+def test_two_runs_started_at_once_on_one_directory_leave_one_run(console, folder):
+    args = [*TRAIN[:4], "200", "--out", "twin"]
+    outcomes = console(args, args, cwd=folder)
+    codes = sorted(code for code, _, _ in outcomes)
+    assert codes == [0, 2], outcomes
+    loser = next(err for code, _, err in outcomes if code == 2)
+    assert any(f in loser for f in ("being written by process", "was created by",
+                                    "already exists")), loser
+    assert len(loser.splitlines()) == 1
+    assert kind_of(folder / "twin") == "run" and (folder / "twin" / "report.md").is_file()
+    assert [p.name for p in folder.iterdir() if p.name.startswith(".")] == []
+
+
+# -- what an interrupted command says -------------------------------------------------------
+def test_interrupted_synth_says_nothing_was_written(cli, folder, monkeypatch):
+    import dhwt.languages.synth as synth
+
+    def interrupt(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(synth, "compute_truth", interrupt)
+    code, out, err = cli(["synth", "--grammar", "parity", "--out", "ds"])
+    assert code == 130 and err.strip() == "error: interrupted; nothing was written"
+    assert sorted(p.name for p in folder.iterdir()) == ["mystudy.toml", "notes.txt", "sub"]
+
+
+def test_interrupted_run_names_its_last_checkpoint_or_that_there_is_none(cli, folder,
+                                                                         monkeypatch):
+    from dhwt.training.trainer import Trainer
+
+    update = Trainer._update
+
+    def interrupt_at(step: int):
+        def _update(self):
+            if self.step == step:
+                raise KeyboardInterrupt
+            update(self)
+        return _update
+
+    monkeypatch.setattr(Trainer, "_update", interrupt_at(3))
+    code, _, err = cli([*TRAIN, "--out", "run"])
+    assert code == 130 and err.strip() == (
+        "error: interrupted at step 3; last checkpoint: run/checkpoints/step_0000002.pt; "
+        "resume continues from it: `dhwt train --out run --resume`")
+    monkeypatch.setattr(Trainer, "_update", update)
+    code, out, _ = cli(["train", "--out", "run", "--resume"])
+    assert code == 0 and out.startswith("resumed at step 2 and trained to step 4 (2 steps)")
+
+    monkeypatch.setattr(Trainer, "_checkpoint", lambda self: (_ for _ in ()).throw(
+        KeyboardInterrupt))
+    code, _, err = cli([*TRAIN, "--out", "early"])
+    assert code == 130 and "no checkpoint was written yet: start early again with " \
+        "--overwrite" in err
+
+
+# -- resume: what it did, and extensions ----------------------------------------------------
+def test_resume_of_a_finished_run_leaves_it_untouched(cli, folder, rundirs):
+    assert cli([*TRAIN, "--out", "run"])[0] == 0
+    before = rundirs.digest(folder / "run")
+    stamps = {p: p.stat().st_mtime_ns for p in (folder / "run").rglob("*") if p.name != LOCK}
+    code, out, err = cli(["train", "--out", "run", "--resume"])
+    assert code == 0 and out.strip() == ("run is already trained to step 4; nothing to do (to "
+                                         "train on, --resume --steps M with M > 4)"), err
+    assert rundirs.digest(folder / "run") == before
+    assert {p: p.stat().st_mtime_ns for p in stamps} == stamps
+
+
+def test_resume_with_more_steps_extends_a_run_as_if_configured_so(cli, folder, rundirs):
+    """Extending 4 -> 8 steps ends with the weights and optimizer of a fresh 8-step run (the
+    default periodic-cosine lr depends on the step alone); shortening is refused."""
+    assert cli([*TRAIN, "--out", "short"])[0] == 0
+    code, out, err = cli(["train", "--out", "short", "--resume", "--steps", "8"])
+    assert code == 0 and out.startswith("resumed at step 4 and trained to step 8 (4 steps)"), err
+    assert cli([*TRAIN[:4], "8", *TRAIN[5:], "--out", "long"])[0] == 0
+    extended, fresh = (load_checkpoint(list_checkpoints(folder / run / "checkpoints")[-1])
+                       for run in ("short", "long"))
+    assert extended["step"] == fresh["step"] == 8
+    for part in ("model", "optimizer"):
+        rundirs.assert_same(extended[part], fresh[part], part)
+    assert 'steps = 8' in (folder / "short" / "config.toml").read_text()
+    steps = {line["step"] for line in rundirs.metric_lines(folder / "short")}
+    assert steps == {0, 2, 4, 6, 8}
+    before = rundirs.digest(folder / "short")
+    refused(cli(["train", "--out", "short", "--resume", "--steps", "6"]),
+            "may extend it, not shorten it")
+    assert rundirs.digest(folder / "short") == before
+
+
+# -- a study is checked whole before it trains ------------------------------------------------
+def test_a_study_with_an_unknown_pair_symbol_trains_nothing(cli, folder):
+    (folder / "pairs.toml").write_text(STUDY + '[analysis]\npairs = [["0a", "0z"]]\n')
+    refused(cli(["study", "pairs.toml", "--out", "st"]), "'0z', which is not a symbol")
+    assert not (folder / "st").exists()
+
+
+def test_a_study_run_records_the_splits_its_dataset_used(cli, folder):
+    assert cli(["study", "mystudy.toml", "--out", "st"])[0] == 0
+    config = (folder / "st" / "runs" / "a" / "config.toml").read_text()
+    assert "valid_fraction = 0.0\n" in config
+    truth = (folder / "st" / "data" / "truth.json").read_text()
+    assert '"valid": 0' in truth
+
+
+
+def test_analyze_never_writes_into_a_run_directory(cli, folder, rundirs):
+    assert cli([*TRAIN, "--out", "run"])[0] == 0
+    before = rundirs.digest(folder / "run")
+    refused(cli(["analyze", "run", "--out", "run"]), "--out run is a run directory")
+    refused(cli(["analyze", "run", "--out", "run/data"]), "--out run/data is a dataset directory")
+    assert rundirs.digest(folder / "run") == before
+    code, out, err = cli(["analyze", "run", "--out", "run/analysis", "--similarity", "none"])
+    assert code == 0, err
