@@ -266,9 +266,8 @@ def verify_theorems_cmd(full: bool, only: str | None, seed: int) -> int:
 
     \b
     Prints one line per check: theorem, kind (symbolic | numeric | empirical), check,
-    prediction, measured value, PASS/FAIL/SKIPPED. Exit code 0 when nothing failed, 1 when a
-    check failed, 2 for bad options. An empirical check whose dependency is missing reports
-    SKIPPED with the reason, never PASS. Default mode takes well under a minute on 2 CPU cores.
+    prediction, measured value, PASS/FAIL. Exit code 0 when nothing failed, 1 when a check
+    failed, 2 for bad options. Default mode takes well under a minute on 2 CPU cores.
 
     \b
     Examples:

@@ -5,7 +5,8 @@ A check tests one claim a proof in proofs/ relies on, one of three ways:
 - numeric: random instances in float64 (softmax regression with fixed features, a convex
   bag-of-embeddings model), the claim tested at every step or at an optimum solved to 1e-12;
 - empirical: models trained with the package on its synthetic languages, against exact truth.
-Each check returns pass, fail, or skipped (with the reason: never a silent pass).
+Each check returns pass or fail with the measured value. Every dependency is one of the
+package's, so a check that cannot run (an import error) is an error, never a skip.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 KINDS = ("symbolic", "numeric", "empirical")
-STATUSES = ("pass", "fail", "skipped")
+STATUSES = ("pass", "fail")
 
 
 @dataclass(frozen=True)
@@ -40,11 +41,6 @@ class Outcome:
 def verdict(ok: bool, measured: str) -> Outcome:
     """pass if `ok`, else fail, with the measured value."""
     return Outcome("pass" if ok else "fail", measured)
-
-
-def skipped(reason: str) -> Outcome:
-    """A check that could not run here (say why); it neither passes nor fails."""
-    return Outcome("skipped", f"skipped: {reason}")
 
 
 @dataclass(frozen=True)

@@ -11,12 +11,10 @@ seconds, which the paper's 7-bit language with its d=4 model does only after ~10
   float64 (plain GD; AdamW) with the package's model: default mode, seconds.
 - log_odds_regression (T1) and tying_conflict (T4) train with dhwt.training (the package's trainer,
   sampled variants, AdamW) and read the final checkpoint: --full, about a minute each run.
-A missing dependency gives "skipped: needs ...", never a pass.
 """
 
 from __future__ import annotations
 
-import importlib
 import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
@@ -27,7 +25,7 @@ import torch
 
 from dhwt.errors import DhwtError
 from dhwt.theory import softmax_regression as sr
-from dhwt.theory.check import Outcome, skipped, verdict
+from dhwt.theory.check import Outcome, verdict
 from dhwt.theory.t4_tying_conflict import bernoulli_kl, merge_price
 
 N_BITS = 4
@@ -36,16 +34,6 @@ ROUND_OFF = 1e-12  # float64 slack per step, relative to the size of the output 
 #: Weight decay is chosen per check: 0 for T1 (the unregularised optimum), the paper's 0.1 for T4.
 TRAINING = dict(d_model=16, d_ff=16, n_layers=2, n_heads=4, steps=3000, lr=1e-2, lr_min=1e-3,
                 lr_schedule="cosine", batch_size=None, threads=1)
-
-
-def missing(*modules: str) -> str | None:
-    """The first of `modules` that cannot be imported, or None."""
-    for name in modules:
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            return name
-    return None
 
 
 class one_thread:
@@ -134,9 +122,6 @@ def population_descent(seed: int, steps: int = 150, lam: float = 0.05, eta_max: 
     Every conditionally equivalent pair of the truth (1a/1b; EVEN/ODD, never predicted) must
     satisfy ||D_{k+1}|| <= (1 - eta_k lam) ||D_k|| at every step, while the features move.
     `pairs` replaces the truth's cnd pairs (a test hands it a pair that is not cnd)."""
-    need = missing("dhwt.models", "dhwt.languages")
-    if need:
-        return skipped(f"needs {need}")
     ctx = exor_contexts()
     pairs = pairs or [(p.first, p.second) for p in ctx.truth.pairs() if p.cnd]
     model = untied_float64(seed, ctx)
@@ -182,9 +167,6 @@ def symmetric_input_rows(seed: int, steps: int = 100, symmetric: bool = True) ->
     0a is a 1/9-scaled copy of 0b: its gradient is exactly 1/9 of 0b's while the rows are equal,
     so GD parts them and Adam, blind to a constant gradient scale, keeps them equal.
     symmetric=False skips the copying (a test: the prediction then fails)."""
-    need = missing("dhwt.models", "dhwt.languages")
-    if need:
-        return skipped(f"needs {need}")
     ctx = exor_contexts()
     one_a, one_b, zero_a, zero_b = (ctx.index(t) for t in ("1a", "1b", "0a", "0b"))
     found = {}
@@ -298,11 +280,6 @@ def run_members(run_dir: str | Path) -> tuple[Contexts, list[tuple[int, Trained]
     return contexts(task.truth), list(zip(config.seeds, members))
 
 
-def _trainer_missing() -> str | None:
-    need = missing("dhwt.models", "dhwt.languages", "dhwt.training.trainer")
-    return f"needs {'trainer' if need == 'dhwt.training.trainer' else need}" if need else None
-
-
 def log_odds_points(run: Trained, ctx: Contexts,
                     symbols: tuple[str, ...]) -> tuple[np.ndarray, ...]:
     """(x, y, w) over ordered pairs of distinct `symbols` and contexts where both have p > 0:
@@ -331,9 +308,6 @@ def weighted_fit(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[float, fl
 
 def log_odds_regression(seed: int) -> Outcome:
     """T1 on a trained untied model (no weight decay), see log_odds_outcome."""
-    reason = _trainer_missing()
-    if reason:
-        return skipped(reason)
     return log_odds_outcome(trained(seed, "untied", False, 0.0), exor_contexts())
 
 
@@ -353,9 +327,6 @@ def log_odds_outcome(run: Trained, ctx: Contexts) -> Outcome:
 def tying_conflict(seed: int, weight_decay: float = 0.1) -> Outcome:
     """T4 on models trained with AdamW weight decay 0.1 (the paper's): untied, tied, and tied with
     an output bias; see tying_outcome."""
-    reason = _trainer_missing()
-    if reason:
-        return skipped(reason)
     runs = [(schedule + (" + bias" if bias else ""), trained(seed, schedule, bias, weight_decay))
             for schedule, bias in (("untied", False), ("tied", False), ("tied", True))]
     return tying_outcome(runs, exor_contexts())

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import sympy as sp
 
+from dhwt.theory import exor
 from dhwt.theory import softmax_regression as sr
 from dhwt.theory import t1_log_odds as t1
 from dhwt.theory import t2_contraction as t2
@@ -24,8 +25,6 @@ def fails(outcome) -> bool:
 
 def exor_and_random_head():
     """dhwt.theory.exor, the exact EXor contexts, and random h (n, 4), U (V, 4) for a fake run."""
-    exor = pytest.importorskip("dhwt.theory.exor")
-    pytest.importorskip("dhwt.languages")
     ctx = exor.exor_contexts()
     g = rng()
     h, U = g.normal(size=(len(ctx.positions), 4)), g.normal(size=(len(ctx.truth.vocab), 4))
@@ -104,9 +103,6 @@ def test_t2_scope_checks_fail_when_their_counterexample_is_removed():
 
 
 def test_t2_empirical_fails_for_a_pair_that_is_not_cnd():
-    exor = pytest.importorskip("dhwt.theory.exor")
-    if exor.missing("dhwt.models", "dhwt.languages"):
-        pytest.skip("needs dhwt.models and dhwt.languages")
     assert fails(exor.population_descent(0, steps=60, pairs=[("0a", "0b")]))
 
 
@@ -132,9 +128,6 @@ def test_t3_scope_checks_fail_with_equal_frequencies():
 
 
 def test_t3_empirical_fails_without_a_symmetric_start():
-    exor = pytest.importorskip("dhwt.theory.exor")
-    if exor.missing("dhwt.models", "dhwt.languages"):
-        pytest.skip("needs dhwt.models and dhwt.languages")
     assert fails(exor.symmetric_input_rows(0, steps=5, symmetric=False))
 
 

@@ -1,5 +1,5 @@
 """The default-mode empirical checks (exact population training of the package's Transformer)
-pass when their dependencies exist; a missing dependency is a skip, never a pass."""
+pass."""
 
 from __future__ import annotations
 
@@ -14,26 +14,13 @@ DEFAULT_EMPIRICAL = [c for c in select(full=False) if c.kind == "empirical"]
 @pytest.mark.parametrize("check", DEFAULT_EMPIRICAL,
                          ids=[f"{c.theorem}/{c.name}" for c in DEFAULT_EMPIRICAL])
 def test_default_empirical_check(check):
-    if exor.missing("dhwt.models", "dhwt.languages"):
-        pytest.skip("needs dhwt.models and dhwt.languages")
     outcome = check.run(check.trial(0))
     assert outcome.status == "pass", outcome.measured
-
-
-def test_missing_dependency_reports_skipped(monkeypatch):
-    monkeypatch.setattr(exor, "missing", lambda *modules: "dhwt.training.trainer")
-    for run in (exor.log_odds_regression, exor.tying_conflict):
-        outcome = run(0)
-        assert outcome.status == "skipped" and "needs trainer" in outcome.measured
-    for run in (exor.population_descent, exor.symmetric_input_rows):
-        assert run(0).status == "skipped"
 
 
 def test_population_loss_is_the_mean_loss_over_sampled_batches(tmp_path):
     """A second implementation: batches served by the Task (variants and masks drawn afresh) with
     the contract's loss sum(weights * CE), averaged over many draws, approach the exact loss."""
-    if exor.missing("dhwt.models", "dhwt.languages"):
-        pytest.skip("needs dhwt.models and dhwt.languages")
     import torch
     import torch.nn.functional as F
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dhwt.theory import registry
-from dhwt.theory.check import Check, Outcome, skipped, verdict
+from dhwt.theory.check import Check, Outcome, deferred, verdict
 from dhwt.theory.runner import format_table, run_check
 
 
@@ -17,7 +17,7 @@ def test_only_t1_prints_its_table_and_exits_0(cli):
     names = [c.name for c in registry.THEOREMS["T1"] if not c.full_only]
     assert all(name in out for name in names)
     assert "T2" not in out.split("\n", 2)[2]  # no other theorem's rows
-    assert f"{len(names)} passed, 0 failed, 0 skipped" in out
+    assert f"{len(names)} passed, 0 failed" in out
 
 
 @pytest.mark.parametrize("args, message", [
@@ -32,15 +32,21 @@ def test_bad_input_exits_2_with_one_line(cli, args, message):
     assert message in err and err.startswith("error:") and err.count("\n") == 1
 
 
-def test_a_failing_check_makes_exit_1_and_a_skipped_one_does_not(cli, monkeypatch):
+def test_a_failing_check_makes_exit_1(cli, monkeypatch):
+    good = Check("T1", "deliberately right", "numeric", "1 = 1", lambda t: verdict(True, "1 == 1"))
     bad = Check("T1", "deliberately wrong", "numeric", "1 = 2", lambda t: verdict(False, "1 != 2"))
-    away = Check("T1", "needs something absent", "empirical", "-", lambda t: skipped("needs trainer"))
-    monkeypatch.setitem(registry.THEOREMS, "T1", (away,))
+    monkeypatch.setitem(registry.THEOREMS, "T1", (good, bad))
     code, out, _ = cli(["verify-theorems", "--only", "T1"])
-    assert code == 0 and "SKIPPED" in out and "skipped: needs trainer" in out
-    monkeypatch.setitem(registry.THEOREMS, "T1", (away, bad))
+    assert code == 1 and "FAIL" in out and "1 passed, 1 failed" in out
+
+
+def test_a_check_that_cannot_import_the_package_fails_it_is_never_skipped(cli, monkeypatch):
+    """dhwt's own modules are never optional: an import error is a failed check, exit 1."""
+    broken = Check("T1", "imports a missing room", "empirical", "-",
+                   deferred("dhwt.no_such_room", "check"))
+    monkeypatch.setitem(registry.THEOREMS, "T1", (broken,))
     code, out, _ = cli(["verify-theorems", "--only", "T1"])
-    assert code == 1 and "FAIL" in out and "0 passed, 1 failed, 1 skipped" in out
+    assert code == 1 and "error ModuleNotFoundError" in out and "0 passed, 1 failed" in out
 
 
 def test_a_crashing_check_is_a_failure_that_names_the_error():
