@@ -189,6 +189,19 @@ def create(target: Path, kind: str, fill: Callable[[Path], Any] | None = None, *
     return held
 
 
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write `data` to `path` via a fsynced temporary file in the same directory and os.replace."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def _move_into_place(staging: Path, target: Path, old: Lock | None) -> None:
     """Rename `staging` to `target`; an old `target` (locked by us: `old`) is moved aside first
     and deleted after, or put back if the rename fails."""

@@ -50,15 +50,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from dhwt.directories import Lock, create, lock
+from dhwt.directories import Lock, atomic_write_bytes, create, lock
 from dhwt.errors import DhwtError, Interrupted, brief
 from dhwt.languages import Language, load_language, load_task, write_dataset
 from dhwt.languages.spec import builtin_names
-from dhwt.training import run_dir as layout
-from dhwt.training.checkpoint import atomic_write_bytes, common_step, list_checkpoints
-from dhwt.training.command import load_config_text
-from dhwt.training.config import TrainConfig, split_init_from
-from dhwt.training.device import resolve_device
+from dhwt.runs import layout
+from dhwt.runs.checkpoints import common_step, list_checkpoints
+from dhwt.runs.run import load_config_text
+from dhwt.config.run import TrainConfig, split_init_from
+from dhwt.config.device import resolve_device
 from dhwt.training.group import group_key
 from dhwt.training.trainer import train, train_group
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import dhwt.study as study_module
-from dhwt.analysis.snapshots import read_snapshot
+from dhwt.runs.snapshots import read_snapshot
 from dhwt.errors import DhwtError
 from dhwt.study import load_study, run_study
 from dhwt.training import train_group

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from dhwt.analysis.snapshots import Snapshot
+from dhwt.runs.snapshots import Snapshot
 from dhwt.errors import DhwtError, brief
 
 Pair = tuple[str, str]

@@ -29,7 +29,7 @@ from dhwt.analysis.knn import (BLOCK, METRICS, Neighbours, average_weights, chec
                                match_neighbours, nearest_neighbours, norm_matched_random,
                                select_tokens)
 from dhwt.analysis.similarity import linear_cka, mutual_knn, procrustes
-from dhwt.analysis.snapshots import Snapshot, read_snapshot, snapshot_paths
+from dhwt.runs.snapshots import Snapshot, read_snapshot, snapshot_paths
 from dhwt.errors import DhwtError
 
 #: Measures that can be asked for; "knn" gives jaccard, overlap and their chance levels.

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dhwt.analysis.snapshots import read_snapshot, snapshot_paths
+from dhwt.runs.snapshots import read_snapshot, snapshot_paths
 from dhwt.errors import DhwtError, brief
 
 SIDES = ("input", "output")

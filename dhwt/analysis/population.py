@@ -63,17 +63,10 @@ def population_fit(model: torch.nn.Module, truth) -> tuple[np.ndarray, np.ndarra
 
 def run_population_fit(run_dir: str | Path, task) -> PopulationFit:
     """The exact fit of the newest checkpoint of `run_dir`, trained on `task`."""
-    from dhwt.models import build_model
-    from dhwt.training import run_dir as layout
-    from dhwt.training.checkpoint import latest_checkpoint
-    from dhwt.training.config import TrainConfig
-    from dhwt.training.trainer import model_config
+    from dhwt.runs import load_run
 
-    run_dir = Path(run_dir)
-    config = TrainConfig.from_toml(run_dir / layout.CONFIG)
-    path, state = latest_checkpoint(run_dir / layout.CHECKPOINTS)
-    model = build_model(model_config(config, task), config.seeds, tied=True)
-    model.load_state_dict(state["model"])  # adopts the saved tying state
-    ce, acc = population_fit(model, task.truth)
-    return PopulationFit(step=int(state["step"]), seeds=tuple(config.seeds), cross_entropy=ce,
+    run = load_run(run_dir)
+    step = run.checkpoint_steps[-1] if run.checkpoint_steps else None
+    ce, acc = population_fit(run.model(step), task.truth)
+    return PopulationFit(step=step, seeds=tuple(run.config.seeds), cross_entropy=ce,
                          excess=ce - task.truth.bayes_cross_entropy, accuracy=acc)

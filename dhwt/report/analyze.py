@@ -12,16 +12,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from dhwt.analysis.snapshots import read_snapshot, snapshot_paths, vocabulary_difference
+from dhwt.runs.snapshots import read_snapshot, snapshot_paths, vocabulary_difference
 from dhwt.directories import kind_of
 from dhwt.errors import DhwtError
 from dhwt.languages import load_task
 from dhwt.report.loss_report import loss_lines
 from dhwt.report.run_similarity import SimilarityOptions, similarity_lines
 from dhwt.report.runs_report import write_runs_report
-from dhwt.training.checkpoint import atomic_write_bytes
-from dhwt.training import run_dir as layout
-from dhwt.training.config import TrainConfig
+from dhwt.directories import atomic_write_bytes
+from dhwt.runs import layout
+from dhwt.config.run import TrainConfig
 
 
 def parse_pairs(text: str) -> tuple[tuple[str, str], ...]:

@@ -12,8 +12,8 @@ from pathlib import Path
 from dhwt.analysis.closeness import mean_ci
 from dhwt.report.figures import metric_figure
 from dhwt.report.runs_report import _curve
-from dhwt.training import run_dir as layout
-from dhwt.training.metrics import read_metrics
+from dhwt.runs import layout
+from dhwt.runs.metrics import read_metrics
 
 SPLITS = ("valid", "test", "train")  # rows of the table, one run's next to each other
 CURVES = ("valid", "train")  # figures: the trainer evaluates "test" at the last step only

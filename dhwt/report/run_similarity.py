@@ -17,10 +17,10 @@ import numpy as np
 from dhwt.analysis.knn import choose_k
 from dhwt.analysis.knn_command import read_weights
 from dhwt.analysis.knn_curves import Source, parse_measures, similarity_curves
-from dhwt.analysis.snapshots import read_snapshot, snapshot_paths
+from dhwt.runs.snapshots import read_snapshot, snapshot_paths
 from dhwt.errors import DhwtError, brief
 from dhwt.report.similarity_report import SCORES, similarity_section
-from dhwt.training.trainer import TOKEN_COUNTS
+from dhwt.runs.layout import TOKEN_COUNTS
 
 TOKEN_CHOICES = ("all", "seen")
 

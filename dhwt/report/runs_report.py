@@ -17,11 +17,11 @@ import numpy as np
 
 from dhwt.analysis.closeness import Closeness, mean_ci, pair_closeness
 from dhwt.analysis.population import run_population_fit
-from dhwt.analysis.snapshots import read_run
+from dhwt.runs.snapshots import read_run
 from dhwt.report.figures import closeness_figure, metric_figure
-from dhwt.training import run_dir as layout
-from dhwt.training.checkpoint import atomic_write_bytes
-from dhwt.training.metrics import read_metrics
+from dhwt.runs import layout
+from dhwt.directories import atomic_write_bytes
+from dhwt.runs.metrics import read_metrics
 
 EVAL_SPLIT = "train"  # the fixed evaluation set over the training strings (see dhwt.training)
 

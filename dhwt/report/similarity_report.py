@@ -25,7 +25,7 @@ import numpy as np
 
 from dhwt.analysis.knn_curves import Curve, SimilarityCurves, excess_over_chance
 from dhwt.report.figures import new_figure, save, step_axis
-from dhwt.training.checkpoint import atomic_write_bytes
+from dhwt.directories import atomic_write_bytes
 
 #: At least this share of the way from chance to identity: "largely agree".
 EXCESS_AGREE = 0.5

@@ -223,11 +223,10 @@ class Trained:
 @lru_cache(maxsize=6)
 def trained(seed: int, schedule: str, output_bias: bool, weight_decay: float) -> Trained:
     """Train EXor (N_BITS, every string in the training split) with the TRAINING setting."""
+    from dhwt.config import TrainConfig
     from dhwt.languages import load_language, load_task, write_dataset
-    from dhwt.models import Transformer
-    from dhwt.training.checkpoint import load_checkpoint
-    from dhwt.training.config import TrainConfig
-    from dhwt.training.trainer import model_config, train
+    from dhwt.runs import load_run
+    from dhwt.training import train
 
     steps = int(TRAINING["steps"])
     config = TrainConfig(grammar="parity", valid_fraction=0.0, test_fraction=0.0, seeds=[42 + seed],
@@ -238,10 +237,7 @@ def trained(seed: int, schedule: str, output_bias: bool, weight_decay: float) ->
         write_dataset(load_language("parity", {"n_bits": N_BITS}), Path(tmp) / "data",
                       valid_fraction=0.0, test_fraction=0.0, seed=14)
         task = load_task(Path(tmp) / "data", "mlm")
-        result = train(config, task, Path(tmp) / "run")
-        state = load_checkpoint(result.checkpoint)
-    model = Transformer(model_config(config, task), config.seeds, tied=True)
-    model.load_state_dict(state["model"])  # adopts the saved tying state
+        model = load_run(train(config, task, Path(tmp) / "run").run_dir).model()
     return read_members(model, exor_contexts())[0]
 
 
@@ -261,23 +257,13 @@ def read_members(model: torch.nn.Module, ctx: Contexts) -> list[Trained]:
 def run_members(run_dir: str | Path) -> tuple[Contexts, list[tuple[int, Trained]]]:
     """The newest checkpoint of a masked-LM run directory: its language's exact contexts and
     (seed, Trained) per member. Any architecture with a linear head (Transformer, LSTM, Mixer)."""
-    from dhwt.models import build_model
-    from dhwt.training import run_dir as layout
-    from dhwt.training.checkpoint import latest_checkpoint
-    from dhwt.training.command import run_task
-    from dhwt.training.config import TrainConfig
-    from dhwt.training.trainer import model_config
+    from dhwt.runs import load_run
 
-    run_dir = Path(run_dir)
-    config = TrainConfig.from_toml(run_dir / layout.CONFIG)
-    task = run_task(config, run_dir)
-    if task.objective != "mlm" or task.truth is None:
+    run = load_run(run_dir)
+    if run.task.objective != "mlm" or run.task.truth is None:
         raise DhwtError(f"{run_dir} is not a masked-LM run on a synthetic language")
-    _, state = latest_checkpoint(run_dir / layout.CHECKPOINTS)
-    model = build_model(model_config(config, task), config.seeds, tied=True)
-    model.load_state_dict(state["model"])  # adopts the saved tying state
-    members = read_members(model, contexts(task.truth))
-    return contexts(task.truth), list(zip(config.seeds, members))
+    members = read_members(run.model(), contexts(run.task.truth))
+    return contexts(run.task.truth), list(zip(run.config.seeds, members))
 
 
 def log_odds_points(run: Trained, ctx: Contexts,

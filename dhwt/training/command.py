@@ -23,10 +23,11 @@ from contextlib import nullcontext
 from pathlib import Path
 
 from dhwt.errors import DhwtError
-from dhwt.languages import Task, load_language, load_task, write_dataset
-from dhwt.training import run_dir as layout
-from dhwt.training.config import TrainConfig, split_init_from
-from dhwt.training.device import resolve_device
+from dhwt.languages import load_language, load_task, write_dataset
+from dhwt.runs import layout
+from dhwt.runs.run import run_task
+from dhwt.config.run import TrainConfig, split_init_from
+from dhwt.config.device import resolve_device
 from dhwt.training.distributed import Parallel, launch
 from dhwt.training.trainer import RunResult, Trainer, train
 
@@ -92,6 +93,15 @@ def _train_command(config: TrainConfig, run_dir: Path, overwrite: bool, resume: 
     with held if held is not None else nullcontext():
         return Trainer([(config, run_dir)], run_task(config, run_dir), parallel).run(
             resume=False)[0]
+
+
+def _inputs(config: TrainConfig) -> list[object]:
+    """The paths a run reads (its data, grammar file, corpus, init_from run), which --overwrite
+    must never delete."""
+    paths: list[object] = [config.data, config.corpus, config.grammar]
+    if config.init_from is not None:
+        paths.append(split_init_from(config.init_from)[0])
+    return [p for p in paths if p is not None and Path(str(p)).exists()]
 
 
 def _inputs(config: TrainConfig) -> list[object]:

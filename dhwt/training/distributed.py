@@ -53,7 +53,7 @@ from torch import nn
 
 from dhwt.errors import DhwtError
 from dhwt.languages import Batch, Task
-from dhwt.training.device import backend_for, resolve_device
+from dhwt.config.device import backend_for, resolve_device
 
 T = TypeVar("T")
 

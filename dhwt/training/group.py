@@ -24,7 +24,7 @@ import torch
 
 from dhwt.errors import DhwtError
 from dhwt.models.embeddings import TIED_MEMBERS
-from dhwt.training.config import TrainConfig
+from dhwt.config.run import TrainConfig
 from dhwt.training.members import INPUT, OUTPUT
 from dhwt.training.tying import per_member_state
 

@@ -20,9 +20,9 @@ import torch
 
 from dhwt.errors import DhwtError
 from dhwt.models.base import EnsembleLM
-from dhwt.training import run_dir as layout
-from dhwt.training.checkpoint import checkpoint_path, latest_checkpoint, load_checkpoint
-from dhwt.training.config import TrainConfig, split_init_from
+from dhwt.runs import layout
+from dhwt.runs.checkpoints import checkpoint_path, latest_checkpoint, load_checkpoint
+from dhwt.config.run import TrainConfig, split_init_from
 
 INPUT = "embeddings.input_weight"
 OUTPUT = "embeddings.untied_output"

@@ -11,12 +11,12 @@ from collections import defaultdict
 from pathlib import Path
 
 from dhwt.languages import GroundTruth
-from dhwt.training.checkpoint import atomic_write_bytes
-from dhwt.training.config import TrainConfig, format_seeds
-from dhwt.training.tying import TieEvent
+from dhwt.directories import atomic_write_bytes
+from dhwt.config.run import TrainConfig, format_seeds
+from dhwt.config.schedule import TieEvent
+from dhwt.runs import layout
 
 SPLITS = ("train", "valid", "test", "train_fresh")  # test: the last step only
-FIGURE = "figures/training.png"
 
 
 def write_figure(records: list[dict[str, object]], path: Path, truth: GroundTruth | None,
@@ -95,7 +95,7 @@ def write_report(path: Path, config: TrainConfig, final: list[dict[str, object]]
         ppl = f" {math.exp(r['loss']):.2f} |" if truth is None else ""
         lines.append(f"| {r['seed']} | {r['split']} | {r['loss']:.4f} |{ppl} {r['accuracy']:.4f} |"
                      + gap)
-    lines += ["", f"Curves: `{FIGURE}`. Metrics per evaluation: `metrics.jsonl`. Embedding "
+    lines += ["", f"Curves: `{layout.FIGURE}`. Metrics per evaluation: `metrics.jsonl`. Embedding "
               "snapshots (input and output, per step): `embeddings/`. Checkpoints: `checkpoints/`.",
               ""]
     atomic_write_bytes(path, "\n".join(lines).encode("utf-8"))

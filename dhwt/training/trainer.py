@@ -33,7 +33,7 @@ computes its block of rows with the rows' global loss weights, and DDP sums the 
 run equals one process to float tolerance; only rank 0 writes, and checkpoints do not depend on
 the number of processes.
 
-Devices (TrainConfig.device, dhwt.training.device). The model and optimizer live on the device;
+Devices (TrainConfig.device, dhwt.config.device). The model and optimizer live on the device;
 the task draws every batch on the CPU from the CPU generators above, and the batch is then moved,
 so a run draws the same data on every device. Metrics, snapshots and checkpoints are written from
 CPU copies, and checkpoints are read onto the CPU (then loaded into the model wherever it is), so
@@ -73,33 +73,33 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from dhwt.directories import Lock, lock
+from dhwt.directories import Lock, atomic_write_bytes, lock
 from dhwt.errors import DhwtError, Interrupted
 from dhwt.languages import Batch, Task
 from dhwt.models import ModelConfig, build_model
 from dhwt.models.init import member_generator
-from dhwt.training import run_dir as layout
-from dhwt.training.checkpoint import (atomic_write_bytes, checkpoint_path, checkpoint_step,
+from dhwt.runs import layout
+from dhwt.runs.checkpoints import (checkpoint_path, checkpoint_step,
                                       common_step, cpu_copy, latest_checkpoint, list_checkpoints,
                                       remove_stray_temporaries, save_checkpoint)
-from dhwt.training.config import TrainConfig
-from dhwt.training.device import resolve_device
+from dhwt.config.run import TrainConfig
+from dhwt.config.device import resolve_device
 from dhwt.training.distributed import SINGLE, Parallel
 from dhwt.training.ensemble import chunked_metrics, clip_member_grads, eval_rows, repeat_batch
 from dhwt.training.group import PER_RUN, group_key, join_states, member_rows, run_state
 from dhwt.training.lr import LRSchedule
 from dhwt.training.members import prepare_members
-from dhwt.training.metrics import MetricsWriter, read_metrics, truncate_metrics
-from dhwt.training.run_report import FIGURE, write_figure, write_report
-from dhwt.training.snapshots import remove_snapshots_after, save_snapshot
-from dhwt.training.tying import TieSchedule, apply_switch, tie_penalty
+from dhwt.runs.metrics import MetricsWriter, read_metrics, truncate_metrics
+from dhwt.runs.run import model_args
+from dhwt.training.run_report import write_figure, write_report
+from dhwt.runs.snapshots import remove_snapshots_after, save_snapshot
+from dhwt.config.schedule import TieSchedule
+from dhwt.training.tying import apply_switch, tie_penalty
 
 # Generator streams of a seed for the trainer's draws, beside the model's (dhwt.models.init).
 DATA_STREAM = int.from_bytes(b"data", "big")
 DRAW_STREAM = int.from_bytes(b"draw", "big")
 CHECKPOINT_FORMAT = 1
-#: Training count per token id, written at the start for tasks that count them (text).
-TOKEN_COUNTS = "token_counts.npy"
 
 
 @dataclass
@@ -144,7 +144,7 @@ def train(config: TrainConfig, task: Task, run_dir: str | Path, resume: bool = F
     the run's config.toml, but may raise `steps` (the run is extended; see
     dhwt.training.lr for what each lr schedule does then). A finished run is left untouched. A
     damaged newest checkpoint is an error naming the previous one (see
-    dhwt.training.checkpoint). Either way the run directory is locked while this writes
+    dhwt.runs.checkpoints). Either way the run directory is locked while this writes
     (dhwt.directories), so a second writer is refused. `parallel`: this process's place in a
     torchrun launch (dhwt.training.distributed); only rank 0 writes.
     """
@@ -351,7 +351,7 @@ class Trainer:
                     buffer = io.BytesIO()
                     np.save(buffer, self.task.token_counts())
                     for run in self.runs:
-                        atomic_write_bytes(run.run_dir / TOKEN_COUNTS, buffer.getvalue())
+                        atomic_write_bytes(run.run_dir / layout.TOKEN_COUNTS, buffer.getvalue())
                 self._apply_events()
                 self._record(writers, force=True)
             bar = tqdm(total=self.config.steps, initial=self.step, unit="step", desc="train",
@@ -372,7 +372,7 @@ class Trainer:
         """Write a run's figure and report (rank 0); its final evaluation's metric lines."""
         records = read_metrics(run.run_dir / layout.METRICS)
         final = [r for r in records if r["step"] == self.config.steps]
-        write_figure(records, run.run_dir / FIGURE, self.task.truth, run.schedule.events)
+        write_figure(records, run.run_dir / layout.FIGURE, self.task.truth, run.schedule.events)
         write_report(run.run_dir / layout.REPORT, run.config, final, self.task.truth)
         return final
 
@@ -510,6 +510,7 @@ class Trainer:
                 "format": CHECKPOINT_FORMAT,
                 "step": self.step,
                 "config": run.config.to_dict(),
+                "model_args": model_args(self.model.config),
                 "device": str(self.device),  # where it was written (a resume may go elsewhere)
                 "model": run_model,
                 "optimizer": run_optimizer,

@@ -9,7 +9,7 @@ import pytest
 from safetensors.numpy import save_file
 
 from dhwt.analysis.closeness import mean_ci, pair_closeness
-from dhwt.analysis.snapshots import read_run
+from dhwt.runs.snapshots import read_run
 from dhwt.errors import DhwtError
 
 VOCAB = ("a", "b", "c", "d")

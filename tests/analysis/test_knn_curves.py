@@ -11,7 +11,7 @@ import torch
 from dhwt.analysis.knn import norm_matched_random
 from dhwt.analysis.knn_curves import Source, similarity_curves
 from dhwt.errors import DhwtError
-from dhwt.training.snapshots import save_snapshot
+from dhwt.runs.snapshots import save_snapshot
 
 V, D = 70, 6
 

@@ -10,7 +10,7 @@ import torch
 from dhwt.analysis.population import population_fit, run_population_fit
 from dhwt.languages import load_language, load_task, write_dataset
 from dhwt.models import build_model
-from dhwt.training.config import TrainConfig
+from dhwt.config.run import TrainConfig
 from dhwt.training.ensemble import member_accuracy, member_loss
 from dhwt.training.trainer import model_config, train
 

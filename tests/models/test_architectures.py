@@ -15,8 +15,9 @@ from safetensors.torch import load_file
 from dhwt.errors import DhwtError
 from dhwt.languages import load_language, load_task, write_dataset
 from dhwt.models import LSTM, Mixer, ModelConfig, Transformer, build_model
-from dhwt.training import TrainConfig, train
-from dhwt.training.checkpoint import latest_checkpoint
+from dhwt.config import TrainConfig
+from dhwt.training import train
+from dhwt.runs.checkpoints import latest_checkpoint
 
 ARCHITECTURES = ("transformer", "lstm", "mixer")
 SEEDS = (3, 11, 42)

@@ -20,7 +20,8 @@ import pytest
 import torch
 
 from dhwt.models import ModelConfig, Transformer
-from dhwt.training.tying import TieSchedule, apply_switch
+from dhwt.config.schedule import TieSchedule
+from dhwt.training.tying import apply_switch
 
 SEEDS = (42, 43, 44)
 STEPS = 20

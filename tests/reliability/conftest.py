@@ -15,7 +15,7 @@ import torch
 
 from dhwt.directories import LOCK
 from dhwt.languages import load_language, write_dataset
-from dhwt.training.checkpoint import list_checkpoints, load_checkpoint
+from dhwt.runs.checkpoints import list_checkpoints, load_checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 GLOBAL_RNGS = ("torch", "numpy", "python")

@@ -22,7 +22,7 @@ import pytest
 import torch
 
 from dhwt.directories import LOCK, MARKER
-from dhwt.training.checkpoint import checkpoint_path, latest_checkpoint, list_checkpoints
+from dhwt.runs.checkpoints import checkpoint_path, latest_checkpoint, list_checkpoints
 
 STEPS = 160
 CHECKPOINT_EVERY = 40

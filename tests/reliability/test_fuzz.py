@@ -25,7 +25,7 @@ from dhwt.languages import load_language
 from dhwt.languages.enumeration import PAD
 from dhwt.languages.spec import parse_assignments, read_spec
 from dhwt.languages.tomlwrite import dumps
-from dhwt.training.tying import TieSchedule
+from dhwt.config.schedule import TieSchedule
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 SUM_TOLERANCE = 1e-6  # synthetic/README.md: probabilities sum to 1 within 1e-6

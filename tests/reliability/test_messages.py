@@ -13,12 +13,13 @@ import numpy as np
 import pytest
 
 from dhwt.analysis.knn import default_k
-from dhwt.analysis.snapshots import read_snapshot, snapshot_paths
+from dhwt.runs.snapshots import read_snapshot, snapshot_paths
 from dhwt.errors import brief
 from dhwt.languages import load_task
 from dhwt.languages.splits import make_splits
 from dhwt.languages.text_task import TextTask
-from dhwt.training import TrainConfig, train
+from dhwt.config import TrainConfig
+from dhwt.training import train
 
 
 def _refused(outcome: tuple[int, str, str], *fragments: str) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from dhwt.directories import LOCK, MARKER, kind_of, lock
-from dhwt.training.checkpoint import list_checkpoints, load_checkpoint
+from dhwt.runs.checkpoints import list_checkpoints, load_checkpoint
 
 STUDY = """[data]
 grammar = "parity"

@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from dhwt.analysis.snapshots import read_snapshot
+from dhwt.runs.snapshots import read_snapshot
 from dhwt.errors import DhwtError
 from dhwt.languages import load_task
-from dhwt.training import TrainConfig
-from dhwt.training.checkpoint import checkpoint_path, load_checkpoint
+from dhwt.config import TrainConfig
+from dhwt.runs.checkpoints import checkpoint_path, load_checkpoint
 from dhwt.training.distributed import Parallel
 from dhwt.training.ensemble import repeat_batch
 from dhwt.models import build_model

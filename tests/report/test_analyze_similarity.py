@@ -11,9 +11,9 @@ import shutil
 import numpy as np
 import pytest
 
-from dhwt.analysis.snapshots import read_run
+from dhwt.runs.snapshots import read_run
 from dhwt.languages.text_task import TextTask
-from dhwt.training.config import TrainConfig
+from dhwt.config.run import TrainConfig
 from dhwt.training.trainer import train
 
 V = 40

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from dhwt.errors import DhwtError
-from dhwt.training.checkpoint import (latest_checkpoint, list_checkpoints, load_checkpoint,
+from dhwt.runs.checkpoints import (latest_checkpoint, list_checkpoints, load_checkpoint,
                                       remove_stray_temporaries, save_checkpoint)
 
 

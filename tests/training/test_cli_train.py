@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from dhwt.languages import load_language, write_dataset
-from dhwt.training.checkpoint import latest_checkpoint, list_checkpoints
+from dhwt.runs.checkpoints import latest_checkpoint, list_checkpoints
 
 
 def _tree(root: Path) -> dict[str, str]:

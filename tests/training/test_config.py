@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dhwt.errors import DhwtError
-from dhwt.training.config import TrainConfig, format_seeds, parse_seeds
+from dhwt.config.run import TrainConfig, format_seeds, parse_seeds
 
 
 @pytest.mark.parametrize("text, seeds", [

@@ -14,11 +14,12 @@ import torch
 
 from dhwt.errors import DhwtError
 from dhwt.languages import load_language, load_task, write_dataset
-from dhwt.training import TrainConfig, train
+from dhwt.config import TrainConfig
+from dhwt.training import train
 from dhwt.training import distributed
-from dhwt.training.checkpoint import (latest_checkpoint, list_checkpoints, load_checkpoint,
+from dhwt.runs.checkpoints import (latest_checkpoint, list_checkpoints, load_checkpoint,
                                       save_checkpoint)
-from dhwt.training.device import backend_for, resolve_device
+from dhwt.config.device import backend_for, resolve_device
 
 GPU = torch.cuda.is_available()
 no_gpu_only = pytest.mark.skipif(GPU, reason="tests the answer of a machine without a GPU")

@@ -8,11 +8,11 @@ import pytest
 import torch
 
 from dhwt.errors import DhwtError
-from dhwt.training.metrics import MetricsWriter, read_metrics, truncate_metrics
+from dhwt.runs.metrics import MetricsWriter, read_metrics, truncate_metrics
 from dhwt.directories import LOCK, MARKER
-from dhwt.training.run_dir import create_run_dir
-from dhwt.analysis.snapshots import read_snapshot
-from dhwt.training.snapshots import remove_snapshots_after, save_snapshot
+from dhwt.runs.layout import create_run_dir
+from dhwt.runs.snapshots import read_snapshot
+from dhwt.runs.snapshots import remove_snapshots_after, save_snapshot
 
 
 def test_metrics_truncate_drops_later_lines_and_a_half_written_tail(tmp_path):
@@ -105,7 +105,7 @@ def test_snapshot_bytes_are_reproducible_and_read_by_safetensors(tmp_path):
 
 def test_run_report_without_ground_truth(tmp_path):
     """A text task has no exact truth: the report and figure leave the Bayes lines out."""
-    from dhwt.training.config import TrainConfig
+    from dhwt.config.run import TrainConfig
     from dhwt.training.run_report import write_figure, write_report
 
     records = [{"step": s, "member": 0, "seed": 1, "split": "train", "loss": 2.0 - s / 10,

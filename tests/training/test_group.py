@@ -8,11 +8,12 @@ import json
 import pytest
 import torch
 
-from dhwt.analysis.snapshots import read_snapshot
+from dhwt.runs.snapshots import read_snapshot
 from dhwt.errors import DhwtError
 from dhwt.languages import load_language, load_task, write_dataset
-from dhwt.training import TrainConfig, train, train_group
-from dhwt.training.checkpoint import latest_checkpoint, list_checkpoints
+from dhwt.config import TrainConfig
+from dhwt.training import train, train_group
+from dhwt.runs.checkpoints import latest_checkpoint, list_checkpoints
 
 COMMON = dict(steps=240, eval_every=40, snapshot_every=80, checkpoint_every=80, lr=1e-2,
               lr_period=100, batch_size=8, grad_clip=0.5)

@@ -11,8 +11,9 @@ import torch.nn.functional as F
 from dhwt.errors import DhwtError
 from dhwt.languages.text_task import TextTask
 from dhwt.models import build_model
-from dhwt.training import TrainConfig, train
-from dhwt.training.checkpoint import latest_checkpoint
+from dhwt.config import TrainConfig
+from dhwt.training import train
+from dhwt.runs.checkpoints import latest_checkpoint
 from dhwt.training.ensemble import chunked_metrics, member_loss, repeat_batch
 from dhwt.training.members import EMBEDDINGS, INPUT, OUTPUT
 from dhwt.training.trainer import Trainer, model_config

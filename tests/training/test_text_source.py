@@ -12,7 +12,7 @@ import pytest
 
 from dhwt.errors import DhwtError
 from dhwt.study import load_study
-from dhwt.training import TrainConfig
+from dhwt.config import TrainConfig
 
 WORDS = "the cat sat on a mat and the dog ran to the red door".split()
 

@@ -11,10 +11,11 @@ from dhwt.directories import LOCK, MARKER
 from dhwt.errors import DhwtError
 from dhwt.languages import load_language, load_task, write_dataset
 from dhwt.models import output
-from dhwt.training import TrainConfig, train
-from dhwt.training.checkpoint import latest_checkpoint, list_checkpoints
+from dhwt.config import TrainConfig
+from dhwt.training import train
+from dhwt.runs.checkpoints import latest_checkpoint, list_checkpoints
 from dhwt.training.trainer import Trainer
-from dhwt.analysis.snapshots import read_snapshot
+from dhwt.runs.snapshots import read_snapshot
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,8 @@ import torch.nn.functional as F
 
 from dhwt.errors import DhwtError
 from dhwt.models import ModelConfig, Transformer
-from dhwt.training.tying import TieEvent, TieSchedule, apply_switch, tie_penalty
+from dhwt.config.schedule import TieEvent, TieSchedule
+from dhwt.training.tying import apply_switch, tie_penalty
 
 CONFIG = ModelConfig(vocab_size=7, max_len=8)  # the paper's EXor model
 SEEDS = (42, 43)

@@ -22,8 +22,8 @@ from dhwt.languages.corpus import WIKITEXT2
 from dhwt.languages.tokenizers import check_tokenizer
 from dhwt.languages.tomlwrite import dumps
 from dhwt.models import ModelConfig
-from dhwt.training.device import check_device
-from dhwt.training.tying import TieSchedule
+from dhwt.config.device import check_device
+from dhwt.config.schedule import TieSchedule
 
 OBJECTIVES = ("mlm", "clm")
 MODEL_FIELDS = ("architecture", "d_model", "n_layers", "n_heads", "d_ff", "dropout", "ff_dropout",
@@ -32,7 +32,7 @@ MODEL_FIELDS = ("architecture", "d_model", "n_layers", "n_heads", "d_ff", "dropo
                 "token_mixing", "channel_mixing")
 LR_SCHEDULES = ("constant", "cosine", "periodic-cosine")
 FULL_BATCH = "full"
-# Fields that say where a run computes, not what: a resume may change them (dhwt.training.device)
+# Fields that say where a run computes, not what: a resume may change them (dhwt.config.device)
 PLACEMENT = ("device",)
 VARY = ("all", "embeddings")
 REDRAW = ("both", "input", "output")
@@ -139,7 +139,7 @@ class TrainConfig:
     grad_clip: if set, each ensemble member's gradient is clipped to this norm on its own (a
     global norm would couple members, so member i would no longer equal a solo run of its seed).
 
-    device: "cpu" (default), "cuda", "cuda:N" or "auto" (see dhwt.training.device). The run
+    device: "cpu" (default), "cuda", "cuda:N" or "auto" (see dhwt.config.device). The run
     directory records the setting as given, not what it resolved to, and a resume may change it
     (a run started on a GPU continues on the CPU and vice versa).
     """

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from dhwt.errors import DhwtError
-from dhwt.training.checkpoint import atomic_write_bytes
+from dhwt.directories import atomic_write_bytes
 
 
 def read_metrics(path: Path) -> list[dict[str, object]]:

@@ -26,6 +26,10 @@ EMBEDDINGS = "embeddings"
 FIGURES = "figures"
 REPORT = "report.md"
 DATA = "data"
+#: The training curves the end-of-run report shows.
+FIGURE = "figures/training.png"
+#: Training count per token id (text runs), for analysis over the tokens seen in training.
+TOKEN_COUNTS = "token_counts.npy"
 
 
 EXISTS = "pass --overwrite to replace it or --resume to continue it"

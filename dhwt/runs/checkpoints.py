@@ -28,6 +28,7 @@ from pathlib import Path
 
 import torch
 
+from dhwt.directories import atomic_write_bytes
 from dhwt.errors import DhwtError
 
 _MAGIC = b"dhwt-checkpoint sha256="
@@ -64,19 +65,6 @@ def cpu_copy(value: object) -> object:
     if isinstance(value, (list, tuple)):
         return type(value)(cpu_copy(v) for v in value)
     return value
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write `data` to `path` via a fsynced temporary file in the same directory and os.replace."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def list_checkpoints(directory: Path) -> list[Path]:

@@ -1,0 +1,133 @@
+"""Embedding snapshots: embeddings/step_XXXXXXX.safetensors, what analysis reads instead of a model.
+
+Each file holds "input" and "output", float32 tensors of shape (S, V, d) (members in the order of
+`seeds`; when tied, "output" equals "input"), and string metadata: step, tied ("true"/"false"),
+seeds (JSON list), vocab (JSON list; index = token id). The trainer writes them (save_snapshot);
+analysis reads them (read_snapshot) and never needs the trainer.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors import safe_open
+
+from dhwt.directories import atomic_write_bytes
+from dhwt.errors import DhwtError
+
+_NAME = re.compile(r"^step_(\d{7,})\.safetensors$")
+
+
+def snapshot_path(directory: Path, step: int) -> Path:
+    return directory / f"step_{step:07d}.safetensors"
+
+
+def save_snapshot(directory: Path, step: int, input_weight: torch.Tensor,
+                  output_weight: torch.Tensor, *, tied: bool, seeds: list[int],
+                  vocab: tuple[str, ...]) -> Path:
+    """Write one snapshot atomically (temporary file, then os.replace); equal inputs give equal
+    bytes."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = snapshot_path(directory, step)
+    metadata = {"step": str(step), "tied": "true" if tied else "false",
+                "seeds": json.dumps(list(seeds)), "vocab": json.dumps(list(vocab))}
+    atomic_write_bytes(path, _safetensors_bytes(
+        {"input": input_weight, "output": output_weight}, metadata))
+    return path
+
+
+def _safetensors_bytes(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> bytes:
+    """A float32 safetensors file with its header in a fixed order, so equal snapshots are equal
+    files (safetensors' own writer orders the metadata differently from process to process).
+    Tensors on another device (a GPU run) are copied to the CPU first.
+
+    Format: 8-byte little-endian header length, the JSON header (padded with spaces to a
+    multiple of 8), then the tensors' little-endian bytes back to back.
+    """
+    header: dict[str, object] = {"__metadata__": metadata}
+    blobs, offset = [], 0
+    for name, tensor in tensors.items():
+        blob = tensor.detach().cpu().to(torch.float32).contiguous().numpy().astype("<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(tensor.shape),
+                        "data_offsets": [offset, offset + len(blob)]}
+        blobs.append(blob)
+        offset += len(blob)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text + b"".join(blobs)
+
+
+def remove_snapshots_after(directory: Path, step: int) -> None:
+    """Delete snapshots newer than `step` (a resumed run writes them again, identically)."""
+    if directory.is_dir():
+        for p in directory.iterdir():
+            m = _NAME.match(p.name)
+            if (m and int(m.group(1)) > step) or (p.name.startswith(".") and ".tmp-" in p.name):
+                p.unlink()
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Both embedding matrices of every member at one step."""
+
+    step: int
+    tied: bool
+    seeds: tuple[int, ...]
+    vocab: tuple[str, ...]
+    input: np.ndarray  # (S, V, d)
+    output: np.ndarray  # (S, V, d)
+
+
+def read_snapshot(path: str | Path) -> Snapshot:
+    """Read one snapshot file; DhwtError if it is missing or not a dhwt snapshot."""
+    path = Path(path)
+    try:
+        with safe_open(str(path), framework="numpy") as f:
+            meta = f.metadata() or {}
+            arrays = {key: f.get_tensor(key) for key in ("input", "output")}
+    except FileNotFoundError:
+        raise DhwtError(f"snapshot {path} does not exist") from None
+    except Exception as exc:  # safetensors raises its own types for corrupt files
+        raise DhwtError(f"cannot read snapshot {path}: {exc}") from None
+    missing = {"step", "tied", "seeds", "vocab"} - meta.keys()
+    if missing:
+        raise DhwtError(f"snapshot {path} lacks metadata {sorted(missing)}; not written by dhwt?")
+    return Snapshot(
+        step=int(meta["step"]),
+        tied=json.loads(meta["tied"]),
+        seeds=tuple(json.loads(meta["seeds"])),
+        vocab=tuple(json.loads(meta["vocab"])),
+        input=arrays["input"],
+        output=arrays["output"],
+    )
+
+
+def snapshot_paths(run_dir: str | Path) -> list[Path]:
+    """The snapshot files of a run directory, in step order."""
+    folder = Path(run_dir) / "embeddings"
+    paths = sorted(p for p in folder.glob("step_*.safetensors") if _NAME.match(p.name))
+    if not paths:
+        raise DhwtError(f"no embedding snapshots in {folder}; is {run_dir} a dhwt run directory?")
+    return paths
+
+
+def read_run(run_dir: str | Path) -> list[Snapshot]:
+    """Every snapshot of a run, in step order."""
+    return [read_snapshot(p) for p in snapshot_paths(run_dir)]
+
+
+def vocabulary_difference(name_a: object, a: Sequence[str], name_b: object,
+                          b: Sequence[str]) -> str:
+    """How two vocabularies differ, in one short line: their sizes and the first token id where
+    they part (a message must not print a 50,000-token vocabulary)."""
+    at = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    first = [repr(v[at]) if at < len(v) else "nothing" for v in (a, b)]
+    return (f"{name_a} ({len(a):,} tokens) and {name_b} ({len(b):,} tokens) first differ at "
+            f"token id {at}: {first[0]} vs {first[1]}")
