@@ -104,37 +104,6 @@ def _inputs(config: TrainConfig) -> list[object]:
     return [p for p in paths if p is not None and Path(str(p)).exists()]
 
 
-def _inputs(config: TrainConfig) -> list[object]:
-    """The paths a run reads (its data, grammar file, corpus, init_from run), which --overwrite
-    must never delete."""
-    paths: list[object] = [config.data, config.corpus, config.grammar]
-    if config.init_from is not None:
-        paths.append(split_init_from(config.init_from)[0])
-    return [p for p in paths if p is not None and Path(str(p)).exists()]
-
-
-def run_task(config: TrainConfig, run_dir: Path) -> Task:
-    """The run's Task: RUN_DIR/data for a grammar-built run, the text corpus `config.corpus`, else
-    the dataset `config.data`."""
-    if config.corpus is not None:
-        return load_config_text(config)
-    data = run_dir / layout.DATA if config.grammar is not None else Path(str(config.data))
-    if not data.is_dir():
-        problem = "is not a directory" if data.exists() else "does not exist"
-        raise DhwtError(f"dataset directory {data} {problem}")
-    return load_task(data, config.objective)
-
-
-def load_config_text(config: TrainConfig) -> Task:
-    """The text Task a config's corpus, tokenizer, seq_len, eval_windows (and data: where
-    WikiText-2 lies) describe."""
-    from dhwt.languages.text_task import load_text_task
-
-    assert config.corpus is not None and config.tokenizer is not None and config.seq_len
-    return load_text_task(config.corpus, config.tokenizer, config.seq_len, source=config.data,
-                          eval_windows=config.eval_windows)
-
-
 def _absolute(options: dict[str, object]) -> dict[str, object]:
     """Flags with `data`, `init_from`'s run and a grammar or corpus given as an existing path made
     absolute paths."""

@@ -32,7 +32,7 @@ import torch.nn.functional as F
 
 from dhwt.languages import load_language, load_task, write_dataset
 from dhwt.models import ModelConfig, build_model
-from dhwt.training import TrainConfig
+from dhwt.config import TrainConfig
 from dhwt.training.trainer import Trainer
 
 ARCHITECTURES = ("transformer", "lstm", "mixer")

@@ -33,7 +33,8 @@ from pathlib import Path
 
 from dhwt.languages import load_language, load_task, write_dataset
 from dhwt.languages.task import Task
-from dhwt.training import TrainConfig, train, train_group
+from dhwt.config import TrainConfig
+from dhwt.training import train, train_group
 
 SEEDS = [42, 43, 44, 45, 46]
 SCHEDULES = ("tied", "untied")

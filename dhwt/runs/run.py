@@ -1,0 +1,149 @@
+"""A run directory read back: its config, metrics, embedding snapshots, and the trained model
+rebuilt from a checkpoint alone. Analysis, reports and the theorems' checks read runs through
+`load_run`, never through the trainer.
+
+Examples:
+    >>> run = load_run("runs/u5k")                            # doctest: +SKIP
+    >>> run.config.tie_schedule, run.steps[-1]                # doctest: +SKIP
+    ('untie@5000', 10000)
+    >>> run.embeddings().input.shape                          # doctest: +SKIP
+    (1, 7, 4)
+    >>> model = run.model()                                   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from functools import cached_property
+from pathlib import Path
+
+from dhwt.config import TrainConfig
+from dhwt.errors import DhwtError
+from dhwt.models import EnsembleLM, ModelConfig, build_model
+from dhwt.runs import layout
+from dhwt.runs.checkpoints import checkpoint_path, checkpoint_step, latest_checkpoint, \
+    list_checkpoints, load_checkpoint
+from dhwt.runs.metrics import read_metrics
+from dhwt.runs.snapshots import Snapshot, read_snapshot, snapshot_paths
+
+
+def load_run(path: str | Path) -> Run:
+    """The run directory at `path`; DhwtError if it is not one (no config.toml)."""
+    path = Path(path)
+    if not (path / layout.CONFIG).is_file():
+        raise DhwtError(f"{path} is not a dhwt run directory (no {layout.CONFIG})")
+    return Run(path, TrainConfig.from_toml(path / layout.CONFIG))
+
+
+@dataclass(frozen=True)
+class Run:
+    """A run directory on disk, read only."""
+
+    path: Path
+    config: TrainConfig
+
+    @property
+    def steps(self) -> list[int]:
+        """The steps of the embedding snapshots, oldest first."""
+        return [_step(p) for p in snapshot_paths(self.path)]
+
+    def embeddings(self, step: int | None = None) -> Snapshot:
+        """The input and output matrices of every member at `step` (default: the newest)."""
+        paths = snapshot_paths(self.path)
+        if step is None:
+            return read_snapshot(paths[-1])
+        found = [p for p in paths if _step(p) == step]
+        if not found:
+            raise DhwtError(f"{self.path} has no snapshot of step {step}; its snapshots are at "
+                            f"steps {_ranges(self.steps)}")
+        return read_snapshot(found[0])
+
+    def metrics(self) -> list[dict[str, object]]:
+        """The lines of metrics.jsonl, parsed."""
+        return read_metrics(self.path / layout.METRICS)
+
+    @property
+    def checkpoint_steps(self) -> list[int]:
+        """The steps of the checkpoints kept, oldest first."""
+        return [checkpoint_step(p) for p in list_checkpoints(self.path / layout.CHECKPOINTS)]
+
+    def model(self, step: int | None = None) -> EnsembleLM:
+        """The trained ensemble at the checkpoint of `step` (default: the newest), on the CPU,
+        with its tying state, rebuilt from the checkpoint alone (its `model_args`; a checkpoint
+        written before they were saved is rebuilt from the run's config and data)."""
+        directory = self.path / layout.CHECKPOINTS
+        if step is None:
+            _, state = latest_checkpoint(directory)
+        elif step in self.checkpoint_steps:
+            state = load_checkpoint(checkpoint_path(directory, step))
+        else:
+            raise DhwtError(f"{self.path} keeps no checkpoint of step {step}; it keeps steps "
+                            f"{_ranges(self.checkpoint_steps)}")
+        args = state.get("model_args")
+        config = ModelConfig(**args) if args is not None else self.model_config()
+        model = build_model(config, self.config.seeds, tied=True)
+        model.load_state_dict(state["model"])  # adopts the saved tying state
+        return model
+
+    def model_config(self) -> ModelConfig:
+        """The ModelConfig the run trains: its config's architecture for its task's vocabulary
+        and length (what a checkpoint saves as `model_args`)."""
+        task = self.task
+        return self.config.model_config(vocab_size=len(task.vocab), max_len=task.seq_len,
+                                        causal=self.config.objective == "clm")
+
+    @cached_property
+    def task(self):  # noqa: ANN201 (a dhwt.languages Task; imported lazily: text needs tokenizers)
+        """The data the run trained on: RUN/data for a grammar-built run, the dataset
+        `config.data`, or the text corpus `config.corpus`."""
+        return run_task(self.config, self.path)
+
+    @property
+    def dataset(self) -> Path | None:
+        """The synthetic dataset directory the run trained on, or None (a text corpus)."""
+        if self.config.corpus is not None:
+            return None
+        data = (self.path / layout.DATA if self.config.grammar is not None
+                else Path(str(self.config.data)))
+        if not data.is_dir():
+            raise DhwtError(f"the dataset of {self.path} ({data}) is missing")
+        return data
+
+
+def run_task(config: TrainConfig, run_dir: Path):  # noqa: ANN201 (see Run.task)
+    """The Task of a run's config: RUN_DIR/data for a grammar-built run, the text corpus
+    `config.corpus`, else the dataset `config.data`."""
+    from dhwt.languages import load_task
+
+    if config.corpus is not None:
+        return load_config_text(config)
+    data = run_dir / layout.DATA if config.grammar is not None else Path(str(config.data))
+    if not data.is_dir():
+        problem = "is not a directory" if data.exists() else "does not exist"
+        raise DhwtError(f"dataset directory {data} {problem}")
+    return load_task(data, config.objective)
+
+
+def load_config_text(config: TrainConfig):  # noqa: ANN201 (see Run.task)
+    """The text Task a config's corpus, tokenizer, seq_len, eval_windows (and data: where
+    WikiText-2 lies) describe."""
+    from dhwt.languages.text_task import load_text_task
+
+    assert config.corpus is not None and config.tokenizer is not None and config.seq_len
+    return load_text_task(config.corpus, config.tokenizer, config.seq_len, source=config.data,
+                          eval_windows=config.eval_windows)
+
+
+def model_args(config: ModelConfig) -> dict[str, object]:
+    """What a checkpoint saves of the model's configuration (ModelConfig(**args) rebuilds it)."""
+    return asdict(config)
+
+
+def _step(path: Path) -> int:
+    return int(path.stem.split("_")[1])
+
+
+def _ranges(steps: list[int]) -> str:
+    """A few steps for a message."""
+    return ", ".join(map(str, steps[:5])) + (f", ... ({len(steps)} in all)" if len(steps) > 5
+                                            else "") if steps else "none"
