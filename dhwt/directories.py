@@ -121,7 +121,8 @@ def check_target(target: Path, kind: str, *, overwrite: bool, inputs: Iterable[o
     target = Path(target)
     resolved, cwd = target.resolve(), Path.cwd().resolve()
     if resolved == cwd or resolved in cwd.parents:
-        where = "the working directory" if resolved == cwd else "an ancestor of it"
+        where = ("the working directory" if resolved == cwd
+                 else "an ancestor of the working directory")
         raise DhwtError(f"{target} is {where}; give a new directory for the {kind}")
     if target.is_symlink():
         raise DhwtError(f"{target} is a symbolic link; give the directory itself")
