@@ -50,8 +50,10 @@ def _torchrun(args: list[object]) -> subprocess.Popen:
 
 
 #: What a worker prints when it aborts inside torch (std::terminate, SIGABRT, no Python
-#: traceback). Seen once in CI (rank 1 of the first test, 6 s after the launch started; the same
-#: launch 25 times in a row here all passed): a crash below dhwt's code, not a wrong result.
+#: traceback). Seen in CI twice: rank 1 of the first test, 6 s after the launch started; and
+#: rank 0 of test_only_rank_0_writes, in a clean clone's `make test` on an Intel Xeon (the same
+#: launches 25 and 12 times in a row here all passed): a crash below dhwt's code, not a wrong
+#: result.
 ABORTED = "terminate called without an active exception"
 
 
@@ -246,13 +248,23 @@ def test_only_rank_0_writes(dataset, tmp_path):
     def no_writes() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (64, 64))
 
-    procs = [subprocess.Popen(
-        [sys.executable, "-m", "dhwt", *map(str, args)], cwd=ROOT, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, preexec_fn=no_writes if rank else None,
-        env=dict(os.environ, MPLBACKEND="Agg", RANK=str(rank), LOCAL_RANK=str(rank),
-                 WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)))
-        for rank in (0, 1)]
-    (out0, err0), (out1, err1) = (p.communicate(timeout=300) for p in procs)
-    assert [p.returncode for p in procs] == [0, 0], err0[-2000:] + err1[-2000:]
+    def launch() -> tuple[list[int], str, str, str, str]:
+        procs = [subprocess.Popen(
+            [sys.executable, "-m", "dhwt", *map(str, args)], cwd=ROOT, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, preexec_fn=no_writes if rank else None,
+            env=dict(os.environ, MPLBACKEND="Agg", RANK=str(rank), LOCAL_RANK=str(rank),
+                     WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)))
+            for rank in (0, 1)]
+        (out0, err0), (out1, err1) = (p.communicate(timeout=300) for p in procs)
+        return [p.returncode for p in procs], out0, err0, out1, err1
+
+    codes, out0, err0, out1, err1 = launch()
+    if codes != [0, 0] and ABORTED in err0 + err1:  # a crash inside torch: once more, afresh
+        shutil.rmtree(tmp_path / "run", ignore_errors=True)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        codes, out0, err0, out1, err1 = launch()
+    assert codes == [0, 0], err0[-2000:] + err1[-2000:]
     assert "trained 12 steps" in out0 and out1 == ""
     assert (tmp_path / "run" / "report.md").is_file()
