@@ -30,6 +30,7 @@ import json
 import os
 import shutil
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,12 @@ class Lock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def held(maybe: Lock | None) -> AbstractContextManager:
+    """`maybe` to hold in a with statement, or nothing (a process of a torchrun launch that does
+    not write holds no lock)."""
+    return maybe if maybe is not None else nullcontext()
 
 
 def lock(directory: Path, what: str = "") -> Lock:
@@ -141,9 +148,9 @@ def check_target(target: Path, kind: str, *, overwrite: bool, inputs: Iterable[o
     if found != kind:
         raise DhwtError(f"{target} holds a dhwt {found}, not a {kind}; --overwrite replaces only "
                         f"a {kind} (move or delete it yourself)")
-    for path in inputs:
-        if path is not None and (resolved == Path(str(path)).resolve()
-                                 or resolved in Path(str(path)).resolve().parents):
+    for path in (p for p in inputs if p is not None):
+        where = Path(str(path)).resolve()
+        if resolved == where or resolved in where.parents:
             raise DhwtError(f"{target} holds {path}, which this command reads; --overwrite "
                             f"would delete it")
     return True

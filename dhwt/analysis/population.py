@@ -66,7 +66,6 @@ def run_population_fit(run_dir: str | Path, task) -> PopulationFit:
     from dhwt.runs import load_run
 
     run = load_run(run_dir)
-    step = run.checkpoint_steps[-1] if run.checkpoint_steps else None
-    ce, acc = population_fit(run.model(step), task.truth)
-    return PopulationFit(step=step, seeds=tuple(run.config.seeds), cross_entropy=ce,
+    ce, acc = population_fit(run.model(), task.truth)
+    return PopulationFit(step=run.checkpoint_steps[-1], seeds=tuple(run.config.seeds), cross_entropy=ce,
                          excess=ce - task.truth.bayes_cross_entropy, accuracy=acc)

@@ -13,13 +13,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from dhwt.runs.snapshots import read_snapshot, snapshot_paths, vocabulary_difference
-from dhwt.directories import kind_of
 from dhwt.errors import DhwtError
 from dhwt.languages import load_task
 from dhwt.report.loss_report import loss_lines
 from dhwt.report.run_similarity import SimilarityOptions, similarity_lines
 from dhwt.report.runs_report import write_runs_report
-from dhwt.directories import atomic_write_bytes
+from dhwt.directories import atomic_write_bytes, kind_of
 from dhwt.runs import layout
 from dhwt.config.run import TrainConfig
 
@@ -45,10 +44,10 @@ def analyze(run_dirs: Sequence[str | Path], out: str | Path, *, pairs: str | Non
     for d in dirs:
         if not (d / layout.CONFIG).is_file():
             raise DhwtError(f"{d} is not a dhwt run directory (no {layout.CONFIG})")
-    if (Path(out) / layout.CONFIG).is_file() or kind_of(Path(out)) in ("run", "dataset"):
-        raise DhwtError(f"--out {out} is a {kind_of(Path(out)) or 'run'} directory, whose own "
-                        "files (report.md, figures/) the analysis would replace; give another "
-                        "directory")
+    kind = kind_of(Path(out)) or ("run" if (Path(out) / layout.CONFIG).is_file() else None)
+    if kind in ("run", "dataset"):
+        raise DhwtError(f"--out {out} is a {kind} directory, whose own files (report.md, "
+                        "figures/) the analysis would replace; give another directory")
     vocabularies = {d: read_snapshot(snapshot_paths(d)[0]).vocab for d in dirs}
     other = next((d for d in dirs if vocabularies[d] != vocabularies[dirs[0]]), None)
     if other is not None:

@@ -24,7 +24,7 @@ from dhwt.runs import layout
 from dhwt.runs.checkpoints import checkpoint_path, checkpoint_step, latest_checkpoint, \
     list_checkpoints, load_checkpoint
 from dhwt.runs.metrics import read_metrics
-from dhwt.runs.snapshots import Snapshot, read_snapshot, snapshot_paths
+from dhwt.runs.snapshots import Snapshot, read_snapshot, snapshot_paths, snapshot_step
 
 
 def load_run(path: str | Path) -> Run:
@@ -45,14 +45,14 @@ class Run:
     @property
     def steps(self) -> list[int]:
         """The steps of the embedding snapshots, oldest first."""
-        return [_step(p) for p in snapshot_paths(self.path)]
+        return [snapshot_step(p) for p in snapshot_paths(self.path)]
 
     def embeddings(self, step: int | None = None) -> Snapshot:
         """The input and output matrices of every member at `step` (default: the newest)."""
         paths = snapshot_paths(self.path)
         if step is None:
             return read_snapshot(paths[-1])
-        found = [p for p in paths if _step(p) == step]
+        found = [p for p in paths if snapshot_step(p) == step]
         if not found:
             raise DhwtError(f"{self.path} has no snapshot of step {step}; its snapshots are at "
                             f"steps {_ranges(self.steps)}")
@@ -137,10 +137,6 @@ def load_config_text(config: TrainConfig):  # noqa: ANN201 (see Run.task)
 def model_args(config: ModelConfig) -> dict[str, object]:
     """What a checkpoint saves of the model's configuration (ModelConfig(**args) rebuilds it)."""
     return asdict(config)
-
-
-def _step(path: Path) -> int:
-    return int(path.stem.split("_")[1])
 
 
 def _ranges(steps: list[int]) -> str:

@@ -21,8 +21,17 @@ from safetensors import safe_open
 
 from dhwt.directories import atomic_write_bytes
 from dhwt.errors import DhwtError
+from dhwt.runs import layout
 
 _NAME = re.compile(r"^step_(\d{7,})\.safetensors$")
+
+
+def snapshot_step(path: Path) -> int:
+    """The step a snapshot file's name says."""
+    match = _NAME.match(path.name)
+    if not match:
+        raise DhwtError(f"{path} is not a snapshot file name (step_XXXXXXX.safetensors)")
+    return int(match.group(1))
 
 
 def snapshot_path(directory: Path, step: int) -> Path:
@@ -111,7 +120,7 @@ def read_snapshot(path: str | Path) -> Snapshot:
 
 def snapshot_paths(run_dir: str | Path) -> list[Path]:
     """The snapshot files of a run directory, in step order."""
-    folder = Path(run_dir) / "embeddings"
+    folder = Path(run_dir) / layout.EMBEDDINGS
     paths = sorted(p for p in folder.glob("step_*.safetensors") if _NAME.match(p.name))
     if not paths:
         raise DhwtError(f"no embedding snapshots in {folder}; is {run_dir} a dhwt run directory?")

@@ -19,9 +19,9 @@ and is the only one to write (dhwt.training.distributed).
 
 from __future__ import annotations
 
-from contextlib import nullcontext
 from pathlib import Path
 
+from dhwt.directories import held
 from dhwt.errors import DhwtError
 from dhwt.languages import load_language, load_task, write_dataset
 from dhwt.runs import layout
@@ -88,9 +88,8 @@ def _train_command(config: TrainConfig, run_dir: Path, overwrite: bool, resume: 
                       seed=config.split_seed)
         Trainer([(config, run_dir)], load_task(staging / layout.DATA, config.objective), parallel)
 
-    held = parallel.on_writer(lambda: layout.create_run_dir(
-        run_dir, config.to_toml(), overwrite=overwrite, inputs=inputs, fill=build))
-    with held if held is not None else nullcontext():
+    with held(parallel.on_writer(lambda: layout.create_run_dir(
+            run_dir, config.to_toml(), overwrite=overwrite, inputs=inputs, fill=build))):
         return Trainer([(config, run_dir)], run_task(config, run_dir), parallel).run(
             resume=False)[0]
 

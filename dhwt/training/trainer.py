@@ -65,7 +65,7 @@ import os
 import random
 import time
 from collections.abc import Sequence
-from contextlib import ExitStack, nullcontext
+from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -73,7 +73,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from dhwt.directories import Lock, atomic_write_bytes, lock
+from dhwt.directories import atomic_write_bytes, held, lock
 from dhwt.errors import DhwtError, Interrupted
 from dhwt.languages import Batch, Task
 from dhwt.models import ModelConfig, build_model
@@ -153,7 +153,7 @@ def train(config: TrainConfig, task: Task, run_dir: str | Path, resume: bool = F
         raise DhwtError("--resume continues a run and --overwrite replaces it; give only one")
     if resume:
         saved = check_resumable(run_dir, config)
-        with _held(parallel.on_writer(lambda: lock(run_dir, f"run directory {run_dir}"))):
+        with held(parallel.on_writer(lambda: lock(run_dir, f"run directory {run_dir}"))):
             done = _finished(run_dir, saved)
             if done is not None and config.steps == saved.steps:
                 return done
@@ -161,11 +161,11 @@ def train(config: TrainConfig, task: Task, run_dir: str | Path, resume: bool = F
                 parallel.on_writer(lambda: atomic_write_bytes(
                     run_dir / layout.CONFIG, replace(saved, steps=config.steps).to_toml().encode()))
             return Trainer([(config, run_dir)], task, parallel).run(resume=True)[0]
-    held = parallel.on_writer(lambda: layout.create_run_dir(
+    created = parallel.on_writer(lambda: layout.create_run_dir(
         run_dir, config.to_toml(), overwrite=overwrite, inputs=inputs,
         fill=lambda _: Trainer([(config, run_dir)], task, parallel)))
-    with _held(held):
-        return (held.value if held else Trainer([(config, run_dir)], task, parallel)).run(
+    with held(created):
+        return (created.value if created else Trainer([(config, run_dir)], task, parallel)).run(
             resume=False)[0]
 
 
@@ -233,11 +233,6 @@ def _finished(run_dir: Path, saved: TrainConfig) -> RunResult | None:
     path, _ = latest_checkpoint(run_dir / layout.CHECKPOINTS)  # a damaged one is an error
     final = [r for r in read_metrics(run_dir / layout.METRICS) if r["step"] == saved.steps]
     return RunResult(run_dir, saved.steps, final, path, 0.0, start=saved.steps, touched=False)
-
-
-def _held(held: Lock | None) -> Lock | nullcontext:
-    """A lock to hold in a with statement, or nothing (processes of a launch that do not write)."""
-    return held if held is not None else nullcontext()
 
 
 def model_config(config: TrainConfig, task: Task) -> ModelConfig:
