@@ -16,10 +16,33 @@ replaces the working directory or one of its ancestors, nor a directory that hol
 command's inputs.
 
 Examples:
-    >>> with create(Path("runs/a"), "run") as held:    # runs/a exists, locked, marked
-    ...     (held.path / "metrics.jsonl").write_text("")
-    >>> with lock(Path("runs/a")) as held:             # continue it: refused while in use
-    ...     ...
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from dhwt.directories import create, kind_of, lock
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> target = Path(tmp.name) / "runs" / "a"
+    >>> writer = create(target, "run")           # made at once (parents too), marked, locked
+    >>> sorted(p.name for p in target.iterdir()), kind_of(target)
+    (['.dhwt', '.lock'], 'run')
+    >>> lock(target)                             # a second writer is refused while it is held
+    Traceback (most recent call last):
+      ...
+    dhwt.errors.DhwtError: .../runs/a is being written by process ...
+    >>> writer.release()
+    >>> with lock(target):                       # free again: continue writing it
+    ...     _ = (target / "metrics.jsonl").write_text("")
+    >>> create(target, "run")                    # never replaced without overwrite
+    Traceback (most recent call last):
+      ...
+    dhwt.errors.DhwtError: .../runs/a already exists
+    >>> create(target, "dataset", overwrite=True)  # nor by another kind
+    Traceback (most recent call last):
+      ...
+    dhwt.errors.DhwtError: .../runs/a holds a dhwt run, not a dataset; --overwrite replaces ...
+    >>> create(target, "run", overwrite=True).release()  # a run replaces a run of dhwt's
+    >>> sorted(p.name for p in target.iterdir())
+    ['.dhwt', '.lock']
+    >>> tmp.cleanup()
 """
 
 from __future__ import annotations
@@ -123,7 +146,16 @@ def check_target(target: Path, kind: str, *, overwrite: bool, inputs: Iterable[o
     Refused: the working directory or an ancestor of it; a file or symbolic link; a non-empty
     directory without `overwrite` (the message ends with `exists`, a hint on what to do); with
     `overwrite`, one not marked as a dhwt `kind` directory, or one that holds any of `inputs`
-    (paths the command reads; None entries are skipped). An empty directory counts as absent."""
+    (paths the command reads; None entries are skipped). An empty directory counts as absent.
+
+    Examples:
+        >>> check_target(Path("new-run"), "run", overwrite=False)  # nothing there yet
+        False
+        >>> check_target(Path("."), "run", overwrite=True)
+        Traceback (most recent call last):
+          ...
+        dhwt.errors.DhwtError: . is the working directory; give a new directory for the run
+    """
     assert kind in KINDS
     target = Path(target)
     resolved, cwd = target.resolve(), Path.cwd().resolve()

@@ -9,7 +9,15 @@ SHOWN = 5
 
 
 class DhwtError(Exception):
-    """Bad input or an impossible request: a message meant for the user, never a bug."""
+    """Bad input or an impossible request: a message meant for the user, never a bug.
+
+    Examples:
+        >>> from dhwt.languages import load_language
+        >>> load_language("parity", {"n_bits": 0})
+        Traceback (most recent call last):
+          ...
+        dhwt.errors.DhwtError: 'n_bits' must be an integer from 1 to 30, got int 0
+    """
 
 
 class Interrupted(KeyboardInterrupt):
@@ -20,7 +28,14 @@ class Interrupted(KeyboardInterrupt):
 def brief(items: Iterable[object], show: Callable[[object], str] = repr,
           limit: int = SHOWN) -> str:
     """The first `limit` items joined by ', ', then '... (N in all)' when there are more: a
-    message names a collection without growing with it (a vocabulary may hold 50,000 tokens)."""
+    message names a collection without growing with it (a vocabulary may hold 50,000 tokens).
+
+    Examples:
+        >>> brief(["0a", "0b"])
+        "'0a', '0b'"
+        >>> brief(range(50_257), str)
+        '0, 1, 2, 3, 4, ... (50,257 in all)'
+    """
     items = list(items)
     head = ", ".join(show(item) for item in items[:limit])
     return head if len(items) <= limit else f"{head}, ... ({len(items):,} in all)"

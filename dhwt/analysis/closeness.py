@@ -45,7 +45,24 @@ def pair_closeness(
     pairs: Sequence[Pair],
     baseline_pairs: Sequence[Pair],
 ) -> Closeness:
-    """Raw, normalised and cosine closeness of `pairs` in the `side` matrix of every snapshot."""
+    """Raw, normalised and cosine closeness of `pairs` in the `side` matrix of every snapshot.
+
+    Examples:
+        >>> import numpy as np
+        >>> from dhwt.runs.snapshots import Snapshot
+        >>> def snapshot(step, rows):  # one tied member; rows of 0a, 0b, 1a
+        ...     matrix = np.array([rows], dtype=np.float32)
+        ...     return Snapshot(step, True, (1,), ("0a", "0b", "1a"), matrix, matrix)
+        >>> snapshots = [snapshot(0, [[3, 0], [0, 4], [3, 10]]),
+        ...              snapshot(10, [[3, 0], [6, 0], [3, 5]])]
+        >>> close = pair_closeness(snapshots, "input", [("0a", "0b")], [("0a", "1a")])
+        >>> close.raw.shape  # (snapshots, members, pairs)
+        (2, 1, 1)
+        >>> close.raw.ravel().tolist(), close.normalised.ravel().tolist()  # baseline 10, then 5
+        ([5.0, 3.0], [0.5, 0.6])
+        >>> close.cosine.ravel().tolist()
+        [0.0, 1.0]
+    """
     if side not in ("input", "output"):
         raise DhwtError(f"side must be 'input' or 'output', got {side!r}")
     if not snapshots:
@@ -84,7 +101,14 @@ def pair_closeness(
 def mean_ci(values: np.ndarray, axis: int = 1, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
     """Mean over `axis` (the members) and the half-width of its Student-t confidence interval.
 
-    With a single member the half-width is 0 (no spread can be estimated)."""
+    With a single member the half-width is 0 (no spread can be estimated).
+
+    Examples:
+        >>> import numpy as np
+        >>> mean, half = mean_ci(np.array([[1.0, 2.0, 3.0]]))  # 3 members: t(0.975, 2) / sqrt(3)
+        >>> mean.tolist(), round(float(half[0]), 4)
+        ([2.0], 2.4841)
+    """
     n = values.shape[axis]
     mean = values.mean(axis=axis)
     if n < 2:

@@ -110,7 +110,17 @@ class KnnMatch:
 def nearest_neighbours(x: np.ndarray, k: int, metric: str = "ip", *, block_size: int = BLOCK,
                        slack: int = SLACK, progress: bool | None = False,
                        name: str = "matrix") -> Neighbours:
-    """Exact k nearest neighbours (self excluded) of every row of x (n, d); see the module doc."""
+    """Exact k nearest neighbours (self excluded) of every row of x (n, d); see the module doc.
+
+    Examples:
+        >>> import numpy as np
+        >>> x = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [5.0, 5.0]])
+        >>> near = nearest_neighbours(x, 1, "l2")  # row 0's tie (rows 1 and 2) goes to row 1
+        >>> near.indices.ravel().tolist(), near.scores.ravel().tolist()  # -||x_i - x_j||^2
+        ([1, 0, 0, 1], [-1.0, -1.0, -1.0, -41.0])
+        >>> nearest_neighbours(x, 2, "ip").indices.tolist()  # inner product: the long row is a hub
+        [[1, 2], [3, 0], [3, 0], [1, 2]]
+    """
     x = check_matrix(x, name)
     n = x.shape[0]
     check_k(k, n)
@@ -138,6 +148,18 @@ def knn_match(a: np.ndarray, b: np.ndarray, k: int = DEFAULT_K, metric: str = "i
     these rows only and scores averaged over them. weights: (V,) non-negative per-token weights
     of the average (e.g. training frequencies), restricted to `tokens`; zero weights leave a token
     out of the average but not out of the neighbour search.
+
+    Examples:
+        >>> import numpy as np
+        >>> rng = np.random.default_rng(0)
+        >>> a = rng.standard_normal((50, 8))
+        >>> rotation, _ = np.linalg.qr(rng.standard_normal((8, 8)))
+        >>> match = knn_match(a, 2 * a @ rotation, k=5)  # a rotated, scaled copy: same neighbours
+        >>> round(match.mean_jaccard, 6), round(match.mean_overlap, 6), match.intersection.shape
+        (1.0, 1.0, (50,))
+        >>> match = knn_match(a, rng.standard_normal((50, 8)), k=5, tokens=np.arange(10))
+        >>> match.tokens.tolist() == list(range(10)), match.jaccard.shape  # rows 0-9 searched
+        (True, (10,))
     """
     a, b = check_matrix(a, "A"), check_matrix(b, "B")
     if a.shape[0] != b.shape[0]:

@@ -105,6 +105,31 @@ def similarity_curves(sources: Sequence[Source], *, k: int = 10, metric: str = "
     only); weights: (V,) per-token weights of the averages (e.g. training counts). chance: also
     the KNN chance level, with stand-ins drawn from numpy generators seeded by (seed, step,
     source, side), so results do not depend on the order of the work.
+
+    Examples:
+        Two members of one tied run: unrelated at step 0, the same space (rotated) at step 10.
+
+        >>> import tempfile, torch
+        >>> from pathlib import Path
+        >>> from dhwt.runs.snapshots import save_snapshot
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> run = Path(tmp.name)
+        >>> generator = torch.Generator().manual_seed(0)
+        >>> first, other = torch.randn(2, 40, 4, generator=generator)
+        >>> rotation, _ = torch.linalg.qr(torch.randn(4, 4, generator=generator))
+        >>> for step, second in ((0, other), (10, first @ rotation)):
+        ...     weight = torch.stack([first, second])
+        ...     _ = save_snapshot(run / "embeddings", step, weight, weight, tied=True,
+        ...                       seeds=[1, 2], vocab=tuple(f"t{i}" for i in range(40)))
+        >>> result = similarity_curves([Source("seed 1", run, 0), Source("seed 2", run, 1)], k=5)
+        >>> result.steps.tolist(), [curve.label for curve in result.curves]  # tied: input only
+        ([0, 10], ['seed 1 vs seed 2 (input)'])
+        >>> jaccard = result.curves[0].values["jaccard"]
+        >>> bool(jaccard[0] < 0.5), round(float(jaccard[1]), 6)
+        (True, 1.0)
+        >>> sorted(result.curves[0].values)
+        ['chance_jaccard', 'chance_overlap', 'jaccard', 'overlap']
+        >>> tmp.cleanup()
     """
     if metric not in METRICS:
         raise DhwtError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")

@@ -36,7 +36,23 @@ class PopulationFit:
 
 
 def population_fit(model: torch.nn.Module, truth) -> tuple[np.ndarray, np.ndarray]:
-    """(cross-entropy (S,), expected accuracy (S,)) of an ensemble model over `truth`'s contexts."""
+    """(cross-entropy (S,), expected accuracy (S,)) of an ensemble model over `truth`'s contexts.
+
+    Examples:
+        >>> import torch
+        >>> from dhwt.languages import compute_truth, load_language
+        >>> from dhwt.models import ModelConfig, build_model
+        >>> truth = compute_truth(load_language("parity", {"n_bits": 3}), "mlm")
+        >>> model = build_model(ModelConfig(vocab_size=len(truth.vocab),
+        ...                                 max_len=truth.inputs.shape[1]), [1, 2], tied=True)
+        >>> with torch.no_grad():  # zero embeddings: uniform predictions over the 7 tokens
+        ...     _ = model.embeddings.input_weight.zero_()
+        >>> cross_entropy, accuracy = population_fit(model, truth)
+        >>> cross_entropy.round(6).tolist()  # log 7 = 1.945910...
+        [1.94591, 1.94591]
+        >>> accuracy.round(6).tolist()  # ties pick token 0, '0a': P(bit 0 masked) * 0.1
+        [0.05, 0.05]
+    """
     if truth is None:
         raise DhwtError("this task has no exact ground truth (only synthetic languages do)")
     members = next(model.parameters()).shape[0]

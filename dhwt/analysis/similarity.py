@@ -34,7 +34,18 @@ class Procrustes:
 
 
 def linear_cka(x: np.ndarray, y: np.ndarray) -> float:
-    """Linear CKA of two spaces over the same rows (feature-space form, float64)."""
+    """Linear CKA of two spaces over the same rows (feature-space form, float64).
+
+    Examples:
+        >>> import numpy as np
+        >>> rng = np.random.default_rng(0)
+        >>> x = rng.standard_normal((100, 4))
+        >>> rotation, _ = np.linalg.qr(rng.standard_normal((4, 4)))
+        >>> round(linear_cka(x, 3 * x @ rotation + 1), 6)  # rotated, scaled and shifted
+        1.0
+        >>> round(linear_cka(x, np.hstack([x, x])), 6)  # the same space, each feature twice
+        1.0
+    """
     x, y = _pair(x, y)
     mean_x, mean_y = x.mean(axis=0, dtype=np.float64), y.mean(axis=0, dtype=np.float64)
     xx = _gram(x, x, mean_x, mean_x)
@@ -47,7 +58,19 @@ def linear_cka(x: np.ndarray, y: np.ndarray) -> float:
 
 
 def procrustes(x: np.ndarray, y: np.ndarray) -> Procrustes:
-    """The orthogonal map taking x closest to y (no centring, no scaling) and its error."""
+    """The orthogonal map taking x closest to y (no centring, no scaling) and its error.
+
+    Examples:
+        >>> import numpy as np
+        >>> rng = np.random.default_rng(0)
+        >>> x = rng.standard_normal((100, 4))
+        >>> rotation, _ = np.linalg.qr(rng.standard_normal((4, 4)))
+        >>> fit = procrustes(x, x @ rotation)
+        >>> bool(np.allclose(fit.rotation, rotation)), round(fit.error, 6)  # found exactly
+        (True, 0.0)
+        >>> fit.error_before > 0.1  # unaligned, the two differ
+        True
+    """
     x, y = _pair(x, y)
     zero = np.zeros(1)
     cross = _gram(x, y, zero, zero)
@@ -64,7 +87,14 @@ def procrustes(x: np.ndarray, y: np.ndarray) -> Procrustes:
 
 
 def mutual_knn(x: np.ndarray, y: np.ndarray, k: int = 10) -> float:
-    """Mutual k-NN alignment: mean overlap of the k cosine neighbours (self excluded)."""
+    """Mutual k-NN alignment: mean overlap of the k cosine neighbours (self excluded).
+
+    Examples:
+        >>> import numpy as np
+        >>> x = np.random.default_rng(0).standard_normal((20, 3))
+        >>> round(mutual_knn(x, 5 * x, k=3), 6)  # cosine neighbours ignore the scale
+        1.0
+    """
     return knn_match(x, y, k, "cos").mean_overlap
 
 

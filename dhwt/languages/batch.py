@@ -18,6 +18,17 @@ class Batch:
     weights: (B, L) float, zero where there is no loss, summing to 1; the loss is
              sum(weights * cross_entropy), so strings of unequal probability weigh right.
     padding: (B, L) bool, True at padding positions, or None when no sequence is padded.
+
+    Examples:
+        >>> import torch
+        >>> from dhwt.languages.batch import Batch, stack_batches
+        >>> one = Batch(inputs=torch.tensor([[0, 6]]), targets=torch.tensor([[-100, 1]]),
+        ...             weights=torch.tensor([[0.0, 1.0]]))  # predict token 1 at position 1
+        >>> both = stack_batches([one, one])  # an ensemble of 2 members
+        >>> both.inputs.shape
+        torch.Size([2, 1, 2])
+        >>> torch.equal(both.member(1).targets, one.targets), both.padding
+        (True, None)
     """
 
     inputs: torch.Tensor

@@ -38,7 +38,26 @@ def write_dataset(language: Language, out_dir: str | Path, *, valid_fraction: fl
     """Write the dataset directory of `language` (splits by class string, seeded). An existing
     non-empty `out_dir` is refused unless `overwrite` and dhwt made it as a dataset holding none
     of `inputs` (the paths the command reads; dhwt.directories). `truths` ({objective:
-    GroundTruth}) may pass ground truth already computed; it is computed otherwise."""
+    GroundTruth}) may pass ground truth already computed; it is computed otherwise.
+
+    Examples:
+        >>> import json, tempfile
+        >>> from pathlib import Path
+        >>> from dhwt.languages import load_language, write_dataset
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> out = Path(tmp.name) / "parity3"
+        >>> write_dataset(load_language("parity", {"n_bits": 3}), out)
+        >>> sorted(path.name for path in out.iterdir())
+        ['.dhwt', '.lock', 'spec.toml', 'strings.npz', 'truth.json', 'vocab.json']
+        >>> summary = json.loads((out / "truth.json").read_text())
+        >>> summary["splits"], summary["objectives"]["mlm"]["bayes_accuracy"]
+        ({'train': 6, 'valid': 1, 'test': 1}, 0.7)
+        >>> write_dataset(load_language("parity"), out)
+        Traceback (most recent call last):
+          ...
+        dhwt.errors.DhwtError: .../parity3 already exists; pass --overwrite to replace it
+        >>> tmp.cleanup()
+    """
     check_target(Path(out_dir), "dataset", overwrite=overwrite, inputs=inputs, exists=EXISTS)
     split = make_splits(len(language.probs), valid_fraction, test_fraction, seed)
     truths = truths or {objective: compute_truth(language, objective) for objective in OBJECTIVES}

@@ -92,7 +92,24 @@ def check_objective(objective: str) -> str:
 
 def load_language(name_or_path: str, overrides: dict[str, object] | None = None) -> Language:
     """A language from a built-in spec name (`parity`, ...) or a TOML path, with dotted-key
-    overrides (as from `--set`) applied before validation. Every problem is a DhwtError."""
+    overrides (as from `--set`) applied before validation. Every problem is a DhwtError.
+
+    Examples:
+        >>> from dhwt.languages import load_language
+        >>> parity = load_language("parity", {"n_bits": 3})  # the paper's EXor with 3 bits
+        >>> parity.symbols
+        ('0a', '0b', '1a', '1b', 'EVEN', 'ODD')
+        >>> parity.strings.shape  # every 3-bit string once (class ids), then its parity label
+        (8, 4)
+        >>> parity.string_text(5), float(parity.probs[5])
+        ('1 0 1 EVEN', 0.125)
+        >>> parity.vocab("mlm")
+        ('0a', '0b', '1a', '1b', 'EVEN', 'ODD', '[MASK]')
+        >>> load_language("parity", {"n_bits": 3, "classes.1.skew": 2.0})
+        Traceback (most recent call last):
+          ...
+        dhwt.errors.DhwtError: 'skew' of class '1' is 2.0; it must be in [0, 1)
+    """
     default_name, raw = read_spec(name_or_path)
     overrides = overrides or {}
     spec = _described(raw, apply_overrides(raw, overrides), overrides)

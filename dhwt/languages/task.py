@@ -195,7 +195,26 @@ class Task:
 
 
 def load_task(dataset_dir: str | Path, objective: str) -> Task:
-    """The task of a dataset directory written by `write_dataset` (or `dhwt synth --out`)."""
+    """The task of a dataset directory written by `write_dataset` (or `dhwt synth --out`).
+
+    Examples:
+        >>> import tempfile, torch
+        >>> from pathlib import Path
+        >>> from dhwt.languages import load_language, load_task, write_dataset
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> write_dataset(load_language("parity", {"n_bits": 3}), Path(tmp.name) / "data")
+        >>> task = load_task(Path(tmp.name) / "data", "mlm")
+        >>> task.vocab[-1], task.seq_len, task.n_strings("train")
+        ('[MASK]', 4, 6)
+        >>> batch = task.train_batch(torch.Generator().manual_seed(0), batch_size=5)
+        >>> batch.inputs.shape, int((batch.inputs == task.vocab.index("[MASK]")).sum())
+        (torch.Size([5, 4]), 5)
+        >>> round(float(batch.weights.sum()), 6)  # the loss is sum(weights * cross-entropy)
+        1.0
+        >>> load_task(Path(tmp.name) / "data", "clm").seq_len  # reads [BOS] + the string
+        5
+        >>> tmp.cleanup()
+    """
     check_objective(objective)
     language, split = read_dataset(dataset_dir)
     return Task(language, split, objective)

@@ -50,7 +50,21 @@ class TextTokenizer:
 def make_tokenizer(spec: str, train_text: str | None = None,
                    model_dir: str | Path | None = None) -> TextTokenizer:
     """`gpt2`, `bpe:N` (trained on train_text, saved in / reloaded from model_dir) or `word`
-    (vocabulary from train_text)."""
+    (vocabulary from train_text).
+
+    Examples:
+        >>> tokenizer = make_tokenizer("word", train_text="the cat sat\\nthe dog\\n")
+        >>> tokenizer.vocab
+        ('the', 'cat', 'sat', 'dog', '<eos>', '<unk>')
+        >>> tokenizer.encode("the bird sat\\n")  # an unseen word is <unk>; a line ends in <eos>
+        array([0, 5, 2, 4])
+        >>> tokenizer.decode([0, 1, 4, 3])
+        'the cat\\ndog'
+        >>> make_tokenizer("bpe:100", train_text="")
+        Traceback (most recent call last):
+          ...
+        dhwt.errors.DhwtError: bpe vocabulary size must be a whole number >= 257 ..., got '100'
+    """
     check_tokenizer(spec)
     if spec == "gpt2":
         return gpt2_tokenizer()

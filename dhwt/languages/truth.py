@@ -126,7 +126,18 @@ class GroundTruth:
 
     def log_ratio(self, first: str, second: str) -> np.ndarray:
         """(n_ctx,) exact log p(first | r) - log p(second | r) (+-inf where one is 0, nan where
-        both are): what a model's output logit difference equals at the optimum."""
+        both are): what a model's output logit difference equals at the optimum.
+
+        Examples:
+            >>> import numpy as np
+            >>> from dhwt.languages import compute_truth, load_language
+            >>> truth = compute_truth(load_language("parity", {"n_bits": 3}), "mlm")
+            >>> ratio = truth.log_ratio("0b", "0a")  # log(0.9 / 0.1) where bit 0 is masked,
+            >>> bool(np.allclose(ratio[~np.isnan(ratio)], np.log(9)))  # nan where bit 1 is
+            True
+            >>> int(np.isnan(ratio).sum())
+            48
+        """
         p = self.conditionals[:, [self.vocab.index(first), self.vocab.index(second)]]
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.log(p[:, 0]) - np.log(p[:, 1])
@@ -161,7 +172,22 @@ class GroundTruth:
 
 
 def compute_truth(language: Language, objective: str) -> GroundTruth:
-    """The exact ground truth of `language` under `objective` ("mlm" or "clm")."""
+    """The exact ground truth of `language` under `objective` ("mlm" or "clm").
+
+    Examples:
+        >>> from dhwt.languages import compute_truth, load_language
+        >>> truth = compute_truth(load_language("parity", {"n_bits": 3}), "mlm")
+        >>> truth.inputs.shape  # every context: 8 strings x 3 masked bits x 2^2 other variants
+        (96, 4)
+        >>> round(truth.bayes_accuracy, 6)  # the masked bit's class is known: 0.5 * 0.9 + 0.5 * 0.5
+        0.7
+        >>> truth.sem_classes
+        (('0a', '0b'), ('1a', '1b'), ('EVEN',), ('ODD',))
+        >>> truth.cnd_classes
+        (('0a',), ('0b',), ('1a', '1b'), ('EVEN', 'ODD'))
+        >>> [(pair.first, pair.second, pair.kind) for pair in truth.pairs() if not pair.dh]
+        [('0a', '0b', 'sem only'), ('EVEN', 'ODD', 'cnd only')]
+    """
     contexts, keys, joint = _joint(language, objective)
     n_sym = len(language.symbols)
     context_probs, cond, log_cond = _conditionals(joint)

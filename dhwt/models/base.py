@@ -51,6 +51,21 @@ class EnsembleLM(nn.Module):
     with per-member states equals a solo model of seeds[s] in its state. Random draws at run
     time (dropout) use one generator per member (stream DROPOUT of its seed), never the global
     RNG; checkpoint them with `rng_state()`.
+
+    Examples:
+        >>> import torch
+        >>> from dhwt.models import ModelConfig, build_model
+        >>> config = ModelConfig(vocab_size=7, max_len=8)
+        >>> ensemble = build_model(config, seeds=[1, 2], tied=True)
+        >>> solo = build_model(config, seeds=[2], tied=True)
+        >>> inputs = torch.randint(0, 7, (2, 3, 8))
+        >>> torch.allclose(ensemble(inputs)[1], solo(inputs[1:])[0])  # member 1 = seed 2 alone
+        True
+        >>> untied = build_model(config, seeds=[1, 2], tied=False)  # same draws, one more matrix
+        >>> torch.equal(untied.embeddings.input_weight, ensemble.embeddings.input_weight)
+        True
+        >>> ensemble.hidden(inputs).shape  # what the logits are computed from: h @ E_out^T
+        torch.Size([2, 3, 8, 4])
     """
 
     architecture: str  # the value of ModelConfig.architecture this class builds

@@ -70,6 +70,17 @@ class ModelConfig:
         default elsewhere; LSTM: nn.LSTM's U(+-1/sqrt(lstm_hidden)) everywhere; mixer: nn.Linear);
         "xavier" draws every other weight matrix Xavier-uniform (the blog's WikiText setting),
         biases as under "torch".
+
+    Examples:
+        >>> from dhwt.models import ModelConfig
+        >>> config = ModelConfig(vocab_size=7, max_len=8, d_model=8, n_heads=2)
+        >>> config.architecture, config.n_layers, config.head_dim
+        ('transformer', 1, 4)
+        >>> ModelConfig(vocab_size=7, max_len=8, architecture="lstm", n_heads=2)
+        Traceback (most recent call last):
+          ...
+        dhwt.errors.DhwtError: model n_heads applies to the transformer only, not to architecture
+        'lstm' (got 2; leave it at 1)
     """
 
     vocab_size: int

@@ -37,6 +37,26 @@ class TiedEmbeddings(nn.Module):
     so its dict is the same as ever). Parameter order is always input then output, so an
     optimizer built from `parameters()` after loading lines up with one that
     `dhwt.training.tying.apply_switch` extended.
+
+    Examples:
+        >>> import torch
+        >>> from dhwt.models import TiedEmbeddings
+        >>> emb = TiedEmbeddings(torch.randn(2, 7, 4))  # 2 members, 7 tokens, d 4: tied
+        >>> emb.tied, emb.output_weight is emb.input_weight
+        (True, True)
+        >>> _ = emb.untie()  # the output matrix starts as an exact copy: no prediction changes
+        >>> emb.tied, torch.equal(emb.output_weight, emb.input_weight), emb.gap().tolist()
+        (False, True, [0.0, 0.0])
+        >>> with torch.no_grad():
+        ...     _ = emb.untied_output.add_(1.0)  # as if training moved every output entry by 1
+        >>> emb.gap().tolist()  # ||E_in - E_out||^2 = 7 * 4 entries, 1 apart
+        [28.0, 28.0]
+        >>> _ = emb.tie("mean")  # one matrix again, the midpoint of the two
+        >>> emb.tied, emb.gap().tolist()
+        (True, [0.0, 0.0])
+        >>> _ = emb.untie(members=[0])  # a mixed ensemble: member 0 untied, member 1 tied
+        >>> emb
+        TiedEmbeddings(members=2, vocab=7, d=4, tied=[False, True])
     """
 
     untied_output: nn.Parameter | None

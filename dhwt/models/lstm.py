@@ -114,6 +114,19 @@ class LSTM(EnsembleLM):
 
     See the module docstring for the exact architecture, pads and init; see EnsembleLM for the
     ensemble contract (forward, hidden, embeddings).
+
+    Examples:
+        >>> import torch
+        >>> from dhwt.models import LSTM, ModelConfig
+        >>> x = torch.randint(0, 6, (1, 3, 8))
+        >>> y = x.clone()
+        >>> y[..., -1] += 1  # another last token
+        >>> for causal in (False, True):  # the first position reads it only when bidirectional
+        ...     model = LSTM(ModelConfig(vocab_size=7, max_len=8, architecture="lstm",
+        ...                              causal=causal), [1], tied=True)
+        ...     print(causal, torch.allclose(model(x)[..., 0, :], model(y)[..., 0, :]))
+        False False
+        True True
     """
 
     architecture = "lstm"

@@ -69,7 +69,21 @@ class MixerLayer(nn.Module):
 
 class Mixer(EnsembleLM):
     """S MLP-Mixer masked language models trained as one (see the module docstring and
-    EnsembleLM). Inputs must have exactly max_len positions."""
+    EnsembleLM). Inputs must have exactly max_len positions.
+
+    Examples:
+        >>> import torch
+        >>> from dhwt.models import Mixer, ModelConfig
+        >>> model = Mixer(ModelConfig(vocab_size=7, max_len=8, architecture="mixer"), [1, 2],
+        ...               tied=True)
+        >>> model(torch.randint(0, 7, (2, 3, 8))).shape
+        torch.Size([2, 3, 8, 7])
+        >>> model(torch.randint(0, 7, (2, 3, 5)))
+        Traceback (most recent call last):
+          ...
+        dhwt.errors.DhwtError: the mixer reads sequences of exactly max_len = 8 tokens (its token
+        mixing spans the positions), got length 5
+    """
 
     architecture = "mixer"
 

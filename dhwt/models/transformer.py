@@ -143,6 +143,23 @@ class Transformer(EnsembleLM):
 
     Pads: a real position never attends to a pad; a pad attends to itself as well, so no
     attention row is empty. Dropout draws from each member's own generator.
+
+    Examples:
+        >>> import torch
+        >>> from dhwt.models import ModelConfig, Transformer
+        >>> model = Transformer(ModelConfig(vocab_size=7, max_len=8, causal=True), [1], tied=True)
+        >>> x = torch.randint(0, 6, (1, 3, 8))
+        >>> y = x.clone()
+        >>> y[..., -1] += 1  # another last token: a causal model's earlier outputs stay the same
+        >>> torch.allclose(model(x)[..., :-1, :], model(y)[..., :-1, :])
+        True
+        >>> masked = Transformer(ModelConfig(vocab_size=7, max_len=8), [1], tied=True)
+        >>> pads = torch.zeros(1, 3, 8, dtype=torch.bool)
+        >>> pads[..., 5:] = True  # the last 3 positions are pads: what they hold is never read
+        >>> torch.allclose(masked(x, pads)[..., :5, :], masked(y, pads)[..., :5, :])
+        True
+        >>> torch.allclose(masked(x)[..., :5, :], masked(y)[..., :5, :])  # unpadded, it is read
+        False
     """
 
     architecture = "transformer"

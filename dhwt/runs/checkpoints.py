@@ -42,7 +42,28 @@ def checkpoint_path(directory: Path, step: int) -> Path:
 
 
 def save_checkpoint(directory: Path, step: int, state: dict[str, object], keep: int = KEEP) -> Path:
-    """Write `state` as the checkpoint of `step` atomically, then delete all but the newest `keep`."""
+    """Write `state` as the checkpoint of `step` atomically, then delete all but the newest `keep`.
+
+    Examples:
+        >>> import tempfile, torch
+        >>> from pathlib import Path
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> folder = Path(tmp.name)
+        >>> for step in (100, 200, 300):
+        ...     _ = save_checkpoint(folder, step, {"step": step, "weight": torch.ones(2)})
+        >>> [path.name for path in list_checkpoints(folder)]  # the newest KEEP = 2
+        ['step_0000200.pt', 'step_0000300.pt']
+        >>> path, state = latest_checkpoint(folder)
+        >>> state["step"], state["weight"].tolist()
+        (300, [1.0, 1.0])
+        >>> _ = path.write_bytes(path.read_bytes()[:-10])  # cut short, as by a full disk
+        >>> latest_checkpoint(folder)
+        Traceback (most recent call last):
+          ...
+        dhwt.errors.DhwtError: checkpoint .../step_0000300.pt is truncated or corrupt (checksum
+        mismatch, ... bytes); delete it to resume from step_0000200.pt
+        >>> tmp.cleanup()
+    """
     directory.mkdir(parents=True, exist_ok=True)
     buffer = io.BytesIO()
     torch.save(state, buffer)

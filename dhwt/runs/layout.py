@@ -49,6 +49,21 @@ def create_run_dir(run_dir: Path, config_toml: str, *, overwrite: bool = False,
     `fill` may build a dataset and validate it; if it or anything else raises, nothing stays
     behind (an OSError, such as a full disk, as a DhwtError naming `run_dir`). `inputs`: paths
     the command reads, which an overwritten `run_dir` must not hold.
+
+    Examples:
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> run_dir = Path(tmp.name) / "runs" / "tied"
+        >>> create_run_dir(run_dir, "steps = 10\\n").release()
+        >>> sorted(path.name for path in run_dir.iterdir())
+        ['.dhwt', '.lock', 'checkpoints', 'config.toml', 'embeddings', 'figures']
+        >>> create_run_dir(run_dir, "steps = 10\\n")
+        Traceback (most recent call last):
+          ...
+        dhwt.errors.DhwtError: .../tied already exists; pass --overwrite to replace it or
+        --resume to continue it
+        >>> tmp.cleanup()
     """
     def build(staging: Path) -> object:
         (staging / CONFIG).write_text(config_toml, encoding="utf-8")

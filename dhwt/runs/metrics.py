@@ -15,7 +15,22 @@ from dhwt.directories import atomic_write_bytes
 
 
 def read_metrics(path: Path) -> list[dict[str, object]]:
-    """All complete lines of a metrics file (a final line cut short by a kill is skipped)."""
+    """All complete lines of a metrics file (a final line cut short by a kill is skipped).
+
+    Examples:
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> path = Path(tmp.name) / "metrics.jsonl"
+        >>> writer = MetricsWriter(path)
+        >>> writer.write([{"step": 0, "loss": 1.5}, {"step": 10, "loss": 0.75}])
+        >>> writer.close()
+        >>> with open(path, "a") as file:  # a line a killed writer left half written
+        ...     _ = file.write('{"step": 20, "lo')
+        >>> read_metrics(path)
+        [{'step': 0, 'loss': 1.5}, {'step': 10, 'loss': 0.75}]
+        >>> tmp.cleanup()
+    """
     if not path.exists():
         return []
     lines = path.read_text(encoding="utf-8").split("\n")

@@ -3,12 +3,39 @@ rebuilt from a checkpoint alone. Analysis, reports and the theorems' checks read
 `load_run`, never through the trainer.
 
 Examples:
-    >>> run = load_run("runs/u5k")                            # doctest: +SKIP
-    >>> run.config.tie_schedule, run.steps[-1]                # doctest: +SKIP
-    ('untie@5000', 10000)
-    >>> run.embeddings().input.shape                          # doctest: +SKIP
+    A run directory is what `dhwt train --out RUN` writes. To stay fast, this one is written with
+    the writers the trainer uses (a config, two embedding snapshots, a checkpoint), untrained:
+
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from dhwt.config import TrainConfig
+    >>> from dhwt.models import ModelConfig, build_model
+    >>> from dhwt.runs import layout, load_run
+    >>> from dhwt.runs.checkpoints import save_checkpoint
+    >>> from dhwt.runs.run import model_args
+    >>> from dhwt.runs.snapshots import save_snapshot
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> path = Path(tmp.name) / "untied"
+    >>> config = TrainConfig(grammar="parity", tie_schedule="untied", steps=10000, seeds=[42])
+    >>> layout.create_run_dir(path, config.to_toml()).release()
+    >>> model = build_model(ModelConfig(vocab_size=7, max_len=8), config.seeds, tied=False)
+    >>> vocab = ("0a", "0b", "1a", "1b", "EVEN", "ODD", "[MASK]")
+    >>> for step in (0, 10000):
+    ...     _ = save_snapshot(path / layout.EMBEDDINGS, step, model.embeddings.input_weight,
+    ...                       model.embeddings.output_weight, tied=False, seeds=[42], vocab=vocab)
+    >>> _ = save_checkpoint(path / layout.CHECKPOINTS, 10000,
+    ...                     {"model": model.state_dict(), "model_args": model_args(model.config)})
+
+    Read back:
+
+    >>> run = load_run(path)
+    >>> run.config.tie_schedule, run.steps
+    ('untied', [0, 10000])
+    >>> run.embeddings().input.shape  # (members, vocabulary, d_model) at the newest step
     (1, 7, 4)
-    >>> model = run.model()                                   # doctest: +SKIP
+    >>> run.model().embeddings  # rebuilt from the checkpoint, in its tying state
+    TiedEmbeddings(members=1, vocab=7, d=4, tied=False)
+    >>> tmp.cleanup()
 """
 
 from __future__ import annotations
@@ -28,7 +55,15 @@ from dhwt.runs.snapshots import Snapshot, read_snapshot, snapshot_paths, snapsho
 
 
 def load_run(path: str | Path) -> Run:
-    """The run directory at `path`; DhwtError if it is not one (no config.toml)."""
+    """The run directory at `path`; DhwtError if it is not one (no config.toml). See the module
+    docstring for an example.
+
+    Examples:
+        >>> load_run("no-such-run")
+        Traceback (most recent call last):
+          ...
+        dhwt.errors.DhwtError: no-such-run is not a dhwt run directory (no config.toml)
+    """
     path = Path(path)
     if not (path / layout.CONFIG).is_file():
         raise DhwtError(f"{path} is not a dhwt run directory (no {layout.CONFIG})")

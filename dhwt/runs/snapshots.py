@@ -42,7 +42,28 @@ def save_snapshot(directory: Path, step: int, input_weight: torch.Tensor,
                   output_weight: torch.Tensor, *, tied: bool, seeds: list[int],
                   vocab: tuple[str, ...]) -> Path:
     """Write one snapshot atomically (temporary file, then os.replace); equal inputs give equal
-    bytes."""
+    bytes.
+
+    Examples:
+        >>> import tempfile, torch
+        >>> from pathlib import Path
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> weight = torch.arange(6.0).reshape(1, 3, 2)  # 1 member, 3 tokens, d 2; tied
+        >>> path = save_snapshot(Path(tmp.name), 500, weight, weight, tied=True, seeds=[7],
+        ...                      vocab=("a", "b", "[MASK]"))
+        >>> path.name, snapshot_step(path)
+        ('step_0000500.safetensors', 500)
+        >>> snapshot = read_snapshot(path)
+        >>> snapshot.step, snapshot.tied, snapshot.seeds, snapshot.vocab
+        (500, True, (7,), ('a', 'b', '[MASK]'))
+        >>> snapshot.input[0].tolist()
+        [[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]]
+        >>> again = save_snapshot(Path(tmp.name) / "again", 500, weight, weight, tied=True,
+        ...                       seeds=[7], vocab=("a", "b", "[MASK]"))
+        >>> again.read_bytes() == path.read_bytes()
+        True
+        >>> tmp.cleanup()
+    """
     directory.mkdir(parents=True, exist_ok=True)
     path = snapshot_path(directory, step)
     metadata = {"step": str(step), "tied": "true" if tied else "false",
