@@ -229,7 +229,7 @@ def train_cmd(config_file: str | None, out: str, overwrite: bool, resume: bool,
     a run is written its directory is locked: a second `dhwt train` on it (fresh or --resume) is
     refused.
     """
-    from dhwt.training.command import train_command
+    from dhwt.commands.train import train_command
 
     given = {k: v for k, v in options.items() if v is not None}
     result = train_command(given, config_file=config_file, out=out, overwrite=overwrite,
@@ -275,9 +275,10 @@ def verify_theorems_cmd(full: bool, only: str | None, seed: int) -> int:
       dhwt verify-theorems --only T1,T4 --seed 3
       dhwt verify-theorems --full
     """
+    from dhwt.commands import train
     from dhwt.theory.runner import verify_theorems
 
-    return verify_theorems(only=only, full=full, seed=seed, echo=click.echo)
+    return verify_theorems(only=only, full=full, seed=seed, echo=click.echo, train=train)
 
 
 @cli.command("study", context_settings={"max_content_width": 100})
@@ -292,7 +293,7 @@ def study_cmd(study_file: str, out: str, overwrite: bool) -> None:
     """Run a whole study: build the dataset, train every run, analyse, report.
 
     \b
-    STUDY.toml (examples in experiments/, format in the docstring of dhwt/study.py):
+    STUDY.toml (examples in experiments/, format in the docstring of dhwt/commands/study.py):
       [study]     name, description (for the report), group (default true)
       [data]      a grammar (built-in name or path), or a corpus with tokenizer and seq_len
       [train]     settings shared by every run (the keys of a run's config.toml)
@@ -321,7 +322,7 @@ def study_cmd(study_file: str, out: str, overwrite: bool) -> None:
       DHWT_DATA=../shared/data dhwt study experiments/wikitext/butterfly.toml \\
           --out runs/wt2-butterfly
     """
-    from dhwt.study import load_study, run_study
+    from dhwt.commands.study import load_study, run_study
 
     report = run_study(load_study(study_file), out, overwrite=overwrite)
     click.echo(f"study report: {report}")
@@ -389,7 +390,7 @@ def analyze_cmd(run_dirs: tuple[str, ...], out: str, pairs: str | None, measure:
       dhwt analyze runs/wt2-cpu --tokens seen --similarity knn,cka --out reports/wt2
       dhwt analyze runs/seed1 runs/seed2 --members 0 --k 20 --out reports/init
     """
-    from dhwt.report.analyze import analyze
+    from dhwt.commands.analyze import analyze
     from dhwt.report.run_similarity import SimilarityOptions
 
     options = SimilarityOptions(**similarity)
@@ -446,7 +447,7 @@ def knn_cmd(a_spec: str, b_spec: str, **options: object) -> None:
       dhwt knn runs/u@last runs/u@last --side-a input --side-b output   # DH diagnostic
       dhwt knn a.npy b.safetensors --metric cos --tokens seen.txt --per-token knn.csv
     """
-    from dhwt.analysis.knn_command import KnnOptions, knn_command
+    from dhwt.commands.knn import KnnOptions, knn_command
 
     click.echo(knn_command(a_spec, b_spec, KnnOptions(**options)))
 

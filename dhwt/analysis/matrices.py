@@ -1,4 +1,5 @@
-"""Embedding matrices from files, for analyses that compare two spaces (`dhwt knn`, similarity).
+"""Embedding matrices from files, for analyses that compare two spaces (`dhwt knn`, similarity),
+and the token lists and weights that go with them (`read_tokens`, `read_weights`).
 
 A matrix is named by one string:
 - `FILE.npy`: a 2-D (V, d) or 3-D (S, V, d) array;
@@ -120,3 +121,28 @@ def _pick(content: dict[str, np.ndarray] | np.ndarray, side: str,
         return next(iter(content.items()))[::-1]
     raise DhwtError(f"{spec} holds tensors {brief(sorted(content))}; none is named {side!r}; "
                     "name one with the side option")
+
+
+def read_tokens(path: str) -> np.ndarray:
+    """Token ids from a .npy file or a text file of whole numbers (whitespace separated)."""
+    values = _read_numbers(path, "token ids")
+    if values.size and not np.array_equal(values, np.round(values)):
+        raise DhwtError(f"{path} must hold whole-number token ids")
+    return values.astype(np.int64).ravel()
+
+
+def read_weights(path: str) -> np.ndarray:
+    """One non-negative weight per token from a .npy file or a text file."""
+    return _read_numbers(path, "weights").astype(np.float64).ravel()
+
+
+def _read_numbers(path: str, what: str) -> np.ndarray:
+    try:
+        if path.endswith(".npy"):
+            return np.asarray(np.load(path, allow_pickle=False), np.float64)
+        text = Path(path).read_text()
+        return np.array([float(t) for t in text.split()], np.float64)
+    except FileNotFoundError:
+        raise DhwtError(f"{what} file {path} does not exist") from None
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise DhwtError(f"cannot read {what} from {path}: {exc}") from None

@@ -34,6 +34,8 @@ LR_SCHEDULES = ("constant", "cosine", "periodic-cosine")
 FULL_BATCH = "full"
 # Fields that say where a run computes, not what: a resume may change them (dhwt.config.device)
 PLACEMENT = ("device",)
+#: Fields a resume may raise (an extension: `--resume --steps M`).
+EXTENDABLE = ("steps",)
 VARY = ("all", "embeddings")
 REDRAW = ("both", "input", "output")
 FREEZE = ("none", "non-embedding", "loaded")
@@ -350,6 +352,10 @@ class TrainConfig:
         """The fields that fix what the run computes: `to_dict()` without PLACEMENT. A resume
         must repeat these; it may change the others."""
         return {k: v for k, v in self.to_dict().items() if k not in PLACEMENT}
+
+    def resume_key(self) -> dict[str, object]:
+        """What a resume must repeat: the identity without the fields it may extend."""
+        return {k: v for k, v in self.identity().items() if k not in EXTENDABLE}
 
     def to_toml(self) -> str:
         """The resolved config as flat TOML; unset (None) values follow as comments."""

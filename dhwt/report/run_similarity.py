@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from dhwt.analysis.knn import choose_k
-from dhwt.analysis.knn_command import read_weights
+from dhwt.analysis.matrices import read_weights
 from dhwt.analysis.knn_curves import Source, parse_measures, similarity_curves
 from dhwt.runs.snapshots import read_snapshot, snapshot_paths
 from dhwt.errors import DhwtError, brief

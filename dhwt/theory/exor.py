@@ -9,16 +9,19 @@ seconds, which the paper's 7-bit language with its d=4 model does only after ~10
 
 - population_descent (T2) and symmetric_input_rows (T3) train by exact population gradients in
   float64 (plain GD; AdamW) with the package's model: default mode, seconds.
-- log_odds_regression (T1) and tying_conflict (T4) train with dhwt.training (the package's trainer,
-  sampled variants, AdamW) and read the final checkpoint: --full, about a minute each run.
+- log_odds_regression (T1) and tying_conflict (T4) train with the package's trainer (given as
+  `train`, dhwt.commands.train: sampled variants, AdamW) and read the final checkpoint through
+  dhwt.runs.load_run: --full, about a minute each run.
 """
 
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -196,12 +199,12 @@ def symmetric_input_rows(seed: int, steps: int = 100, symmetric: bool = True) ->
                        f"max_t ||e0a-e0b||: GD {gd_zero:.3f}, AdamW {adam_zero:.0e}")
 
 
-# ---- trained models (dhwt.training) ---------------------------------------------------------
+# ---- trained models (dhwt.commands.train) ---------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Trained:
-    """A model trained by dhwt.training, read back from its final checkpoint, in float64:
+    """A model trained by the package's trainer, read back from its final checkpoint, in float64:
     h (n, d) at the masked positions, output rows U (V, d), bias b (V,) or None, and the logits
     (n, V) its forward pass computes (not recomputed from h and U: the checks test that
     the head really is U h + b)."""
@@ -221,12 +224,13 @@ class Trained:
 
 
 @lru_cache(maxsize=6)
-def trained(seed: int, schedule: str, output_bias: bool, weight_decay: float) -> Trained:
-    """Train EXor (N_BITS, every string in the training split) with the TRAINING setting."""
+def trained(seed: int, schedule: str, output_bias: bool, weight_decay: float,
+            train: Callable[..., Any]) -> Trained:
+    """Train EXor (N_BITS, every string in the training split) with the TRAINING setting, by
+    `train` (dhwt.commands.train's signature)."""
     from dhwt.config import TrainConfig
     from dhwt.languages import load_language, load_task, write_dataset
     from dhwt.runs import load_run
-    from dhwt.training import train
 
     steps = int(TRAINING["steps"])
     config = TrainConfig(grammar="parity", valid_fraction=0.0, test_fraction=0.0, seeds=[42 + seed],
@@ -292,9 +296,9 @@ def weighted_fit(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[float, fl
     return float(cov / vy), float(cov**2 / (vx * vy))
 
 
-def log_odds_regression(seed: int) -> Outcome:
-    """T1 on a trained untied model (no weight decay), see log_odds_outcome."""
-    return log_odds_outcome(trained(seed, "untied", False, 0.0), exor_contexts())
+def log_odds_regression(seed: int, train: Callable[..., Any]) -> Outcome:
+    """T1 on an untied model trained by `train` (no weight decay), see log_odds_outcome."""
+    return log_odds_outcome(trained(seed, "untied", False, 0.0, train), exor_contexts())
 
 
 def log_odds_outcome(run: Trained, ctx: Contexts) -> Outcome:
@@ -310,10 +314,11 @@ def log_odds_outcome(run: Trained, ctx: Contexts) -> Outcome:
 # ---- T4 -------------------------------------------------------------------------------------
 
 
-def tying_conflict(seed: int, weight_decay: float = 0.1) -> Outcome:
-    """T4 on models trained with AdamW weight decay 0.1 (the paper's): untied, tied, and tied with
-    an output bias; see tying_outcome."""
-    runs = [(schedule + (" + bias" if bias else ""), trained(seed, schedule, bias, weight_decay))
+def tying_conflict(seed: int, train: Callable[..., Any], weight_decay: float = 0.1) -> Outcome:
+    """T4 on models trained by `train` with AdamW weight decay 0.1 (the paper's): untied, tied,
+    and tied with an output bias; see tying_outcome."""
+    runs = [(schedule + (" + bias" if bias else ""),
+             trained(seed, schedule, bias, weight_decay, train))
             for schedule, bias in (("untied", False), ("tied", False), ("tied", True))]
     return tying_outcome(runs, exor_contexts())
 

@@ -6,6 +6,7 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from tqdm import tqdm
 
@@ -30,11 +31,12 @@ class Row:
                 f"{self.seconds:.1f}")
 
 
-def run_check(check: Check, seed: int) -> Row:
-    """Run one check with its own generator. A crash is a failure, reported with its cause."""
+def run_check(check: Check, seed: int, train: Callable[..., Any] | None = None) -> Row:
+    """Run one check with its own generator (and `train`, the trainer of the checks that train).
+    A crash is a failure, reported with its cause."""
     start = time.perf_counter()
     try:
-        outcome = check.run(check.trial(seed))
+        outcome = check.run(check.trial(seed, train))
     except Exception as exc:  # a bug or a broken dependency: say so in the row, never pass
         last = traceback.extract_tb(exc.__traceback__)[-1]
         where = f"{last.filename.split('/')[-1]}:{last.lineno}"
@@ -42,10 +44,11 @@ def run_check(check: Check, seed: int) -> Row:
     return Row(check, outcome, time.perf_counter() - start)
 
 
-def run_checks(checks: Sequence[Check], seed: int) -> list[Row]:
+def run_checks(checks: Sequence[Check], seed: int,
+               train: Callable[..., Any] | None = None) -> list[Row]:
     """Run `checks` in order, with a progress bar on a terminal."""
     bar = tqdm(checks, desc="checks", unit="check", disable=None, leave=False)
-    return [run_check(c, seed) for c in bar]
+    return [run_check(c, seed, train) for c in bar]
 
 
 def format_table(rows: Sequence[Row]) -> str:
@@ -63,13 +66,15 @@ def summary(rows: Sequence[Row], seconds: float) -> str:
 
 
 def verify_theorems(only: str | None, full: bool, seed: int,
-                    echo: Callable[[str], None] = print) -> int:
-    """Run the selected checks, print the table and a summary; return the exit code (1: a fail)."""
+                    echo: Callable[[str], None] = print,
+                    train: Callable[..., Any] | None = None) -> int:
+    """Run the selected checks, print the table and a summary; return the exit code (1: a fail).
+    `train`: the trainer the empirical checks of --full use (dhwt.commands.train)."""
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise DhwtError(f"--seed must be a non-negative integer, got {seed!r}")
     checks = select(only, full)
     start = time.perf_counter()
-    rows = run_checks(checks, seed)
+    rows = run_checks(checks, seed, train)
     echo(format_table(rows))
     echo(summary(rows, time.perf_counter() - start))
     if not full and any(c.full_only for c in select(only, True)):

@@ -1,10 +1,4 @@
-"""Training: the loop over an ensemble of seeds with a tie schedule (its config: dhwt.config).
-
-`train(config, task, run_dir)` trains every seed of `config.seeds` at once and writes the run
-directory (config.toml, metrics.jsonl, checkpoints/, embeddings/, figures/, report.md) that
-analysis reads. `dhwt train` is `dhwt.training.command.train_command`.
+"""Training components: the loop over an ensemble of seeds with tie schedules (Trainer), the
+checkpoint codec (state), groups of runs as one ensemble, members' init and freezing, lr
+schedules, torchrun. Training runs through dhwt.commands.train; configs are dhwt.config's.
 """
-
-from dhwt.training.trainer import RunResult, train, train_group
-
-__all__ = ["RunResult", "train", "train_group"]

@@ -25,7 +25,7 @@ the member's draw stream), loss
 update, lr_at(step)), tied, and gap (||E_in - E_out||^2 of the member).
 
 Resume. A checkpoint holds the model (with its tying state), the optimizer, the step and every RNG
-state. Resuming from step N cuts metrics.jsonl back to the lines of steps <= N and deletes
+state (dhwt.training.state). Resuming from step N cuts metrics.jsonl back to the lines of steps <= N and deletes
 snapshots of later steps, then runs on; the result equals an uninterrupted run bit for bit.
 
 Several processes (torchrun; dhwt.training.distributed): every process draws the same batches,
@@ -44,12 +44,12 @@ they start afresh from the seed and step (a deterministic choice, not the uninte
 masks). Bit-for-bit equality with an uninterrupted run is a CPU guarantee; on a GPU the run asks
 for deterministic algorithms but only warns where torch has none.
 
-Groups (`train_group`, dhwt.training.group). Runs whose configs differ only in tie_schedule and
+Groups (dhwt.training.group). Runs whose configs differ only in tie_schedule and
 seeds train as one ensemble: run k's members are a block of rows, each run's schedule switches
 its rows only (apply_switch(members=...)), and every run directory gets its own metrics,
-snapshots, checkpoints and report, the same (to float tolerance) as the run trained alone. A
+snapshots and checkpoints, the same (to float tolerance) as the run trained alone. A
 killed group resumes from the newest step whose checkpoint every run holds; a run of the group
-also resumes on its own with `train(..., resume=True)`.
+also resumes on its own.
 
 NaN guard. A nan or inf member loss (training or evaluation) or weight stops the run with
 DhwtError("loss became nan at step N (member seed S); last good checkpoint: PATH"). Weights are
@@ -62,44 +62,38 @@ from __future__ import annotations
 import io
 import math
 import os
-import random
-import time
 from collections.abc import Sequence
-from contextlib import ExitStack
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 from tqdm import tqdm
 
-from dhwt.directories import atomic_write_bytes, held, lock
+from dhwt.config.device import resolve_device
+from dhwt.config.run import TrainConfig
+from dhwt.config.schedule import TieSchedule
+from dhwt.directories import atomic_write_bytes
 from dhwt.errors import DhwtError, Interrupted
 from dhwt.languages import Batch, Task
 from dhwt.models import ModelConfig, build_model
 from dhwt.models.init import member_generator
 from dhwt.runs import layout
-from dhwt.runs.checkpoints import (checkpoint_path, checkpoint_step,
-                                      common_step, cpu_copy, latest_checkpoint, list_checkpoints,
-                                      remove_stray_temporaries, save_checkpoint)
-from dhwt.config.run import TrainConfig
-from dhwt.config.device import resolve_device
+from dhwt.runs.checkpoints import (checkpoint_path, checkpoint_step, common_step,
+                                   latest_checkpoint, remove_stray_temporaries, save_checkpoint)
+from dhwt.runs.metrics import MetricsWriter, truncate_metrics
+from dhwt.runs.snapshots import remove_snapshots_after, save_snapshot
+from dhwt.training import state
 from dhwt.training.distributed import SINGLE, Parallel
 from dhwt.training.ensemble import chunked_metrics, clip_member_grads, eval_rows, repeat_batch
-from dhwt.training.group import PER_RUN, group_key, join_states, member_rows, run_state
+from dhwt.training.group import member_rows
 from dhwt.training.lr import LRSchedule
 from dhwt.training.members import prepare_members
-from dhwt.runs.metrics import MetricsWriter, read_metrics, truncate_metrics
-from dhwt.runs.run import model_args
-from dhwt.training.run_report import write_figure, write_report
-from dhwt.runs.snapshots import remove_snapshots_after, save_snapshot
-from dhwt.config.schedule import TieSchedule
 from dhwt.training.tying import apply_switch, tie_penalty
 
 # Generator streams of a seed for the trainer's draws, beside the model's (dhwt.models.init).
 DATA_STREAM = int.from_bytes(b"data", "big")
 DRAW_STREAM = int.from_bytes(b"draw", "big")
-CHECKPOINT_FORMAT = 1
 
 
 @dataclass
@@ -114,127 +108,6 @@ class _Run:
     last_checkpoint: Path | None = None
 
 
-#: Config fields a resume may raise (an extension: `--resume --steps M`).
-EXTENDABLE = ("steps",)
-
-
-@dataclass(frozen=True)
-class RunResult:
-    """What a finished run left: its directory, final step, last evaluation and checkpoint, and
-    the step this call started from (0 fresh; the checkpoint's on resume); `touched` is False
-    for a finished run that a resume left as it was."""
-
-    run_dir: Path
-    step: int
-    final_metrics: list[dict[str, object]]
-    checkpoint: Path
-    seconds: float
-    start: int = 0
-    touched: bool = True
-
-
-def train(config: TrainConfig, task: Task, run_dir: str | Path, resume: bool = False, *,
-          overwrite: bool = False, inputs: Sequence[object] = (),
-          parallel: Parallel = SINGLE) -> RunResult:
-    """Train `config.seeds` on `task` into `run_dir`; return when `config.steps` are done.
-
-    Fresh (resume=False): `run_dir` must not exist (or, with `overwrite`, be a dhwt run that
-    holds none of `inputs`, the paths the command reads); it is created with config.toml before
-    any training. resume=True: continue `run_dir` from its newest checkpoint; `config` must equal
-    the run's config.toml, but may raise `steps` (the run is extended; see
-    dhwt.training.lr for what each lr schedule does then). A finished run is left untouched. A
-    damaged newest checkpoint is an error naming the previous one (see
-    dhwt.runs.checkpoints). Either way the run directory is locked while this writes
-    (dhwt.directories), so a second writer is refused. `parallel`: this process's place in a
-    torchrun launch (dhwt.training.distributed); only rank 0 writes.
-    """
-    run_dir = Path(run_dir)
-    if resume and overwrite:
-        raise DhwtError("--resume continues a run and --overwrite replaces it; give only one")
-    if resume:
-        saved = check_resumable(run_dir, config)
-        with held(parallel.on_writer(lambda: lock(run_dir, f"run directory {run_dir}"))):
-            done = _finished(run_dir, saved)
-            if done is not None and config.steps == saved.steps:
-                return done
-            if config.steps != saved.steps:
-                parallel.on_writer(lambda: atomic_write_bytes(
-                    run_dir / layout.CONFIG, replace(saved, steps=config.steps).to_toml().encode()))
-            return Trainer([(config, run_dir)], task, parallel).run(resume=True)[0]
-    created = parallel.on_writer(lambda: layout.create_run_dir(
-        run_dir, config.to_toml(), overwrite=overwrite, inputs=inputs,
-        fill=lambda _: Trainer([(config, run_dir)], task, parallel)))
-    with held(created):
-        return (created.value if created else Trainer([(config, run_dir)], task, parallel)).run(
-            resume=False)[0]
-
-
-def train_group(runs: Sequence[tuple[TrainConfig, str | Path]], task: Task,
-                resume: bool = False) -> list[RunResult]:
-    """Train several runs as one ensemble (dhwt.training.group): their configs may differ only
-    in tie_schedule and seeds. Each run directory is written as `train` would write it alone.
-
-    Fresh: no run directory may exist yet. resume=True: every one is continued from the newest
-    checkpoint step they all hold (their config.toml must match as for `train`)."""
-    runs = [(config, Path(run_dir)) for config, run_dir in runs]
-    keys = {group_key(config) for config, _ in runs}
-    if None in keys or len(keys) > 1:
-        raise DhwtError("runs trained as one ensemble must agree on everything but "
-                        f"{' and '.join(PER_RUN)}, start from their own seeds (no init_from) and "
-                        "vary all weights")
-    with ExitStack() as stack:
-        if resume:
-            for config, run_dir in runs:
-                if check_resumable(run_dir, config).steps != config.steps:
-                    raise DhwtError(f"cannot extend {run_dir} as part of a group; resume it on "
-                                    "its own with --steps")
-                stack.enter_context(lock(run_dir, f"run directory {run_dir}"))
-            return Trainer(runs, task).run(resume=True)
-        for _, run_dir in runs:
-            layout.refuse_existing(run_dir, overwrite=False)
-        trainer = Trainer(runs, task)
-        for config, run_dir in runs:
-            stack.enter_context(layout.create_run_dir(run_dir, config.to_toml()))
-        return trainer.run(resume=False)
-
-
-def check_resumable(run_dir: Path, config: TrainConfig) -> TrainConfig:
-    """The run's saved config; DhwtError unless `run_dir` is a run whose config.toml equals
-    `config` in every field but where it runs (TrainConfig.identity) and steps, which may only
-    grow (an extension)."""
-    saved_path = run_dir / layout.CONFIG
-    if not saved_path.is_file():
-        raise DhwtError(f"cannot resume {run_dir}: it has no {layout.CONFIG} (not a run directory)")
-    saved = TrainConfig.from_toml(saved_path)
-    if config.steps < saved.steps:
-        raise DhwtError(f"cannot resume {run_dir} with steps = {config.steps}: the run is "
-                        f"configured for {saved.steps} steps, and --steps may extend it, not "
-                        "shorten it")
-    wanted, have = _identity(config), _identity(saved)
-    for key, value in wanted.items():
-        if have[key] != value:
-            raise DhwtError(f"cannot resume {run_dir} with {key} = {value!r}: the run was "
-                            f"configured with {have[key]!r} (see {saved_path})")
-    return saved
-
-
-def _identity(config: TrainConfig) -> dict[str, object]:
-    """What a resume must repeat: the config's identity but the fields it may extend."""
-    return {k: v for k, v in config.identity().items() if k not in EXTENDABLE}
-
-
-def _finished(run_dir: Path, saved: TrainConfig) -> RunResult | None:
-    """The result of a run that has finished (its report written after the checkpoint of its
-    last step), read from disk; None if it has not."""
-    checkpoints = list_checkpoints(run_dir / layout.CHECKPOINTS)
-    if not (run_dir / layout.REPORT).is_file() or not checkpoints or \
-            checkpoint_step(checkpoints[-1]) != saved.steps:
-        return None
-    path, _ = latest_checkpoint(run_dir / layout.CHECKPOINTS)  # a damaged one is an error
-    final = [r for r in read_metrics(run_dir / layout.METRICS) if r["step"] == saved.steps]
-    return RunResult(run_dir, saved.steps, final, path, 0.0, start=saved.steps, touched=False)
-
-
 def model_config(config: TrainConfig, task: Task) -> ModelConfig:
     """The model for `task` with the architecture `config` asks for."""
     if task.objective != config.objective:
@@ -245,9 +118,10 @@ def model_config(config: TrainConfig, task: Task) -> ModelConfig:
 
 
 class Trainer:
-    """The live state of one run, or of several trained as one ensemble (`train_group`; their
-    configs differ only in tie_schedule and seeds). Building it validates everything (model,
-    schedules, data splits).
+    """The live state of one run, or of several trained as one ensemble (their configs differ
+    only in tie_schedule and seeds, dhwt.training.group). Building it validates everything
+    (model, schedules, data splits); `run` trains. Directories, locks and reports are the
+    caller's (dhwt.commands.train).
 
     `self.config` holds what the runs share (the first run's config); `self.seeds` are the
     ensemble's members, every run's seeds in row order.
@@ -271,8 +145,8 @@ class Trainer:
                              config.lr_period, config.warmup_steps)
         members = len(self.seeds)
         data_seeds = self.seeds[:1] * members if config.vary == "embeddings" else self.seeds
-        self.data_generators = [member_generator(s, DATA_STREAM) for s in data_seeds]
-        self.draw_generators = [member_generator(s, DRAW_STREAM) for s in data_seeds]
+        self.streams = {"data": [member_generator(s, DATA_STREAM) for s in data_seeds],
+                        "draw": [member_generator(s, DRAW_STREAM) for s in data_seeds]}
         self.eval_batches = {split: parallel.shard(repeat_batch(task.eval_batch(split).to(
                                  self.device), members))
                              for split in ("train", "valid", "test") if task.n_strings(split) > 0}
@@ -282,17 +156,14 @@ class Trainer:
         self._last_eval: list[list[dict[str, object]]] = []  # per run
 
     # -- the run ----------------------------------------------------------------------------
-    def run(self, resume: bool) -> list[RunResult]:
-        """Train to config.steps (from the newest checkpoint if `resume`), then write each run's
-        report; one RunResult per run, in order.
-        A failed write (full disk, lost permission) stops the run with a DhwtError naming the last
-        good checkpoint; everything written before it stays valid for --resume."""
-        started = time.perf_counter()
+    def run(self, resume: bool) -> int:
+        """Train to config.steps (from the newest checkpoint if `resume`); the step it started
+        from. Afterwards `self.step` is the last step and each run's `last_checkpoint` its
+        checkpoint. A failed write (full disk, lost permission) stops the run with a DhwtError
+        naming the last good checkpoint; everything written before it stays valid for --resume."""
         try:
             with _torch_settings(self.config.threads, self.device):
-                start = self._train(resume)
-            finals = self.parallel.on_writer(lambda: [self._finish(r) for r in self.runs],
-                                             share=True)
+                return self._train(resume)
         except KeyboardInterrupt:
             raise Interrupted(f"interrupted at step {self.step}; {self._go_on()}") from None
         except OSError as exc:
@@ -301,10 +172,6 @@ class Trainer:
                             f"{exc.strerror or exc}{where}; last good checkpoint: "
                             f"{self._last_good()}; free space (or fix permissions) "
                             "and continue with --resume") from None
-        assert finals is not None
-        seconds = time.perf_counter() - started
-        return [RunResult(r.run_dir, self.step, final, r.last_checkpoint, seconds, start)
-                for r, final in zip(self.runs, finals)]
 
     def _go_on(self) -> str:
         """How to continue after an interrupt: from the last checkpoint, or afresh if none."""
@@ -363,21 +230,13 @@ class Trainer:
                 writer.close()
         return start
 
-    def _finish(self, run: _Run) -> list[dict[str, object]]:
-        """Write a run's figure and report (rank 0); its final evaluation's metric lines."""
-        records = read_metrics(run.run_dir / layout.METRICS)
-        final = [r for r in records if r["step"] == self.config.steps]
-        write_figure(records, run.run_dir / layout.FIGURE, self.task.truth, run.schedule.events)
-        write_report(run.run_dir / layout.REPORT, run.config, final, self.task.truth)
-        return final
-
     def _update(self) -> None:
         """One optimizer update: step N -> N + 1."""
         c = self.config
         lr = self.lr.lr_at(self.step)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        batch = self._draw(self.data_generators)
+        batch = self._draw(self.streams["data"])
         loss = self.net(batch.inputs, batch.padding, targets=batch.targets, weights=batch.weights)
         if c.tie_penalty and not self.model.embeddings.tied and self.parallel.writes:
             loss = loss + tie_penalty(self.model, c.tie_penalty)  # once, not once per process
@@ -439,7 +298,7 @@ class Trainer:
         try:
             batches = {split: batch for split, batch in self.eval_batches.items()
                        if split != "test" or self.step == self.config.steps}
-            batches["train_fresh"] = self._draw(self.draw_generators)
+            batches["train_fresh"] = self._draw(self.streams["draw"])
             emb = self.model.embeddings
             gap, tied, lr = emb.gap().tolist(), emb.tied_members, self.lr.lr_at(self.step)
             lines: list[list[dict[str, object]]] = [[] for _ in self.runs]
@@ -485,84 +344,31 @@ class Trainer:
         self._guard(marks, "a weight")
 
     def _checkpoint(self) -> None:
-        """Each run's checkpoint of this step: its rows of the model, the optimizer and the
-        member RNGs (dhwt.training.group.run_state), as a solo run would write it."""
+        """Each run's checkpoint of this step, as a solo run would write it (dhwt.training.state)."""
         if not self.parallel.writes:  # rank 0 writes the state every rank holds
             for run in self.runs:
                 run.last_checkpoint = checkpoint_path(run.run_dir / layout.CHECKPOINTS, self.step)
             return
-        names = {id(p): n for n, p in self.model.named_parameters()}
-        model = cpu_copy(self.model.state_dict())
-        optimizer = cpu_copy(self.optimizer.state_dict())
-        groups = [[names[id(p)] for p in g["params"]] for g in self.optimizer.param_groups]
-        dropout = self.model.rng_state()
-        for run in self.runs:
-            tied = self.model.embeddings.tied_members[run.rows.start]
-            run_model, run_optimizer, run_groups = run_state(model, optimizer, groups, run.rows,
-                                                             tied)
-            rows = slice(run.rows.start, run.rows.stop)
-            state = {
-                "format": CHECKPOINT_FORMAT,
-                "step": self.step,
-                "config": run.config.to_dict(),
-                "model_args": model_args(self.model.config),
-                "device": str(self.device),  # where it was written (a resume may go elsewhere)
-                "model": run_model,
-                "optimizer": run_optimizer,
-                "optimizer_params": run_groups,
-                "rng": {
-                    "data": [g.get_state() for g in self.data_generators[rows]],
-                    "draw": [g.get_state() for g in self.draw_generators[rows]],
-                    "dropout": dropout[rows].clone(),
-                    "dropout_device": self.device.type,  # the type of device they draw on
-                    "torch": torch.get_rng_state(),
-                    "numpy": _numpy_state(),
-                    "python": random.getstate(),
-                },
-            }
+        states = state.encode(self.model, self.optimizer, self.streams, self.device, self.step,
+                              [(run.config, run.rows) for run in self.runs])
+        for run, saved in zip(self.runs, states):
             run.last_checkpoint = save_checkpoint(run.run_dir / layout.CHECKPOINTS, self.step,
-                                                  state)
+                                                  saved)
 
     def _restore(self) -> None:
         """Load the runs' checkpoints of the newest step they all hold (a group killed while
-        writing one step's checkpoints has that step in some runs only): model, tying state,
-        optimizer, step, every RNG."""
+        writing one step's checkpoints has that step in some runs only)."""
         states, step = [], self._common_step()
         for run in self.runs:
             directory = run.run_dir / layout.CHECKPOINTS
             if self.parallel.writes:
                 remove_stray_temporaries(directory)
-            path, state = latest_checkpoint(directory, at_most=step)
-            if state.get("format") != CHECKPOINT_FORMAT:
-                raise DhwtError(f"checkpoint {path} has format {state.get('format')!r}; this "
-                                f"dhwt reads format {CHECKPOINT_FORMAT}")
-            # read through TrainConfig so fields added since the checkpoint take their defaults
-            if _identity(TrainConfig.from_dict(state["config"], str(path))) != \
-                    _identity(run.config):
-                raise DhwtError(f"checkpoint {path} was written with a different config than "
-                                f"{run.run_dir / layout.CONFIG}")
+            path, saved = latest_checkpoint(directory, at_most=step)
+            state.check(path, saved, run.config)
             run.last_checkpoint = path
-            states.append(state)
-        model, optimizer, groups = join_states(
-            [(s["model"], s["optimizer"], s["optimizer_params"]) for s in states])
-        self.model.load_state_dict(model)  # adopts the saved tying state
-        params = dict(self.model.named_parameters())
-        self.optimizer = self._optimizer([[params[n] for n in group] for group in groups])
-        self.optimizer.load_state_dict(optimizer)
-        rngs = [s["rng"] for s in states]
-        for g, saved in zip(self.data_generators, [x for r in rngs for x in r["data"]]):
-            g.set_state(saved)
-        for g, saved in zip(self.draw_generators, [x for r in rngs for x in r["draw"]]):
-            g.set_state(saved)
-        if all(r.get("dropout_device", "cpu") == self.device.type for r in rngs):
-            self.model.set_rng_state(torch.cat([r["dropout"] for r in rngs]))
-        else:  # another device's generator states do not fit this device's generators
-            self.model.reseed_dropout(int(states[0]["step"]))
-        rng = rngs[0]  # nothing draws from the global generators: equal in every run
-        torch.set_rng_state(rng["torch"])
-        _set_numpy_state(rng["numpy"])
-        random.setstate(rng["python"])
-        self.step = int(states[0]["step"])
+            states.append(saved)
+        self.optimizer, self.step = state.decode(states, self.model, self._optimizer,
+                                                 self.streams, self.device)
 
     def _common_step(self) -> int | None:
         """The newest step of which every run has a checkpoint (None for one run: its newest);
@@ -619,15 +425,3 @@ class _torch_settings:
         torch.use_deterministic_algorithms(self.saved[0], warn_only=self.saved[1])
         torch.set_num_threads(self.saved[2])
         torch.utils.deterministic.fill_uninitialized_memory = self.saved[3]
-
-
-def _numpy_state() -> list[object]:
-    """numpy's global RNG state as plain lists (checkpoints load with weights_only=True)."""
-    name, keys, pos, has_gauss, gauss = np.random.get_state()
-    return [name, keys.tolist(), int(pos), int(has_gauss), float(gauss)]
-
-
-def _set_numpy_state(state: list[object]) -> None:
-    name, keys, pos, has_gauss, gauss = state
-    np.random.set_state((name, np.array(keys, dtype=np.uint32), pos, has_gauss, gauss))
-

@@ -8,7 +8,7 @@ its own run directory with metrics, snapshots, checkpoints, figure and report. T
 
   sequential:     10 calls of `train`, one seed each (S = 1);
   two ensembles:  `train` of seeds 42-46 tied, then untied (S = 5 each);
-  one group:      `train_group` of both runs: one ensemble of S = 10 whose members carry their
+  one group:      `train` of both runs together: one ensemble of S = 10 whose members carry their
                   own tying state (tests/training/test_group.py checks each run directory equals
                   the run trained alone).
 
@@ -34,7 +34,7 @@ from pathlib import Path
 from dhwt.languages import load_language, load_task, write_dataset
 from dhwt.languages.task import Task
 from dhwt.config import TrainConfig
-from dhwt.training import train, train_group
+from dhwt.commands import train
 
 SEEDS = [42, 43, 44, 45, 46]
 SCHEDULES = ("tied", "untied")
@@ -59,7 +59,7 @@ def ways(task: Task, steps: int) -> dict[str, Callable[[Path], None]]:
             train(config(schedule, SEEDS), task, root / schedule)
 
     def one_group(root: Path) -> None:
-        train_group([(config(schedule, SEEDS), root / schedule) for schedule in SCHEDULES], task)
+        train([(config(schedule, SEEDS), root / schedule) for schedule in SCHEDULES], task)
 
     return {"sequential": sequential, "two ensembles": two_ensembles, "one group": one_group}
 

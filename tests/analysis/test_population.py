@@ -12,7 +12,8 @@ from dhwt.languages import load_language, load_task, write_dataset
 from dhwt.models import build_model
 from dhwt.config.run import TrainConfig
 from dhwt.training.ensemble import member_accuracy, member_loss
-from dhwt.training.trainer import model_config, train
+from dhwt.commands import train
+from dhwt.training.trainer import model_config
 
 
 @pytest.fixture(scope="module", params=["mlm", "clm"])

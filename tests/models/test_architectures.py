@@ -16,7 +16,7 @@ from dhwt.errors import DhwtError
 from dhwt.languages import load_language, load_task, write_dataset
 from dhwt.models import LSTM, Mixer, ModelConfig, Transformer, build_model
 from dhwt.config import TrainConfig
-from dhwt.training import train
+from dhwt.commands import train
 from dhwt.runs.checkpoints import latest_checkpoint
 
 ARCHITECTURES = ("transformer", "lstm", "mixer")

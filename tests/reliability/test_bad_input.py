@@ -160,7 +160,7 @@ def finished_run(dataset, tmp_path_factory) -> Path:
     """A finished two-step run (for --resume and analyze cases)."""
     from dhwt.languages import load_task
     from dhwt.config import TrainConfig
-    from dhwt.training import train
+    from dhwt.commands import train
 
     run = tmp_path_factory.mktemp("finished") / "run"
     train(TrainConfig(data=str(dataset), steps=2, eval_every=1, snapshot_every=1),

@@ -19,7 +19,7 @@ from dhwt.languages import load_task
 from dhwt.languages.splits import make_splits
 from dhwt.languages.text_task import TextTask
 from dhwt.config import TrainConfig
-from dhwt.training import train
+from dhwt.commands import train
 
 
 def _refused(outcome: tuple[int, str, str], *fragments: str) -> str:

@@ -14,7 +14,7 @@ import pytest
 from dhwt.runs.snapshots import read_run
 from dhwt.languages.text_task import TextTask
 from dhwt.config.run import TrainConfig
-from dhwt.training.trainer import train
+from dhwt.commands import train
 
 V = 40
 

@@ -15,7 +15,7 @@ import torch
 from dhwt.errors import DhwtError
 from dhwt.languages import load_language, load_task, write_dataset
 from dhwt.config import TrainConfig
-from dhwt.training import train
+from dhwt.commands import train
 from dhwt.training import distributed
 from dhwt.runs.checkpoints import (latest_checkpoint, list_checkpoints, load_checkpoint,
                                       save_checkpoint)

@@ -106,7 +106,7 @@ def test_snapshot_bytes_are_reproducible_and_read_by_safetensors(tmp_path):
 def test_run_report_without_ground_truth(tmp_path):
     """A text task has no exact truth: the report and figure leave the Bayes lines out."""
     from dhwt.config.run import TrainConfig
-    from dhwt.training.run_report import write_figure, write_report
+    from dhwt.report.run_report import write_figure, write_report
 
     records = [{"step": s, "member": 0, "seed": 1, "split": "train", "loss": 2.0 - s / 10,
                 "accuracy": 0.1 * s} for s in (0, 5, 10)]

@@ -1,4 +1,4 @@
-"""Runs trained as one ensemble (train_group): each run directory equals the run trained alone,
+"""Runs trained as one ensemble (one `train` call over several runs): each run directory equals the run trained alone,
 a killed group resumes bit for bit, and one run of a group resumes on its own."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dhwt.runs.snapshots import read_snapshot
 from dhwt.errors import DhwtError
 from dhwt.languages import load_language, load_task, write_dataset
 from dhwt.config import TrainConfig
-from dhwt.training import train, train_group
+from dhwt.commands import train
 from dhwt.runs.checkpoints import latest_checkpoint, list_checkpoints
 
 COMMON = dict(steps=240, eval_every=40, snapshot_every=80, checkpoint_every=80, lr=1e-2,
@@ -62,7 +62,7 @@ def alone(task, tmp_path_factory):
 def grouped(task, tmp_path_factory):
     """The same runs trained as one ensemble, uninterrupted."""
     root = tmp_path_factory.mktemp("grouped")
-    results = train_group(_runs(root), task)
+    results = train(_runs(root), task)
     assert [r.run_dir for r in results] == [d for _, d in _runs(root)]
     return root
 
@@ -104,12 +104,12 @@ def test_a_killed_group_resumes_bit_for_bit(
     interrupt_at(200)  # after the checkpoints of step 160
     runs = _runs(tmp_path)
     with pytest.raises(KeyboardInterrupt):
-        train_group(runs, task)
+        train(runs, task)
     # a kill while the checkpoints of step 160 were written: the last run has only step 80
     newest = list_checkpoints(runs[-1][1] / "checkpoints")[-1]
     assert newest.name == "step_0000160.pt"
     newest.unlink()
-    train_group(runs, task, resume=True)  # from step 80, the newest step all four hold
+    train(runs, task, resume=True)  # from step 80, the newest step all four hold
     for config, run_dir in runs:
         _, a = latest_checkpoint(run_dir / "checkpoints")
         _, b = latest_checkpoint(grouped / run_dir.name / "checkpoints")
@@ -125,7 +125,7 @@ def test_one_run_of_a_killed_group_resumes_alone(task, alone, tmp_path, interrup
     interrupt_at(120)  # after the checkpoints of step 80
     runs = _runs(tmp_path)
     with pytest.raises(KeyboardInterrupt):
-        train_group(runs, task)
+        train(runs, task)
     config, run_dir = runs[2]  # untie@100: the group's untied rows exist, this run's are unused
     _, state = latest_checkpoint(run_dir / "checkpoints")
     assert "embeddings.untied_output" not in state["model"]
@@ -140,7 +140,7 @@ def test_a_group_is_refused_when_its_runs_differ_in_more_than_tying_or_seeds(tas
     runs = [(TrainConfig(**COMMON), tmp_path / "a"),
             (TrainConfig(**{**COMMON, "lr": 2e-2}), tmp_path / "b")]
     with pytest.raises(DhwtError, match="agree on everything but tie_schedule and seeds"):
-        train_group(runs, task)
+        train(runs, task)
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
 
 
@@ -148,13 +148,13 @@ def test_a_group_without_a_common_checkpoint_step_is_refused(task, tmp_path, int
     interrupt_at(120)
     runs = _runs(tmp_path)[:2]
     with pytest.raises(KeyboardInterrupt):
-        train_group(runs, task)
+        train(runs, task)
     for path in list_checkpoints(runs[0][1] / "checkpoints")[-1:]:
         path.unlink()  # run 0 keeps step 0 only, run 1 keeps 0 and 80 ...
     for path in list_checkpoints(runs[1][1] / "checkpoints")[:1]:
         path.unlink()  # ... and loses step 0
     with pytest.raises(DhwtError, match="no checkpoint of a common step; resume each"):
-        train_group(runs, task, resume=True)
+        train(runs, task, resume=True)
 
 
 def test_a_nan_in_one_run_stops_the_group_naming_that_run(task, tmp_path):
@@ -165,7 +165,7 @@ def test_a_nan_in_one_run_stops_the_group_naming_that_run(task, tmp_path):
     with pytest.raises(DhwtError, match=r"became (nan|inf) at step \d+ \(member seed 3 of \S+"
                                         r"(tied|untied)\); last good checkpoint: \S+\.pt \(and "
                                         r"that step in the group's other runs\)$") as info:
-        train_group(runs, task)
+        train(runs, task)
     step = int(str(info.value).split(" at step ")[1].split()[0])
     for _, run_dir in runs:  # both runs keep finite checkpoints of one step before the nan
         _, state = latest_checkpoint(run_dir / "checkpoints")

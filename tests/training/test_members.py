@@ -12,7 +12,7 @@ from dhwt.errors import DhwtError
 from dhwt.languages.text_task import TextTask
 from dhwt.models import build_model
 from dhwt.config import TrainConfig
-from dhwt.training import train
+from dhwt.commands import train
 from dhwt.runs.checkpoints import latest_checkpoint
 from dhwt.training.ensemble import chunked_metrics, member_loss, repeat_batch
 from dhwt.training.members import EMBEDDINGS, INPUT, OUTPUT
@@ -52,9 +52,9 @@ def test_vary_embeddings_shares_the_body_and_the_batches_only(tmp_path):
             assert torch.equal(value, weights(alone.model)[name])  # each member's own draw
         else:
             assert torch.equal(value[0], value[1]) and torch.equal(value[0], body[name][0])
-    batch = shared._draw(shared.data_generators)
+    batch = shared._draw(shared.streams["data"])
     assert torch.equal(batch.inputs[0], batch.inputs[1])
-    other = alone._draw(alone.data_generators)
+    other = alone._draw(alone.streams["data"])
     assert not torch.equal(other.inputs[0], other.inputs[1])
     assert torch.equal(shared.model.rng_state()[0], shared.model.rng_state()[1])
 

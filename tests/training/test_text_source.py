@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from dhwt.errors import DhwtError
-from dhwt.study import load_study
+from dhwt.commands.study import load_study
 from dhwt.config import TrainConfig
 
 WORDS = "the cat sat on a mat and the dog ran to the red door".split()

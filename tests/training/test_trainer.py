@@ -12,7 +12,7 @@ from dhwt.errors import DhwtError
 from dhwt.languages import load_language, load_task, write_dataset
 from dhwt.models import output
 from dhwt.config import TrainConfig
-from dhwt.training import train
+from dhwt.commands import train
 from dhwt.runs.checkpoints import latest_checkpoint, list_checkpoints
 from dhwt.training.trainer import Trainer
 from dhwt.runs.snapshots import read_snapshot

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from dhwt.analysis.knn import KnnMatch, chance_baseline, choose_k, knn_match, select_tokens
-from dhwt.analysis.matrices import load_matrix
+from dhwt.analysis.matrices import load_matrix, read_tokens, read_weights
 from dhwt.errors import DhwtError
 
 SCORES = ("both", "jaccard", "overlap")
@@ -78,31 +78,6 @@ def report(a_label: str, b_label: str, match: KnnMatch, chance: KnnMatch | None,
     if options.per_token:
         lines.append(f"per-token scores: {options.per_token}")
     return "\n".join(lines)
-
-
-def read_tokens(path: str) -> np.ndarray:
-    """Token ids from a .npy file or a text file of whole numbers (whitespace separated)."""
-    values = _read_numbers(path, "token ids")
-    if values.size and not np.array_equal(values, np.round(values)):
-        raise DhwtError(f"{path} must hold whole-number token ids")
-    return values.astype(np.int64).ravel()
-
-
-def read_weights(path: str) -> np.ndarray:
-    """One non-negative weight per token from a .npy file or a text file."""
-    return _read_numbers(path, "weights").astype(np.float64).ravel()
-
-
-def _read_numbers(path: str, what: str) -> np.ndarray:
-    try:
-        if path.endswith(".npy"):
-            return np.asarray(np.load(path, allow_pickle=False), np.float64)
-        text = Path(path).read_text()
-        return np.array([float(t) for t in text.split()], np.float64)
-    except FileNotFoundError:
-        raise DhwtError(f"{what} file {path} does not exist") from None
-    except (OSError, ValueError, UnicodeDecodeError) as exc:
-        raise DhwtError(f"cannot read {what} from {path}: {exc}") from None
 
 
 def write_per_token(path: str, match: KnnMatch) -> None:

@@ -1,7 +1,8 @@
-"""The end of a run: figures/training.png (loss and accuracy curves) and a short report.md.
+"""The end of a run: figures/training.png (loss and accuracy curves) and a short report.md,
+read from the run's metrics.jsonl.
 
-Both are written to a temporary file and renamed. The figure goes through dhwt.report.figures,
-imported lazily so that importing the trainer does not import matplotlib.
+Both are written to a temporary file and renamed. dhwt.report.figures (matplotlib) is imported
+when a figure is drawn, not with this module.
 """
 
 from __future__ import annotations
@@ -10,13 +11,26 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
-from dhwt.languages import GroundTruth
-from dhwt.directories import atomic_write_bytes
 from dhwt.config.run import TrainConfig, format_seeds
-from dhwt.config.schedule import TieEvent
+from dhwt.config.schedule import TieEvent, TieSchedule
+from dhwt.directories import atomic_write_bytes
+from dhwt.languages import GroundTruth
 from dhwt.runs import layout
+from dhwt.runs.metrics import read_metrics
 
 SPLITS = ("train", "valid", "test", "train_fresh")  # test: the last step only
+
+
+def write_run_report(run_dir: Path, config: TrainConfig,
+                     truth: GroundTruth | None) -> list[dict[str, object]]:
+    """Write the figure and report.md of the run in `run_dir` (trained to config.steps); return
+    the metric lines of its last step."""
+    records = read_metrics(run_dir / layout.METRICS)
+    final = [r for r in records if r["step"] == config.steps]
+    events = TieSchedule.parse(config.tie_schedule, config.steps).events
+    write_figure(records, run_dir / layout.FIGURE, truth, events)
+    write_report(run_dir / layout.REPORT, config, final, truth)
+    return final
 
 
 def write_figure(records: list[dict[str, object]], path: Path, truth: GroundTruth | None,

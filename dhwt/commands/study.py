@@ -60,7 +60,7 @@ from dhwt.runs.run import load_config_text
 from dhwt.config.run import TrainConfig, split_init_from
 from dhwt.config.device import resolve_device
 from dhwt.training.group import group_key
-from dhwt.training.trainer import train, train_group
+from dhwt.commands.train import train
 
 STUDY_FILE = "study.toml"
 SECTIONS = {"study", "data", "train", "runs", "analysis"}
@@ -245,10 +245,7 @@ def _run_claimed(study: Study, out: Path, language: Language | None) -> Path:
     for group in _groups(pending) if study.group else [[p] for p in pending]:
         config = group[0].config
         task = load_config_text(config) if text else load_task(data_dir, config.objective)
-        if len(group) == 1:
-            train(config, task, group[0].run_dir, resume=group[0].resume)
-        else:
-            train_group([(p.config, p.run_dir) for p in group], task, resume=group[0].resume)
+        train([(p.config, p.run_dir) for p in group], task, resume=group[0].resume)
     if text:
         return _text_report(study, out)
     objective = study.runs[0][1].objective
@@ -339,7 +336,7 @@ def _source(init_from: str | None, out: Path) -> Path | None:
 def _text_report(study: Study, out: Path) -> Path:
     """analysis/NAME/report.md per run (KNN match between its members over tokens seen in
     training, DH diagnostic) and report.md over all runs (loss, perplexity)."""
-    from dhwt.report.analyze import analyze
+    from dhwt.commands.analyze import analyze
     from dhwt.report.run_similarity import SimilarityOptions
 
     dirs = [out / "runs" / name for name, _ in study.runs]

@@ -1,0 +1,13 @@
+"""Recipes: what each `dhwt` command does, on top of the components (languages, models,
+training, runs, analysis, report), with their configuration from dhwt.config.
+
+- `train` (dhwt.commands.train): train runs, fresh or resumed, alone or as one ensemble, and
+  write each run's report; `dhwt train` resolves its flags and files into it.
+- dhwt.commands.study: `dhwt study`, a whole study from one TOML.
+- dhwt.commands.analyze: `dhwt analyze`, the report of any run directories.
+- dhwt.commands.knn: `dhwt knn`, KNN match of two matrices on disk.
+"""
+
+from dhwt.commands.train import RunResult, train
+
+__all__ = ["RunResult", "train"]

@@ -1,0 +1,297 @@
+"""Training recipes: `train`, the one entry that trains a run (or several as one ensemble),
+fresh or resumed, and writes each run's figure and report; `train_command`, `dhwt train`'s flags
+and files resolved into it.
+
+`dhwt train`: precedence TrainConfig defaults < `--config FILE.toml` < flags. A `--grammar`,
+`--data` or `--corpus` flag replaces the file's data source (so the file may name one and the
+flag another; `--corpus wikitext-2 --data PATH` keeps both flags). Text corpora (`--corpus`,
+`--tokenizer`, `--seq-len`) are tokenized through the token-id cache (dhwt.languages.text_task).
+Relative paths (in flags or the file: data, grammar, corpus, init_from) are relative to the
+working directory and made absolute in the resolved config. With `--grammar` the dataset is
+built into RUN_DIR/data in the same all-or-nothing step that creates the run directory, so a bad
+grammar, dataset or option leaves nothing behind.
+
+`--resume` continues RUN_DIR as its config.toml says; flags may repeat its values but not change
+them, except `--device` (a run may continue on another device; dhwt.training.trainer says what
+carries over) and `--steps` upwards (an extension), and `--config` is refused (the run's own
+config.toml is the config).
+
+Under torchrun every process runs this; rank 0 creates RUN_DIR (the others wait for it) and is
+the only one to write (dhwt.training.distributed).
+
+Examples:
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from dhwt.commands import train
+    >>> from dhwt.config import TrainConfig
+    >>> out = Path(tempfile.mkdtemp()) / "run"
+    >>> config = TrainConfig(grammar="parity", seeds=[1, 2], steps=3, eval_every=3)
+    >>> result = train(config, None, out)      # builds out/data from the grammar, then trains
+    >>> result.step, sorted(p.name for p in out.iterdir() if not p.name.startswith("."))
+    (3, ['checkpoints', 'config.toml', 'data', 'embeddings', 'figures', 'metrics.jsonl', 'report.md'])
+    >>> train(config, None, out, resume=True).touched     # finished: left as it was
+    False
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import overload
+
+from dhwt.config.device import resolve_device
+from dhwt.config.run import TrainConfig, split_init_from
+from dhwt.directories import atomic_write_bytes, held, lock
+from dhwt.errors import DhwtError, Interrupted
+from dhwt.languages import Task, load_language, load_task, write_dataset
+from dhwt.report.run_report import write_run_report
+from dhwt.runs import layout
+from dhwt.runs.checkpoints import checkpoint_step, latest_checkpoint, list_checkpoints
+from dhwt.runs.metrics import read_metrics
+from dhwt.runs.run import run_task
+from dhwt.training.distributed import SINGLE, Parallel, launch
+from dhwt.training.group import PER_RUN, group_key
+from dhwt.training.trainer import Trainer
+
+PathLike = str | Path
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What a finished run left: its directory, final step, last evaluation and checkpoint, and
+    the step this call started from (0 fresh; the checkpoint's on resume); `touched` is False
+    for a finished run that a resume left as it was."""
+
+    run_dir: Path
+    step: int
+    final_metrics: list[dict[str, object]]
+    checkpoint: Path
+    seconds: float
+    start: int = 0
+    touched: bool = True
+
+
+@overload
+def train(config: TrainConfig, task: Task | None, run_dir: PathLike, *, resume: bool = False,
+          overwrite: bool = False, inputs: Sequence[object] = (),
+          parallel: Parallel = SINGLE) -> RunResult: ...
+@overload
+def train(config: Sequence[tuple[TrainConfig, PathLike]], task: Task | None, *,
+          resume: bool = False, overwrite: bool = False, inputs: Sequence[object] = (),
+          parallel: Parallel = SINGLE) -> list[RunResult]: ...
+def train(config, task, run_dir=None, *, resume=False, overwrite=False, inputs=(),
+          parallel=SINGLE):
+    """Train `config.seeds` on `task` into `run_dir` until `config.steps`, then write the run's
+    figure and report.md; or, given (config, run_dir) pairs instead, train those runs as one
+    ensemble (their configs may differ only in tie_schedule and seeds; dhwt.training.group),
+    each run directory written as if it had trained alone, and return one result per run.
+
+    `task` None: the runs' own data (RUN_DIR/data, built now from `config.grammar` for a fresh
+    run; else the dataset or corpus the config names). Fresh: each run directory must not exist
+    (or, with `overwrite`, be a dhwt run that holds none of `inputs`, the paths the caller
+    reads); it is created with config.toml before any training, and a bad config leaves nothing
+    behind. `resume`: continue from the newest checkpoint (a group's: the newest step every run
+    holds); the config must equal config.toml but may raise `steps` of a single run (see
+    dhwt.training.lr for what each lr schedule does then); a finished run is left untouched. A
+    run directory is locked while this writes (dhwt.directories). `parallel`: this process's
+    place in a torchrun launch (dhwt.training.distributed); only rank 0 writes.
+    """
+    if isinstance(config, TrainConfig):
+        if run_dir is None:
+            raise TypeError("train(config, task, run_dir): give the run directory")
+        return _train([(config, Path(run_dir))], task, resume, overwrite, inputs, parallel)[0]
+    if run_dir is not None:
+        raise TypeError("train(runs, task): each run's directory comes with its config")
+    return _train([(c, Path(d)) for c, d in config], task, resume, overwrite, inputs, parallel)
+
+
+def _train(runs: list[tuple[TrainConfig, Path]], task: Task | None, resume: bool,
+           overwrite: bool, inputs: Sequence[object], parallel: Parallel) -> list[RunResult]:
+    if resume and overwrite:
+        raise DhwtError("--resume continues a run and --overwrite replaces it; give only one")
+    if len(runs) > 1:
+        keys = {group_key(config) for config, _ in runs}
+        if None in keys or len(keys) > 1:
+            raise DhwtError("runs trained as one ensemble must agree on everything but "
+                            f"{' and '.join(PER_RUN)}, start from their own seeds (no "
+                            "init_from) and vary all weights")
+    config, run_dir = runs[0]
+    resolve_device(config.device, parallel.local_rank, parallel.world_size)  # before any write
+    started = time.perf_counter()
+    with ExitStack() as stack:
+        if resume:
+            saved = [check_resumable(d, c) for c, d in runs]
+            extended = [c.steps != s.steps for (c, _), s in zip(runs, saved)]
+            if len(runs) > 1 and any(extended):
+                raise DhwtError(f"cannot extend {runs[extended.index(True)][1]} as part of a "
+                                "group; resume it on its own with --steps")
+            for _, d in runs:
+                stack.enter_context(held(parallel.on_writer(
+                    lambda d=d: lock(d, f"run directory {d}"))))
+            done = [_finished(d, s) for (_, d), s in zip(runs, saved)]
+            if all(r is not None for r in done) and not any(extended):
+                return done
+            trainer = Trainer(runs, run_task(config, run_dir) if task is None else task, parallel)
+            if extended[0]:
+                parallel.on_writer(lambda: atomic_write_bytes(
+                    run_dir / layout.CONFIG,
+                    replace(saved[0], steps=config.steps).to_toml().encode()))
+        else:
+            for _, d in runs:
+                layout.refuse_existing(d, overwrite, inputs)
+            trainer = _create(runs, task, overwrite, inputs, parallel, stack)
+        start = trainer.run(resume)
+        finals = _reports(trainer, parallel)
+    seconds = time.perf_counter() - started
+    return [RunResult(r.run_dir, trainer.step, final, r.last_checkpoint, seconds, start)
+            for r, final in zip(trainer.runs, finals)]
+
+
+def _create(runs: list[tuple[TrainConfig, Path]], task: Task | None, overwrite: bool,
+            inputs: Sequence[object], parallel: Parallel, stack: ExitStack) -> Trainer:
+    """Create the run directories, locked on `stack`, and the Trainer; built first inside the
+    first directory's staging, so that a bad config, grammar or dataset leaves nothing."""
+    config, run_dir = runs[0]
+    build = task is None and config.grammar is not None
+    if build and len(runs) > 1:
+        raise DhwtError("runs trained as one ensemble need a task or a dataset; build the "
+                        "grammar's dataset first (dhwt synth)")
+    if task is None and not build:
+        task = run_task(config, run_dir)
+
+    def fill(staging: Path) -> Trainer:
+        if build:
+            write_dataset(load_language(config.grammar), staging / layout.DATA,
+                          valid_fraction=config.valid_fraction,
+                          test_fraction=config.test_fraction, seed=config.split_seed)
+            return Trainer(runs, load_task(staging / layout.DATA, config.objective), parallel)
+        return Trainer(runs, task, parallel)
+
+    trainer = None
+    for i, (c, d) in enumerate(runs):
+        created = parallel.on_writer(lambda c=c, d=d, i=i: layout.create_run_dir(
+            d, c.to_toml(), overwrite=overwrite, inputs=inputs, fill=fill if i == 0 else None))
+        stack.enter_context(held(created))
+        if created is not None and i == 0:
+            trainer = created.value
+    if build or trainer is None:  # the dataset now lies in RUN_DIR/data; other ranks: their own
+        trainer = Trainer(runs, run_task(config, run_dir) if task is None else task, parallel)
+    return trainer
+
+
+def _reports(trainer: Trainer, parallel: Parallel) -> list[list[dict[str, object]]]:
+    """Each run's figure and report.md (rank 0); the metric lines of their last step."""
+    def write() -> list[list[dict[str, object]]]:
+        return [write_run_report(r.run_dir, r.config, trainer.task.truth) for r in trainer.runs]
+
+    dirs = ", ".join(str(r.run_dir) for r in trainer.runs)
+    try:
+        finals = parallel.on_writer(write, share=True)
+    except KeyboardInterrupt:
+        raise Interrupted(f"interrupted at step {trainer.step} while writing the report of "
+                          f"{dirs}; training is done and --resume writes it") from None
+    except OSError as exc:
+        raise DhwtError(f"cannot write the report of {dirs}: {exc.strerror or exc}; training is "
+                        "done and --resume writes it") from None
+    assert finals is not None
+    return finals
+
+
+def check_resumable(run_dir: Path, config: TrainConfig) -> TrainConfig:
+    """The run's saved config; DhwtError unless `run_dir` is a run whose config.toml equals
+    `config` in every field but where it runs (TrainConfig.identity) and steps, which may only
+    grow (an extension)."""
+    saved_path = run_dir / layout.CONFIG
+    if not saved_path.is_file():
+        raise DhwtError(f"cannot resume {run_dir}: it has no {layout.CONFIG} (not a run directory)")
+    saved = TrainConfig.from_toml(saved_path)
+    if config.steps < saved.steps:
+        raise DhwtError(f"cannot resume {run_dir} with steps = {config.steps}: the run is "
+                        f"configured for {saved.steps} steps, and --steps may extend it, not "
+                        "shorten it")
+    wanted, have = config.resume_key(), saved.resume_key()
+    for key, value in wanted.items():
+        if have[key] != value:
+            raise DhwtError(f"cannot resume {run_dir} with {key} = {value!r}: the run was "
+                            f"configured with {have[key]!r} (see {saved_path})")
+    return saved
+
+
+def _finished(run_dir: Path, saved: TrainConfig) -> RunResult | None:
+    """The result of a run that has finished (its report written after the checkpoint of its
+    last step), read from disk; None if it has not."""
+    checkpoints = list_checkpoints(run_dir / layout.CHECKPOINTS)
+    if not (run_dir / layout.REPORT).is_file() or not checkpoints or \
+            checkpoint_step(checkpoints[-1]) != saved.steps:
+        return None
+    path, _ = latest_checkpoint(run_dir / layout.CHECKPOINTS)  # a damaged one is an error
+    final = [r for r in read_metrics(run_dir / layout.METRICS) if r["step"] == saved.steps]
+    return RunResult(run_dir, saved.steps, final, path, 0.0, start=saved.steps, touched=False)
+
+
+def train_command(options: dict[str, object], *, config_file: str | None, out: str,
+                  overwrite: bool = False, resume: bool = False) -> RunResult | None:
+    """Run `dhwt train`. `options` holds only the flags the user gave (TrainConfig field names).
+    Returns the result on rank 0 (the only process of a plain launch) and None on the others."""
+    run_dir = Path(out)
+    config = _resolve_config(options, config_file, run_dir, overwrite, resume)
+    with launch(config.device) as parallel:  # its backend follows the device
+        result = train(config, None, run_dir, resume=resume, overwrite=overwrite,
+                       inputs=(config_file, *_inputs(config)), parallel=parallel)
+    return result if parallel.writes else None
+
+
+def _resolve_config(options: dict[str, object], config_file: str | None, run_dir: Path,
+                    overwrite: bool, resume: bool) -> TrainConfig:
+    """The run's config from the flags, `--config` and (with --resume) RUN_DIR's config.toml,
+    whose device the flags may change; this only reads."""
+    if resume and overwrite:
+        raise DhwtError("--resume continues a run and --overwrite replaces it; give only one")
+    if resume:
+        if config_file is not None:
+            raise DhwtError(f"--config is for new runs; --resume uses {run_dir / layout.CONFIG}")
+        saved = run_dir / layout.CONFIG
+        if not saved.is_file():
+            raise DhwtError(f"cannot resume {run_dir}: it has no {layout.CONFIG} (not a run "
+                            "directory)")
+        return TrainConfig.from_dict({**TrainConfig.from_toml(saved).to_dict(),
+                                      **_absolute(options)}, source="the flags")
+    values = TrainConfig.toml_values(config_file) if config_file is not None else {}
+    if {"grammar", "data", "corpus"} & set(options):
+        for key in ("grammar", "data", "corpus", "tokenizer", "seq_len", "eval_windows"):
+            if key not in options:
+                values.pop(key, None)
+    config = TrainConfig.from_dict(_absolute({**values, **options}), source="the flags")
+    if config.grammar is None and config.data is None and config.corpus is None:
+        raise DhwtError("no data: give --grammar NAME|PATH (built into RUN_DIR/data), --data DIR "
+                        "(a dataset from `dhwt synth`) or --corpus wikitext-2|DIR with --tokenizer "
+                        "and --seq-len")
+    return config
+
+
+def _inputs(config: TrainConfig) -> list[object]:
+    """The paths a run reads (its data, grammar file, corpus, init_from run), which --overwrite
+    must never delete."""
+    paths: list[object] = [config.data, config.corpus, config.grammar]
+    if config.init_from is not None:
+        paths.append(split_init_from(config.init_from)[0])
+    return [p for p in paths if p is not None and Path(str(p)).exists()]
+
+
+def _absolute(options: dict[str, object]) -> dict[str, object]:
+    """Flags with `data`, `init_from`'s run and a grammar or corpus given as an existing path made
+    absolute paths."""
+    options = dict(options)
+    if options.get("data") is not None:
+        options["data"] = str(Path(str(options["data"])).resolve())
+    if options.get("grammar") is not None and Path(str(options["grammar"])).is_file():
+        options["grammar"] = str(Path(str(options["grammar"])).resolve())
+    if options.get("corpus") is not None and Path(str(options["corpus"])).is_dir():
+        options["corpus"] = str(Path(str(options["corpus"])).resolve())
+    if isinstance(options.get("init_from"), str):
+        run, step = split_init_from(str(options["init_from"]))
+        options["init_from"] = str(Path(run).resolve()) + ("" if step is None else f"@{step}")
+    return options
