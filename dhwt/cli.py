@@ -181,9 +181,10 @@ class _BatchSize(click.ParamType):
                    "a GPU is seen, else cpu). --resume may change it.  [default: cpu]")
 @click.option("--config", "config_file", metavar="FILE.toml",
               type=click.Path(dir_okay=False),
-              help="A TOML of TrainConfig keys (flat, as in a run's config.toml); flags override "
-                   "it. Its paths (grammar, data, corpus, init_from) are taken from the working "
-                   "directory, as flags are.")
+              help="A TOML of TrainConfig keys (flat, or one table per section as in a run's "
+                   "config.toml); flags override it. Its paths (grammar, data, corpus, init_from) "
+                   "are taken from the working directory, as flags are; a built-in grammar name "
+                   "stays the built-in.")
 @click.option("--out", required=True, metavar="RUN_DIR", type=click.Path(file_okay=False),
               help="The run directory to create (or continue with --resume).")
 @click.option("--overwrite", is_flag=True,

@@ -83,5 +83,5 @@ def run_population_fit(run_dir: str | Path, task) -> PopulationFit:
 
     run = load_run(run_dir)
     ce, acc = population_fit(run.model(), task.truth)
-    return PopulationFit(step=run.checkpoint_steps[-1], seeds=tuple(run.config.seeds), cross_entropy=ce,
+    return PopulationFit(step=run.checkpoint_steps[-1], seeds=tuple(run.config.members.seeds), cross_entropy=ce,
                          excess=ce - task.truth.bayes_cross_entropy, accuracy=acc)

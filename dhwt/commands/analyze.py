@@ -73,7 +73,7 @@ def analyze(run_dirs: Sequence[str | Path], out: str | Path, *, pairs: str | Non
         atomic_write_bytes(path, "\n".join(lines).encode("utf-8"))
         return path
     return write_runs_report(
-        runs, load_task(data, config.objective), out,
+        runs, load_task(data, config.data.objective), out,
         title="Closeness of symbol pairs", intro=[intro],
         pairs=parse_pairs(pairs) if pairs else None, measure=measure,
         extra=lambda: similarity_lines(runs, out, options))
@@ -81,10 +81,10 @@ def analyze(run_dirs: Sequence[str | Path], out: str | Path, *, pairs: str | Non
 
 def _language_dataset(run: Path, config: TrainConfig) -> Path | None:
     """The synthetic dataset directory the run trained on, or None for other data (text)."""
-    if config.grammar is not None:
+    if config.data.grammar is not None:
         data = run / layout.DATA
-    elif config.data is not None and (Path(str(config.data)) / "truth.json").exists():
-        data = Path(str(config.data))
+    elif config.data.data is not None and (Path(str(config.data.data)) / "truth.json").exists():
+        data = Path(str(config.data.data))
     else:
         return None
     if not data.is_dir():

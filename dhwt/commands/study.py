@@ -8,12 +8,14 @@ A study file:
                        dhwt.training.group; false trains one run after another, for models
                        whose ensemble of all those members would not fit in memory)
     [data]             grammar (built-in name or path), set (table of spec overrides, as
-                       `dhwt synth --set`), valid_fraction, test_fraction, split_seed;
+                       `dhwt synth --set`), valid_fraction, test_fraction, split_seed (default
+                       0.1, 0.1, 14, as every dataset dhwt builds: dhwt.languages.splits);
                        or, for natural text (causal LM), corpus (`wikitext-2` or a folder with
                        train/valid/test.txt), tokenizer, seq_len, eval_windows and data (where
                        WikiText-2 lies, else WIKITEXT2_PATH / DHWT_DATA): TrainConfig's keys.
-                       A relative grammar, corpus or data path that exists beside the study file
-                       is taken from the file's folder, else from the working directory
+                       Sources resolve by dhwt.config.sources: a built-in name stays one, a
+                       relative path that exists beside the study file is taken from there,
+                       else from the working directory
     [train]            TrainConfig fields shared by every run (see `dhwt train --help`), e.g.
                        device = "cuda"
     [[runs]]           name, plus the TrainConfig fields in which this run differs;
@@ -50,15 +52,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+
 from dhwt.directories import Lock, atomic_write_bytes, create, lock
 from dhwt.errors import DhwtError, Interrupted, brief
 from dhwt.languages import Language, load_language, load_task, write_dataset
-from dhwt.languages.spec import builtin_names
+from dhwt.languages.splits import SPLIT_SEED, TEST_FRACTION, VALID_FRACTION
 from dhwt.runs import layout
 from dhwt.runs.checkpoints import common_step, list_checkpoints
 from dhwt.runs.run import load_config_text
-from dhwt.config.run import TrainConfig, split_init_from
+from dhwt.config.checks import split_init_from
+from dhwt.config.run import TrainConfig
+from dhwt.config.sources import SOURCES, resolve_source
 from dhwt.config.device import resolve_device
+from dhwt.training.distributed import Parallel
 from dhwt.training.group import group_key
 from dhwt.commands.train import train
 
@@ -124,12 +131,9 @@ def load_study(path: str | Path) -> Study:
     if "grammar" not in data and "corpus" not in data:
         raise DhwtError(f"study file {path}: [data] needs a grammar (built-in name or path) or a "
                         "corpus (wikitext-2 or a folder) with tokenizer and seq_len")
-    for key in ("grammar", "corpus", "data"):  # a relative path beside the file is taken from there
-        value = str(data.get(key, ""))
-        builtin = key == "grammar" and value in builtin_names()  # a built-in name stays one
-        if value and not builtin and not Path(value).is_absolute() and (
-                path.parent / value).exists():
-            data[key] = str((path.parent / value).resolve())
+    for key in SOURCES:  # a relative path beside the file is taken from there
+        if isinstance(data.get(key), str):
+            data[key] = resolve_source(key, data[key], base=path.parent)
     shared = raw.get("train", {})
     runs = raw.get("runs", [])
     if not runs:
@@ -149,12 +153,12 @@ def load_study(path: str | Path) -> Study:
         source = data if "corpus" in data else {"data": "<study data>"}
         fields = {**shared, **run, **source}
         configs.append((name, TrainConfig.from_dict(fields, source=f"run {name!r} of {path}")))
-        start = configs[-1][1].init_from
+        start = configs[-1][1].members.init_from
         earlier = split_init_from(start)[0] if start is not None else None
         if earlier is not None and "/" not in earlier and earlier not in names - {name}:
             raise DhwtError(f"study file {path}: run {name!r} starts from {earlier!r}, which is "
                             "not an earlier run of the study (or give a path with a /)")
-    objectives = {config.objective for _, config in configs}
+    objectives = {config.data.objective for _, config in configs}
     if len(objectives) > 1:
         raise DhwtError(f"study file {path}: runs mix objectives {sorted(objectives)}; one study "
                         f"compares runs of one objective (its report uses one ground truth)")
@@ -200,29 +204,32 @@ def run_study(study: Study, out: str | Path, *, overwrite: bool = False) -> Path
     language = None if text else load_language(study.data["grammar"],
                                                 _dotted(study.data.get("set", {})))
     inputs: list[object] = [study.path, *(study.data.get(k) for k in ("grammar", "corpus", "data"))]
-    for name, config in study.runs:  # a missing GPU or source stops it before anything is written
-        resolve_device(config.device)
-        source = _source(config.init_from, out)  # outside out: made by no run of this study
+    devices = {}  # each run's device, resolved once: a missing GPU stops the study here
+    for name, config in study.runs:  # as does a missing source, before anything is written
+        devices[name] = resolve_device(config.placement.device)
+        source = _source(config.members.init_from, out)  # outside out: made by no run of this study
         if source is not None and not source.is_relative_to(out.resolve()):
             if not source.is_dir():
                 raise DhwtError(f"run {name!r} starts from {source}, which does not exist "
-                                f"(init_from {config.init_from!r}; a relative path is taken "
+                                f"(init_from {config.members.init_from!r}; a relative path is taken "
                                 f"from --out {out})")
             inputs.append(source)
     if language is not None:
-        _check_pairs(study, language.vocab(study.runs[0][1].objective))
+        _check_pairs(study, language.vocab(study.runs[0][1].data.objective))
     inputs = [p for p in inputs if p is not None and Path(str(p)).exists()]
     with _claim(out, study, overwrite, inputs):
         try:
-            return _run_claimed(study, out, language)
+            return _run_claimed(study, out, language, devices)
         except KeyboardInterrupt:
             raise Interrupted(f"interrupted; the same `dhwt study` command continues {out} "
                               "(finished runs are kept, interrupted ones resume from their last "
                               "checkpoint)") from None
 
 
-def _run_claimed(study: Study, out: Path, language: Language | None) -> Path:
-    """Run `study` in its claimed (locked) directory `out`; the report's path."""
+def _run_claimed(study: Study, out: Path, language: Language | None,
+                 devices: dict[str, torch.device]) -> Path:
+    """Run `study` in its claimed (locked) directory `out`, each run on its device in `devices`;
+    the report's path."""
     from dhwt.report.runs_report import write_runs_report
 
     text = language is None
@@ -244,17 +251,18 @@ def _run_claimed(study: Study, out: Path, language: Language | None) -> Path:
         pending.append(_Pending(config, run_dir, resume))
     for group in _groups(pending) if study.group else [[p] for p in pending]:
         config = group[0].config
-        task = load_config_text(config) if text else load_task(data_dir, config.objective)
-        train([(p.config, p.run_dir) for p in group], task, resume=group[0].resume)
+        task = load_config_text(config) if text else load_task(data_dir, config.data.objective)
+        train([(p.config, p.run_dir) for p in group], task, resume=group[0].resume,
+              parallel=Parallel(device=devices[group[0].run_dir.name]))
     if text:
         return _text_report(study, out)
-    objective = study.runs[0][1].objective
+    objective = study.runs[0][1].data.objective
     runs = {name: out / "runs" / name for name, _ in study.runs}
     intro = [
         study.description.strip(),
         "",
         f"Grammar `{study.data['grammar']}`, objective `{objective}`; runs: "
-        + ", ".join(f"`{n}` (`{c.tie_schedule}`, {c.steps} steps, seeds {c.seeds})"
+        + ", ".join(f"`{n}` (`{c.tying.tie_schedule}`, {c.optim.steps} steps, seeds {c.members.seeds})"
                     for n, c in study.runs) + ".",
     ]
     return write_runs_report(runs, load_task(data_dir, objective), out,
@@ -291,10 +299,11 @@ def _groups(pending: list[_Pending]) -> list[list[_Pending]]:
 
 
 def _splits(study: Study) -> dict[str, object]:
-    """How a grammar study splits its dataset (the [data] keys, else the study defaults)."""
-    return {"valid_fraction": study.data.get("valid_fraction", 0.1),
-            "test_fraction": study.data.get("test_fraction", 0.0),
-            "seed": study.data.get("split_seed", 14)}
+    """How a grammar study splits its dataset (the [data] keys, else every dataset's defaults,
+    dhwt.languages.splits)."""
+    return {"valid_fraction": study.data.get("valid_fraction", VALID_FRACTION),
+            "test_fraction": study.data.get("test_fraction", TEST_FRACTION),
+            "seed": study.data.get("split_seed", SPLIT_SEED)}
 
 
 def _check_pairs(study: Study, vocab: Sequence[str]) -> None:
@@ -317,9 +326,9 @@ def _run_config(config: TrainConfig, name: str, out: Path, data_dir: Path | None
         values["data"] = str(data_dir.resolve())
         values.update(valid_fraction=splits["valid_fraction"],
                       test_fraction=splits["test_fraction"], split_seed=splits["seed"])
-    if config.init_from is not None:
-        step = split_init_from(config.init_from)[1]
-        values["init_from"] = str(_source(config.init_from, out)) + (
+    if config.members.init_from is not None:
+        step = split_init_from(config.members.init_from)[1]
+        values["init_from"] = str(_source(config.members.init_from, out)) + (
             "" if step is None else f"@{step}")
     return TrainConfig.from_dict(values, source=f"run {name!r}")
 

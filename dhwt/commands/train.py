@@ -6,8 +6,9 @@ and files resolved into it.
 `--data` or `--corpus` flag replaces the file's data source (so the file may name one and the
 flag another; `--corpus wikitext-2 --data PATH` keeps both flags). Text corpora (`--corpus`,
 `--tokenizer`, `--seq-len`) are tokenized through the token-id cache (dhwt.languages.text_task).
-Relative paths (in flags or the file: data, grammar, corpus, init_from) are relative to the
-working directory and made absolute in the resolved config. With `--grammar` the dataset is
+Data sources (in flags or the file: grammar, corpus, data) resolve by dhwt.config.sources (a
+built-in name stays one; a path is taken from the working directory and made absolute), as does
+init_from's run. With `--grammar` the dataset is
 built into RUN_DIR/data in the same all-or-nothing step that creates the run directory, so a bad
 grammar, dataset or option leaves nothing behind.
 
@@ -38,12 +39,14 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import overload
 
 from dhwt.config.device import resolve_device
-from dhwt.config.run import TrainConfig, split_init_from
+from dhwt.config.checks import split_init_from
+from dhwt.config.run import TrainConfig
+from dhwt.config.sources import SOURCES, resolve_source
 from dhwt.directories import atomic_write_bytes, held, lock
 from dhwt.errors import DhwtError, Interrupted
 from dhwt.languages import Task, load_language, load_task, write_dataset
@@ -52,7 +55,7 @@ from dhwt.runs import layout
 from dhwt.runs.checkpoints import checkpoint_step, latest_checkpoint, list_checkpoints
 from dhwt.runs.metrics import read_metrics
 from dhwt.runs.run import run_task
-from dhwt.training.distributed import SINGLE, Parallel, launch
+from dhwt.training.distributed import Parallel, launch
 from dhwt.training.group import PER_RUN, group_key
 from dhwt.training.trainer import Trainer
 
@@ -77,19 +80,19 @@ class RunResult:
 @overload
 def train(config: TrainConfig, task: Task | None, run_dir: PathLike, *, resume: bool = False,
           overwrite: bool = False, inputs: Sequence[object] = (),
-          parallel: Parallel = SINGLE) -> RunResult: ...
+          parallel: Parallel | None = None) -> RunResult: ...
 @overload
 def train(config: Sequence[tuple[TrainConfig, PathLike]], task: Task | None, *,
           resume: bool = False, overwrite: bool = False, inputs: Sequence[object] = (),
-          parallel: Parallel = SINGLE) -> list[RunResult]: ...
+          parallel: Parallel | None = None) -> list[RunResult]: ...
 def train(config, task, run_dir=None, *, resume=False, overwrite=False, inputs=(),
-          parallel=SINGLE):
-    """Train `config.seeds` on `task` into `run_dir` until `config.steps`, then write the run's
+          parallel=None):
+    """Train `config.members.seeds` on `task` into `run_dir` until `config.optim.steps`, then write the run's
     figure and report.md; or, given (config, run_dir) pairs instead, train those runs as one
     ensemble (their configs may differ only in tie_schedule and seeds; dhwt.training.group),
     each run directory written as if it had trained alone, and return one result per run.
 
-    `task` None: the runs' own data (RUN_DIR/data, built now from `config.grammar` for a fresh
+    `task` None: the runs' own data (RUN_DIR/data, built now from `config.data.grammar` for a fresh
     run; else the dataset or corpus the config names). Fresh: each run directory must not exist
     (or, with `overwrite`, be a dhwt run that holds none of `inputs`, the paths the caller
     reads); it is created with config.toml before any training, and a bad config leaves nothing
@@ -97,7 +100,8 @@ def train(config, task, run_dir=None, *, resume=False, overwrite=False, inputs=(
     holds); the config must equal config.toml but may raise `steps` of a single run (see
     dhwt.training.lr for what each lr schedule does then); a finished run is left untouched. A
     run directory is locked while this writes (dhwt.directories). `parallel`: this process's
-    place in a torchrun launch (dhwt.training.distributed); only rank 0 writes.
+    place in a torchrun launch and its device (dhwt.training.distributed.launch); only rank 0
+    writes. None: one process, on the device the config asks for.
     """
     if isinstance(config, TrainConfig):
         if run_dir is None:
@@ -109,7 +113,8 @@ def train(config, task, run_dir=None, *, resume=False, overwrite=False, inputs=(
 
 
 def _train(runs: list[tuple[TrainConfig, Path]], task: Task | None, resume: bool,
-           overwrite: bool, inputs: Sequence[object], parallel: Parallel) -> list[RunResult]:
+           overwrite: bool, inputs: Sequence[object], parallel: Parallel | None
+           ) -> list[RunResult]:
     if resume and overwrite:
         raise DhwtError("--resume continues a run and --overwrite replaces it; give only one")
     if len(runs) > 1:
@@ -119,12 +124,13 @@ def _train(runs: list[tuple[TrainConfig, Path]], task: Task | None, resume: bool
                             f"{' and '.join(PER_RUN)}, start from their own seeds (no "
                             "init_from) and vary all weights")
     config, run_dir = runs[0]
-    resolve_device(config.device, parallel.local_rank, parallel.world_size)  # before any write
+    if parallel is None:
+        parallel = Parallel(device=resolve_device(config.placement.device))  # before any write
     started = time.perf_counter()
     with ExitStack() as stack:
         if resume:
             saved = [check_resumable(d, c) for c, d in runs]
-            extended = [c.steps != s.steps for (c, _), s in zip(runs, saved)]
+            extended = [c.optim.steps != s.optim.steps for (c, _), s in zip(runs, saved)]
             if len(runs) > 1 and any(extended):
                 raise DhwtError(f"cannot extend {runs[extended.index(True)][1]} as part of a "
                                 "group; resume it on its own with --steps")
@@ -138,7 +144,7 @@ def _train(runs: list[tuple[TrainConfig, Path]], task: Task | None, resume: bool
             if extended[0]:
                 parallel.on_writer(lambda: atomic_write_bytes(
                     run_dir / layout.CONFIG,
-                    replace(saved[0], steps=config.steps).to_toml().encode()))
+                    saved[0].replace(steps=config.optim.steps).to_toml().encode()))
         else:
             for _, d in runs:
                 layout.refuse_existing(d, overwrite, inputs)
@@ -155,7 +161,7 @@ def _create(runs: list[tuple[TrainConfig, Path]], task: Task | None, overwrite: 
     """Create the run directories, locked on `stack`, and the Trainer; built first inside the
     first directory's staging, so that a bad config, grammar or dataset leaves nothing."""
     config, run_dir = runs[0]
-    build = task is None and config.grammar is not None
+    build = task is None and config.data.grammar is not None
     if build and len(runs) > 1:
         raise DhwtError("runs trained as one ensemble need a task or a dataset; build the "
                         "grammar's dataset first (dhwt synth)")
@@ -164,10 +170,10 @@ def _create(runs: list[tuple[TrainConfig, Path]], task: Task | None, overwrite: 
 
     def fill(staging: Path) -> Trainer:
         if build:
-            write_dataset(load_language(config.grammar), staging / layout.DATA,
-                          valid_fraction=config.valid_fraction,
-                          test_fraction=config.test_fraction, seed=config.split_seed)
-            return Trainer(runs, load_task(staging / layout.DATA, config.objective), parallel)
+            write_dataset(load_language(config.data.grammar), staging / layout.DATA,
+                          valid_fraction=config.data.valid_fraction,
+                          test_fraction=config.data.test_fraction, seed=config.data.split_seed)
+            return Trainer(runs, load_task(staging / layout.DATA, config.data.objective), parallel)
         return Trainer(runs, task, parallel)
 
     trainer = None
@@ -208,9 +214,9 @@ def check_resumable(run_dir: Path, config: TrainConfig) -> TrainConfig:
     if not saved_path.is_file():
         raise DhwtError(f"cannot resume {run_dir}: it has no {layout.CONFIG} (not a run directory)")
     saved = TrainConfig.from_toml(saved_path)
-    if config.steps < saved.steps:
-        raise DhwtError(f"cannot resume {run_dir} with steps = {config.steps}: the run is "
-                        f"configured for {saved.steps} steps, and --steps may extend it, not "
+    if config.optim.steps < saved.optim.steps:
+        raise DhwtError(f"cannot resume {run_dir} with steps = {config.optim.steps}: the run is "
+                        f"configured for {saved.optim.steps} steps, and --steps may extend it, not "
                         "shorten it")
     wanted, have = config.resume_key(), saved.resume_key()
     for key, value in wanted.items():
@@ -225,11 +231,11 @@ def _finished(run_dir: Path, saved: TrainConfig) -> RunResult | None:
     last step), read from disk; None if it has not."""
     checkpoints = list_checkpoints(run_dir / layout.CHECKPOINTS)
     if not (run_dir / layout.REPORT).is_file() or not checkpoints or \
-            checkpoint_step(checkpoints[-1]) != saved.steps:
+            checkpoint_step(checkpoints[-1]) != saved.optim.steps:
         return None
     path, _ = latest_checkpoint(run_dir / layout.CHECKPOINTS)  # a damaged one is an error
-    final = [r for r in read_metrics(run_dir / layout.METRICS) if r["step"] == saved.steps]
-    return RunResult(run_dir, saved.steps, final, path, 0.0, start=saved.steps, touched=False)
+    final = [r for r in read_metrics(run_dir / layout.METRICS) if r["step"] == saved.optim.steps]
+    return RunResult(run_dir, saved.optim.steps, final, path, 0.0, start=saved.optim.steps, touched=False)
 
 
 def train_command(options: dict[str, object], *, config_file: str | None, out: str,
@@ -238,7 +244,7 @@ def train_command(options: dict[str, object], *, config_file: str | None, out: s
     Returns the result on rank 0 (the only process of a plain launch) and None on the others."""
     run_dir = Path(out)
     config = _resolve_config(options, config_file, run_dir, overwrite, resume)
-    with launch(config.device) as parallel:  # its backend follows the device
+    with launch(config.placement.device) as parallel:  # its backend follows the device
         result = train(config, None, run_dir, resume=resume, overwrite=overwrite,
                        inputs=(config_file, *_inputs(config)), parallel=parallel)
     return result if parallel.writes else None
@@ -265,7 +271,7 @@ def _resolve_config(options: dict[str, object], config_file: str | None, run_dir
             if key not in options:
                 values.pop(key, None)
     config = TrainConfig.from_dict(_absolute({**values, **options}), source="the flags")
-    if config.grammar is None and config.data is None and config.corpus is None:
+    if config.data.grammar is None and config.data.data is None and config.data.corpus is None:
         raise DhwtError("no data: give --grammar NAME|PATH (built into RUN_DIR/data), --data DIR "
                         "(a dataset from `dhwt synth`) or --corpus wikitext-2|DIR with --tokenizer "
                         "and --seq-len")
@@ -275,22 +281,19 @@ def _resolve_config(options: dict[str, object], config_file: str | None, run_dir
 def _inputs(config: TrainConfig) -> list[object]:
     """The paths a run reads (its data, grammar file, corpus, init_from run), which --overwrite
     must never delete."""
-    paths: list[object] = [config.data, config.corpus, config.grammar]
-    if config.init_from is not None:
-        paths.append(split_init_from(config.init_from)[0])
+    paths: list[object] = [config.data.data, config.data.corpus, config.data.grammar]
+    if config.members.init_from is not None:
+        paths.append(split_init_from(config.members.init_from)[0])
     return [p for p in paths if p is not None and Path(str(p)).exists()]
 
 
 def _absolute(options: dict[str, object]) -> dict[str, object]:
-    """Flags with `data`, `init_from`'s run and a grammar or corpus given as an existing path made
-    absolute paths."""
+    """Settings with their data sources resolved (dhwt.config.sources) and `init_from`'s run
+    made an absolute path."""
     options = dict(options)
-    if options.get("data") is not None:
-        options["data"] = str(Path(str(options["data"])).resolve())
-    if options.get("grammar") is not None and Path(str(options["grammar"])).is_file():
-        options["grammar"] = str(Path(str(options["grammar"])).resolve())
-    if options.get("corpus") is not None and Path(str(options["corpus"])).is_dir():
-        options["corpus"] = str(Path(str(options["corpus"])).resolve())
+    for key in SOURCES:
+        if isinstance(options.get(key), str):
+            options[key] = resolve_source(key, options[key])
     if isinstance(options.get("init_from"), str):
         run, step = split_init_from(str(options["init_from"]))
         options["init_from"] = str(Path(run).resolve()) + ("" if step is None else f"@{step}")

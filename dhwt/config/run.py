@@ -1,152 +1,87 @@
-"""TrainConfig: every setting of one training run, validated, readable from and writable to TOML.
+"""TrainConfig: every setting of one training run, as a tree of sections, validated once.
 
-Defaults are the paper's EXor setting (Bertolotti & Cazzola 2024): a 1-layer, 1-head transformer
-with d_model 4, d_ff 4, gelu, post-LN, no positions, N(0, 1) embeddings; full batch; AdamW with
-lr 5e-4, betas (0.9, 0.999), eps 1e-12, weight decay 0.1; the periodic cosine schedule
-(CosineAnnealingLR, T_max 1e4, eta_min 1e-5, stepped every step).
+    data        what the run learns: a grammar, a dataset or a text corpus, objective, splits
+    model       dhwt.models.ModelConfig itself (its vocab_size and max_len come from the task)
+    members     seeds and what members share (vary, init_from, redraw, freeze)
+    tying       the tie schedule, parsed (a TieSchedule, written in its canonical form)
+    optim       steps, batch, AdamW and the lr schedule
+    record      how often the run evaluates, snapshots and checkpoints
+    placement   where it computes: device and CPU threads
+
+Each section holds its fields' defaults and checks; TrainConfig checks what spans sections.
+Settings have one flat name each (the TOML key, the CLI flag, the section's field), so a config
+is built from flat values (`TrainConfig(d_model=8, steps=100)`, a flat TOML file, flags) and
+written as TOML with one table per section; both forms read back. Defaults are the paper's EXor
+setting (Bertolotti & Cazzola 2024): a 1-layer, 1-head transformer with d_model 4, d_ff 4, gelu,
+post-LN, no positions, N(0, 1) embeddings; full batch; AdamW with lr 5e-4, betas (0.9, 0.999),
+eps 1e-12, weight decay 0.1; the periodic cosine schedule (CosineAnnealingLR, T_max 1e4,
+eta_min 1e-5, stepped every step).
 
 A run's config.toml is the resolved config: every field, so the run can be repeated from it.
 Optional fields that are unset (None) appear there as comments, since TOML has no null.
+
+Examples:
+    >>> from dhwt.config import TrainConfig
+    >>> config = TrainConfig(grammar="parity", d_model=8, tie_schedule="Tied, UNTIE@50", steps=100)
+    >>> config.model.d_model, config.optim.steps, str(config.tying.tie_schedule)
+    (8, 100, 'untie@50')
+    >>> config.replace(steps=200).optim.steps
+    200
+    >>> TrainConfig(grammar="parity", lr=-1)
+    Traceback (most recent call last):
+      ...
+    dhwt.errors.DhwtError: lr must be a finite number > 0, got -1
 """
 
 from __future__ import annotations
 
-import math
 import tomllib
-from collections import Counter
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from dhwt.errors import DhwtError, brief
+from dhwt.config.checks import (check_choice, check_float, check_int, format_seeds,
+                                parse_seeds, split_init_from)
+from dhwt.config.device import check_device
+from dhwt.config.schedule import TieSchedule
+from dhwt.errors import DhwtError
 from dhwt.languages.corpus import WIKITEXT2
+from dhwt.languages.splits import SPLIT_SEED, TEST_FRACTION, VALID_FRACTION
 from dhwt.languages.tokenizers import check_tokenizer
 from dhwt.languages.tomlwrite import dumps
 from dhwt.models import ModelConfig
-from dhwt.config.device import check_device
-from dhwt.config.schedule import TieSchedule
+from dhwt.models.config import TASK_FIELDS
 
 OBJECTIVES = ("mlm", "clm")
-MODEL_FIELDS = ("architecture", "d_model", "n_layers", "n_heads", "d_ff", "dropout", "ff_dropout",
-                "activation", "norm", "final_norm", "positions", "output_bias", "emb_init",
-                "emb_std", "emb_scale", "init", "lstm_layers", "lstm_hidden", "mixer_layers",
-                "token_mixing", "channel_mixing")
 LR_SCHEDULES = ("constant", "cosine", "periodic-cosine")
 FULL_BATCH = "full"
-# Fields that say where a run computes, not what: a resume may change them (dhwt.config.device)
-PLACEMENT = ("device",)
-#: Fields a resume may raise (an extension: `--resume --steps M`).
-EXTENDABLE = ("steps",)
 VARY = ("all", "embeddings")
 REDRAW = ("both", "input", "output")
 FREEZE = ("none", "non-embedding", "loaded")
+# Fields that say where a run computes, not what: a resume may change them (dhwt.config.device).
+# threads stays: another thread count may sum floats in another order.
+PLACEMENT = ("device",)
+#: Fields a resume may raise (an extension: `--resume --steps M`).
+EXTENDABLE = ("steps",)
 
 
-def split_init_from(text: str) -> tuple[str, int | None]:
-    """`"RUN_DIR"` or `"RUN_DIR@STEP"` -> (RUN_DIR, STEP or None)."""
-    if not isinstance(text, str) or not text:
-        raise DhwtError(f"init_from must be \"RUN_DIR\" or \"RUN_DIR@STEP\", got {text!r}")
-    run, at, step = text.rpartition("@")
-    if not at:
-        return text, None
-    if not run or not step.isdigit():
-        raise DhwtError(f"init_from must be \"RUN_DIR\" or \"RUN_DIR@STEP\" (STEP a whole "
-                        f"number), got {text!r}")
-    return run, int(step)
+def _floats(section: object) -> None:
+    """Store the float fields of a frozen section as floats (TOML and flags may give 1 for 1.0)."""
+    for f in fields(section):
+        value = getattr(section, f.name)
+        if f.type in ("float", "float | None") and value is not None and not isinstance(
+                value, bool) and isinstance(value, int):
+            object.__setattr__(section, f.name, float(value))
 
 
-def parse_seeds(text: str | int | list[int] | tuple[int, ...]) -> list[int]:
-    """Seeds from `"42-46"` (inclusive range), `"1,2,5"`, a mix such as `"1-3,7"`, an int or a list.
+@dataclass(frozen=True)
+class DataConfig:
+    """Exactly one of `grammar` (a built-in name or a grammar TOML; the dataset is built into
+    RUN_DIR/data with valid_fraction, test_fraction and split_seed), `data` alone (a dataset
+    directory written by `dhwt synth`) or `corpus` (natural text, causal LM only: `wikitext-2` or
+    a folder with train/valid/test.txt, cut into windows of `seq_len` by `tokenizer` = gpt2 |
+    bpe:N | word, see dhwt.languages.text_task; with `corpus = "wikitext-2"`, `data` may say
+    where WikiText-2 lies; `eval_windows` caps the evaluation windows of every split)."""
 
-    Seeds must be distinct non-negative integers: two equal seeds would train identical members.
-    """
-    if isinstance(text, bool):
-        raise DhwtError(f"seeds must be integers or a string like '42-46' or '1,2,5', got {text!r}")
-    if isinstance(text, int):
-        items: list[int] = [text]
-    elif isinstance(text, (list, tuple)):
-        if not all(isinstance(s, int) and not isinstance(s, bool) for s in text):
-            raise DhwtError(f"seeds must be a list of integers, got [{brief(text)}]")
-        items = list(text)
-    elif isinstance(text, str):
-        items = []
-        for part in text.replace(" ", "").split(","):
-            lo, dash, hi = part.partition("-")
-            if not (lo.isdigit() and (not dash or hi.isdigit())):
-                raise DhwtError(
-                    f"bad seeds {text!r}: {part!r} is not an integer or a range like 42-46"
-                )
-            if dash and int(hi) < int(lo):
-                raise DhwtError(f"bad seeds {text!r}: range {part!r} runs backwards")
-            items.extend(range(int(lo), int(hi) + 1) if dash else [int(lo)])
-    else:
-        raise DhwtError(f"seeds must be a string like '42-46' or a list of integers, got {text!r}")
-    if not items:
-        raise DhwtError("seeds must name at least one seed")
-    negative = [s for s in items if s < 0]
-    if negative:
-        raise DhwtError(f"seeds must be non-negative, got {brief(negative, str)}")
-    repeated = sorted(s for s, n in Counter(items).items() if n > 1)
-    if repeated:
-        raise DhwtError(f"seeds must be distinct (equal seeds train identical members), "
-                        f"{brief(repeated, str)} repeated")
-    return items
-
-
-def format_seeds(seeds: list[int]) -> str:
-    """The compact text form of `seeds`: consecutive runs as ranges, e.g. [42..46, 50] -> '42-46,50'."""
-    parts, start = [], 0
-    for i in range(1, len(seeds) + 1):
-        if i == len(seeds) or seeds[i] != seeds[i - 1] + 1:
-            lo, hi = seeds[start], seeds[i - 1]
-            parts.append(str(lo) if lo == hi else f"{lo}-{hi}")
-            start = i
-    return ",".join(parts)
-
-
-@dataclass
-class TrainConfig:
-    """One training run. Validated on construction; every bad value raises a one-line DhwtError.
-
-    Data: exactly one of `grammar` (a built-in name or a grammar TOML; the dataset is built into
-    RUN_DIR/data), `data` alone (a dataset directory written by `dhwt synth`) or `corpus` (natural
-    text, causal LM only: `wikitext-2` or a folder with train/valid/test.txt, cut into windows of
-    `seq_len` by `tokenizer` = gpt2 | bpe:N | word, see dhwt.languages.text_task; with `corpus =
-    "wikitext-2"`, `data` may say where WikiText-2 lies; `eval_windows` caps the evaluation windows
-    of every split, for smoke tests). `train()` itself takes a loaded Task and only records these.
-    `valid_fraction`, `test_fraction` and `split_seed` are used when building the dataset from
-    `grammar`.
-
-    Members (dhwt.training.members): `vary = "all"` draws every weight of member i from seeds[i];
-    `vary = "embeddings"` gives every member the non-embedding weights, the data order and the
-    dropout masks of seeds[0], and only its input and output embeddings from its own seed.
-    `init_from = "RUN_DIR[@STEP]"` starts from member `init_member` of that run's checkpoint
-    (newest, or the one of STEP) and re-draws `redraw` ("input", "output" or "both" embedding
-    matrices) from each member's own seed; the rest is the checkpoint's. `freeze`: "none",
-    "non-embedding" (only the embedding matrices train) or "loaded" (only the re-drawn matrices
-    train; needs init_from). Frozen weights get no gradient and no optimizer state.
-
-    Steps: `steps` optimizer updates. "Step N" means "after N updates". Tie-schedule events at
-    step N take effect after N updates, before update N+1 is computed; evaluations, snapshots and
-    checkpoints at step N see the state after those events.
-
-    lr schedule (see dhwt.training.lr): `warmup_steps` of linear warmup, then `lr_schedule`:
-    "constant"; "cosine" (one decay from lr to lr_min over the remaining steps); or
-    "periodic-cosine" (torch's CosineAnnealingLR with T_max = lr_period, eta_min = lr_min, stepped
-    every step, so periodic with period 2 * lr_period: the paper's schedule).
-
-    threads: torch CPU threads during the run. 1 by default: the tiny
-    models here spend their time in per-op overhead, which more threads only add to (4x slower
-    with 2 threads on a busy 2-core machine); raise it for models of d_model in the hundreds.
-
-    grad_clip: if set, each ensemble member's gradient is clipped to this norm on its own (a
-    global norm would couple members, so member i would no longer equal a solo run of its seed).
-
-    device: "cpu" (default), "cuda", "cuda:N" or "auto" (see dhwt.config.device). The run
-    directory records the setting as given, not what it resolved to, and a resume may change it
-    (a run started on a GPU continues on the CPU and vice versa).
-    """
-
-    # data
     grammar: str | None = None
     data: str | None = None
     corpus: str | None = None
@@ -154,112 +89,22 @@ class TrainConfig:
     seq_len: int | None = None
     eval_windows: int | None = None
     objective: str = "mlm"
-    valid_fraction: float = 0.1
-    test_fraction: float = 0.1
-    split_seed: int = 14
-    # model: the fields of dhwt.models.ModelConfig that are not set by the task (MODEL_FIELDS);
-    # defaults: the paper's EXor models; architecture "transformer", "lstm" or "mixer" (fields of
-    # one architecture must keep their defaults under another, see ModelConfig)
-    architecture: str = "transformer"
-    d_model: int = 4
-    n_layers: int = 1
-    n_heads: int = 1
-    d_ff: int = 4
-    dropout: float = 0.0
-    ff_dropout: bool = True
-    activation: str = "gelu"
-    norm: str = "post"
-    final_norm: bool = False
-    positions: str = "none"
-    output_bias: bool = False
-    emb_init: str = "normal"
-    emb_std: float = 1.0
-    emb_scale: bool = False
-    init: str = "torch"
-    lstm_layers: int = 2
-    lstm_hidden: int = 8
-    mixer_layers: int = 1
-    token_mixing: int = 4
-    channel_mixing: int = 8
-    # ensemble and tying
-    seeds: list[int] = field(default_factory=lambda: [42])
-    vary: str = "all"
-    init_from: str | None = None
-    init_member: int = 0
-    redraw: str = "both"
-    freeze: str = "none"
-    tie_schedule: str = "tied"
-    tie_penalty: float = 0.0
-    # optimisation
-    steps: int = 10_000
-    batch_size: int | None = None
-    lr: float = 5e-4
-    beta1: float = 0.9
-    beta2: float = 0.999
-    eps: float = 1e-12
-    weight_decay: float = 0.1
-    lr_schedule: str = "periodic-cosine"
-    lr_min: float = 1e-5
-    lr_period: int = 10_000
-    warmup_steps: int = 0
-    grad_clip: float | None = None
-    # bookkeeping
-    eval_every: int = 100
-    snapshot_every: int = 100
-    checkpoint_every: int = 1000
-    threads: int = 1
-    device: str = "cpu"
+    valid_fraction: float = VALID_FRACTION
+    test_fraction: float = TEST_FRACTION
+    split_seed: int = SPLIT_SEED
 
     def __post_init__(self) -> None:
-        self.seeds = parse_seeds(self.seeds)
-        if self.batch_size == FULL_BATCH:
-            self.batch_size = None
-        _check_choice("objective", self.objective, OBJECTIVES)
-        _check_choice("lr_schedule", self.lr_schedule, LR_SCHEDULES)
-        check_device(self.device)
-        for name in ("steps", "lr_period", "eval_every", "snapshot_every", "checkpoint_every",
-                     "threads"):
-            _check_int(name, getattr(self, name), low=1)
-        if self.batch_size is not None:
-            _check_int("batch_size", self.batch_size, low=1)
-        _check_int("warmup_steps", self.warmup_steps, low=0)
-        _check_int("split_seed", self.split_seed, low=0)
-        _check_float("lr", self.lr, low=0.0, low_open=True)
-        _check_float("lr_min", self.lr_min, low=0.0)
-        _check_float("eps", self.eps, low=0.0, low_open=True)
-        _check_float("weight_decay", self.weight_decay, low=0.0)
-        _check_float("tie_penalty", self.tie_penalty, low=0.0)
-        _check_float("beta1", self.beta1, low=0.0, high=1.0, high_open=True)
-        _check_float("beta2", self.beta2, low=0.0, high=1.0, high_open=True)
-        _check_float("valid_fraction", self.valid_fraction, low=0.0, high=1.0, high_open=True)
-        _check_float("test_fraction", self.test_fraction, low=0.0, high=1.0, high_open=True)
-        if self.grad_clip is not None:
-            _check_float("grad_clip", self.grad_clip, low=0.0, low_open=True)
-        for f in fields(self):  # TOML and CLI may give 1 for 1.0; store floats as floats
-            if f.type in ("float", "float | None") and getattr(self, f.name) is not None:
-                setattr(self, f.name, float(getattr(self, f.name)))
-        if self.grammar is not None and self.data is not None:
-            raise DhwtError("give either grammar or data, not both "
-                            f"(got grammar {self.grammar!r} and data {self.data!r})")
-        self._check_text()
-        schedule = TieSchedule.parse(self.tie_schedule, self.steps)
-        self._check_members(schedule)
-        if self.tie_penalty and schedule.initial_tied and not schedule.events:
-            raise DhwtError(f"tie_penalty {self.tie_penalty} has no effect with tie_schedule "
-                            f"{self.tie_schedule!r}: the embeddings are never untied")
-        # validates the model fields (and that the architecture suits the objective)
-        self.model_config(vocab_size=1, max_len=1, causal=self.objective == "clm")
-        if self.lr_min > self.lr:
-            raise DhwtError(f"lr_min ({self.lr_min}) must not exceed lr ({self.lr})")
-        if self.warmup_steps >= self.steps:
-            raise DhwtError(f"warmup_steps ({self.warmup_steps}) must be less than steps "
-                            f"({self.steps})")
+        check_choice("objective", self.objective, OBJECTIVES)
+        check_int("split_seed", self.split_seed, low=0)
+        check_float("valid_fraction", self.valid_fraction, low=0.0, high=1.0, high_open=True)
+        check_float("test_fraction", self.test_fraction, low=0.0, high=1.0, high_open=True)
+        _floats(self)
         if self.valid_fraction + self.test_fraction >= 1.0:
             raise DhwtError(f"valid_fraction + test_fraction must leave training strings, got "
                             f"{self.valid_fraction} + {self.test_fraction}")
-
-    def _check_text(self) -> None:
-        """The text-corpus fields: all or none, and only for a causal LM with a batch size."""
+        if self.grammar is not None and self.data is not None:
+            raise DhwtError("give either grammar or data, not both "
+                            f"(got grammar {self.grammar!r} and data {self.data!r})")
         text = {"tokenizer": self.tokenizer, "seq_len": self.seq_len,
                 "eval_windows": self.eval_windows}
         if self.corpus is None:
@@ -277,59 +122,220 @@ class TrainConfig:
         if self.tokenizer is None or self.seq_len is None:
             raise DhwtError("a text corpus needs tokenizer (gpt2, bpe:N or word) and seq_len")
         check_tokenizer(self.tokenizer)
-        _check_int("seq_len", self.seq_len, low=1)
+        check_int("seq_len", self.seq_len, low=1)
         if self.eval_windows is not None:
-            _check_int("eval_windows", self.eval_windows, low=1)
+            check_int("eval_windows", self.eval_windows, low=1)
         if self.objective != "clm":
             raise DhwtError(f"a text corpus is for causal LM: objective must be 'clm', got "
                             f"{self.objective!r}")
-        if self.batch_size is None:
+
+
+@dataclass(frozen=True)
+class MembersConfig:
+    """The ensemble (dhwt.training.members): `vary = "all"` draws every weight of member i from
+    seeds[i]; `vary = "embeddings"` gives every member the non-embedding weights, the data order
+    and the dropout masks of seeds[0], and only its input and output embeddings from its own
+    seed. `init_from = "RUN_DIR[@STEP]"` starts from member `init_member` of that run's
+    checkpoint (newest, or the one of STEP) and re-draws `redraw` ("input", "output" or "both"
+    embedding matrices) from each member's own seed; the rest is the checkpoint's. `freeze`:
+    "none", "non-embedding" (only the embedding matrices train) or "loaded" (only the re-drawn
+    matrices train; needs init_from). Frozen weights get no gradient and no optimizer state."""
+
+    seeds: list[int] = field(default_factory=lambda: [42])
+    vary: str = "all"
+    init_from: str | None = None
+    init_member: int = 0
+    redraw: str = "both"
+    freeze: str = "none"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "seeds", parse_seeds(self.seeds))
+        check_choice("vary", self.vary, VARY)
+        check_choice("redraw", self.redraw, REDRAW)
+        check_choice("freeze", self.freeze, FREEZE)
+        check_int("init_member", self.init_member, low=0)
+        if self.init_from is not None:
+            split_init_from(self.init_from)
+        elif self.freeze == "loaded" or self.redraw != "both" or self.init_member:
+            what = ("freeze = 'loaded'" if self.freeze == "loaded" else
+                    f"redraw = {self.redraw!r}" if self.redraw != "both" else "init_member")
+            raise DhwtError(f"{what} needs init_from = \"RUN_DIR[@STEP]\" (the run to start "
+                            "from)")
+
+
+@dataclass(frozen=True)
+class TyingConfig:
+    """`tie_schedule` (dhwt.config.schedule; text is parsed against the run's steps by
+    TrainConfig), and `tie_penalty`: lambda * ||E_in - E_out||^2 per member while untied."""
+
+    tie_schedule: TieSchedule | str = "tied"
+    tie_penalty: float = 0.0
+
+    def __post_init__(self) -> None:
+        check_float("tie_penalty", self.tie_penalty, low=0.0)
+        _floats(self)
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    """`steps` optimizer updates ("step N" means "after N updates"); `batch_size` strings (or
+    windows) per member per step, None for the full batch; AdamW; the lr schedule (dhwt.training.lr):
+    `warmup_steps` of linear warmup, then "constant", "cosine" (one decay from lr to lr_min over
+    the remaining steps) or "periodic-cosine" (torch's CosineAnnealingLR with T_max = lr_period,
+    eta_min = lr_min, stepped every step: the paper's schedule). `grad_clip`: each member's
+    gradient clipped to this norm on its own (a global norm would couple the members)."""
+
+    steps: int = 10_000
+    batch_size: int | None = None
+    lr: float = 5e-4
+    beta1: float = 0.9
+    beta2: float = 0.999
+    eps: float = 1e-12
+    weight_decay: float = 0.1
+    lr_schedule: str = "periodic-cosine"
+    lr_min: float = 1e-5
+    lr_period: int = 10_000
+    warmup_steps: int = 0
+    grad_clip: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.batch_size == FULL_BATCH:
+            object.__setattr__(self, "batch_size", None)
+        check_choice("lr_schedule", self.lr_schedule, LR_SCHEDULES)
+        for name in ("steps", "lr_period"):
+            check_int(name, getattr(self, name), low=1)
+        if self.batch_size is not None:
+            check_int("batch_size", self.batch_size, low=1)
+        check_int("warmup_steps", self.warmup_steps, low=0)
+        check_float("lr", self.lr, low=0.0, low_open=True)
+        check_float("lr_min", self.lr_min, low=0.0)
+        check_float("eps", self.eps, low=0.0, low_open=True)
+        check_float("weight_decay", self.weight_decay, low=0.0)
+        check_float("beta1", self.beta1, low=0.0, high=1.0, high_open=True)
+        check_float("beta2", self.beta2, low=0.0, high=1.0, high_open=True)
+        if self.grad_clip is not None:
+            check_float("grad_clip", self.grad_clip, low=0.0, low_open=True)
+        _floats(self)
+        if self.lr_min > self.lr:
+            raise DhwtError(f"lr_min ({self.lr_min}) must not exceed lr ({self.lr})")
+        if self.warmup_steps >= self.steps:
+            raise DhwtError(f"warmup_steps ({self.warmup_steps}) must be less than steps "
+                            f"({self.steps})")
+
+
+@dataclass(frozen=True)
+class RecordConfig:
+    """Evaluate, snapshot the embeddings and checkpoint every N steps; step 0 and the last step
+    always (dhwt.training.trainer)."""
+
+    eval_every: int = 100
+    snapshot_every: int = 100
+    checkpoint_every: int = 1000
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            check_int(f.name, getattr(self, f.name), low=1)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """`device`: "cpu", "cuda", "cuda:N" or "auto" (dhwt.config.device), recorded as given and
+    changeable on resume. `threads`: torch CPU threads; 1 by default, since the tiny models here
+    spend their time in per-op overhead, which more threads only add to."""
+
+    device: str = "cpu"
+    threads: int = 1
+
+    def __post_init__(self) -> None:
+        check_device(self.device)
+        check_int("threads", self.threads, low=1)
+
+
+SECTIONS = {"data": DataConfig, "model": ModelConfig, "members": MembersConfig,
+            "tying": TyingConfig, "optim": OptimConfig, "record": RecordConfig,
+            "placement": Placement}
+#: Each flat setting's section.
+SECTION_OF = {f.name: name for name, cls in SECTIONS.items() for f in fields(cls)
+              if f.name not in TASK_FIELDS}
+
+
+@dataclass(frozen=True, init=False)
+class TrainConfig:
+    """One training run: the sections above, built from flat settings (unknown names are an
+    error) and checked together. Every bad value raises a one-line DhwtError."""
+
+    data: DataConfig
+    model: ModelConfig
+    members: MembersConfig
+    tying: TyingConfig
+    optim: OptimConfig
+    record: RecordConfig
+    placement: Placement
+
+    def __init__(self, **values: object) -> None:
+        _check_keys(values, "config")
+        parts: dict[str, dict[str, object]] = {name: {} for name in SECTIONS}
+        for key, value in values.items():
+            parts[SECTION_OF[key]][key] = value
+        for f in fields(ModelConfig):  # as _floats does for the other sections
+            if f.type == "float" and type(parts["model"].get(f.name)) is int:
+                parts["model"][f.name] = float(parts["model"][f.name])
+        data = DataConfig(**parts["data"])
+        optim = OptimConfig(**parts["optim"])
+        tying = TyingConfig(**parts["tying"])
+        schedule = TieSchedule.parse(str(tying.tie_schedule), optim.steps)
+        built = {"data": data, "optim": optim,
+                 "tying": TyingConfig(schedule, tying.tie_penalty),
+                 "model": ModelConfig(**parts["model"], causal=data.objective == "clm"),
+                 **{name: SECTIONS[name](**parts[name])
+                    for name in ("members", "record", "placement")}}
+        for name, section in built.items():
+            object.__setattr__(self, name, section)
+        self._check_across()
+
+    def _check_across(self) -> None:
+        """What spans sections: text data and the batch, the schedule and the members."""
+        schedule, members = self.tying.tie_schedule, self.members
+        if self.data.corpus is not None and self.optim.batch_size is None:
             raise DhwtError("a text corpus needs an integer batch_size (windows per member per "
                             "step); a full batch would be the whole corpus")
+        if self.tying.tie_penalty and schedule.initial_tied and not schedule.events:
+            raise DhwtError(f"tie_penalty {self.tying.tie_penalty} has no effect with "
+                            f"tie_schedule {str(schedule)!r}: the embeddings are never untied")
+        if members.init_from is not None and members.redraw != "both" and schedule.initial_tied:
+            raise DhwtError(f"redraw = {members.redraw!r} keeps one embedding matrix of the "
+                            f"source, which needs untied embeddings; tie_schedule is "
+                            f"{str(schedule)!r}")
+        if members.freeze != "none" and schedule.events:
+            raise DhwtError(f"freeze = {members.freeze!r} needs a fixed tying state: "
+                            f"tie_schedule {str(schedule)!r} switches it (tied or untied only)")
 
-    def _check_members(self, schedule: TieSchedule) -> None:
-        """vary, init_from, init_member, redraw, freeze, and how they go with the tie schedule."""
-        _check_choice("vary", self.vary, VARY)
-        _check_choice("redraw", self.redraw, REDRAW)
-        _check_choice("freeze", self.freeze, FREEZE)
-        _check_int("init_member", self.init_member, low=0)
-        if self.init_from is None:
-            if self.freeze == "loaded" or self.redraw != "both" or self.init_member:
-                what = ("freeze = 'loaded'" if self.freeze == "loaded" else
-                        f"redraw = {self.redraw!r}" if self.redraw != "both" else "init_member")
-                raise DhwtError(f"{what} needs init_from = \"RUN_DIR[@STEP]\" (the run to start "
-                                "from)")
-        else:
-            split_init_from(self.init_from)
-            if self.redraw != "both" and schedule.initial_tied:
-                raise DhwtError(f"redraw = {self.redraw!r} keeps one embedding matrix of the "
-                                f"source, which needs untied embeddings; tie_schedule is "
-                                f"{self.tie_schedule!r}")
-        if self.freeze != "none" and schedule.events:
-            raise DhwtError(f"freeze = {self.freeze!r} needs a fixed tying state: tie_schedule "
-                            f"{self.tie_schedule!r} switches it (tied or untied only)")
+    def model_for(self, vocab_size: int, max_len: int) -> ModelConfig:
+        """The model for a task's vocabulary and sequence length."""
+        return self.model.for_task(vocab_size, max_len, self.model.causal)
 
-    def model_config(self, *, vocab_size: int, max_len: int, causal: bool) -> ModelConfig:
-        """The ModelConfig of these model fields for a task's vocabulary and length."""
-        return ModelConfig(vocab_size=vocab_size, max_len=max_len, causal=causal,
-                           **{name: getattr(self, name) for name in MODEL_FIELDS})
+    def replace(self, **changes: object) -> TrainConfig:
+        """This config with some flat settings changed, checked again."""
+        return TrainConfig(**{**self.to_dict(), **changes})
 
     @classmethod
     def from_dict(cls, values: dict[str, object], source: str = "config") -> TrainConfig:
-        """A config from a flat mapping (a parsed TOML file, CLI options); unknown keys are errors."""
+        """A config from flat settings (a parsed TOML file, CLI options), or from one table per
+        section; unknown keys are errors naming `source`."""
+        values = _flatten(values, source)
         _check_keys(values, source)
-        return cls(**values)  # type: ignore[arg-type]
+        return cls(**values)
 
     @classmethod
     def from_toml(cls, path: str | Path) -> TrainConfig:
-        """Read a config TOML (flat keys, as written by `to_toml`)."""
+        """Read a config TOML (flat keys, or one table per section as `to_toml` writes)."""
         return cls.from_dict(cls.toml_values(path), source=str(path))
 
     @classmethod
     def toml_values(cls, path: str | Path) -> dict[str, object]:
-        """The keys of a config TOML, checked to be known but not yet validated as a config, so
-        values given elsewhere (flags) can complete them first: a file of LSTM sizes is only
-        valid once `--architecture lstm` joins it."""
+        """The settings of a config TOML, flat, checked to be known but not yet validated as a
+        config, so values given elsewhere (flags) can complete them first: a file of LSTM sizes
+        is only valid once `--architecture lstm` joins it."""
         path = Path(path)
         try:
             values = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -337,16 +343,19 @@ class TrainConfig:
             raise DhwtError(f"config file {path} does not exist") from None
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise DhwtError(f"config file {path} is not valid TOML: {exc}") from None
-        nested = sorted(k for k, v in values.items() if isinstance(v, dict))
-        if nested:
-            raise DhwtError(f"config file {path} has a table [{nested[0]}]; use flat keys "
-                            f"(e.g. d_model = 4)")
+        values = _flatten(values, f"config file {path}")
         _check_keys(values, str(path))
         return values
 
     def to_dict(self) -> dict[str, object]:
-        """All fields as plain values (batch_size None stays None)."""
-        return asdict(self)
+        """Every setting, flat, as plain values (batch_size None stays None; the tie schedule
+        in its canonical text)."""
+        flat: dict[str, object] = {}
+        for name in SECTIONS:
+            values = asdict(getattr(self, name))
+            flat.update({k: v for k, v in values.items() if k in SECTION_OF})
+        flat["tie_schedule"] = str(self.tying.tie_schedule)
+        return flat
 
     def identity(self) -> dict[str, object]:
         """The fields that fix what the run computes: `to_dict()` without PLACEMENT. A resume
@@ -358,49 +367,39 @@ class TrainConfig:
         return {k: v for k, v in self.identity().items() if k not in EXTENDABLE}
 
     def to_toml(self) -> str:
-        """The resolved config as flat TOML; unset (None) values follow as comments."""
-        values = self.to_dict()
-        values["seeds"] = format_seeds(self.seeds)
-        if self.batch_size is None:
-            values["batch_size"] = FULL_BATCH
-        unset = [f"# {name} = (not set)" for name, value in values.items() if value is None]
-        return ("# dhwt train: resolved config\n"
-                + dumps({k: v for k, v in values.items() if v is not None})
-                + "".join(line + "\n" for line in unset))
+        """The resolved config as TOML, one table per section; unset (None) values follow
+        their table as comments."""
+        flat = self.to_dict()
+        flat["seeds"] = format_seeds(self.members.seeds)
+        if self.optim.batch_size is None:
+            flat["batch_size"] = FULL_BATCH
+        text = "# dhwt train: resolved config\n"
+        for name in SECTIONS:
+            values = {k: v for k, v in flat.items() if SECTION_OF[k] == name}
+            text += "\n" + dumps({name: {k: v for k, v in values.items() if v is not None}})
+            text += "".join(f"# {k} = (not set)\n" for k, v in values.items() if v is None)
+        return text
+
+
+def _flatten(values: dict[str, object], source: str) -> dict[str, object]:
+    """Flat settings from a mapping that may hold one table per section."""
+    flat = {k: v for k, v in values.items() if not isinstance(v, dict)}
+    for name, table in ((k, v) for k, v in values.items() if isinstance(v, dict)):
+        if name not in SECTIONS:
+            raise DhwtError(f"{source} has a table [{name}]; the tables are "
+                            f"{', '.join(SECTIONS)} (or give flat keys, e.g. d_model = 4)")
+        for key, value in table.items():
+            if SECTION_OF.get(key, name) != name:
+                raise DhwtError(f"{source}: {key} belongs in [{SECTION_OF[key]}], not [{name}]")
+            if key in flat:
+                raise DhwtError(f"{source} gives {key} twice")
+            flat[key] = value
+    return flat
 
 
 def _check_keys(values: dict[str, object], source: str) -> None:
-    """DhwtError naming the first key of `values` that is not a TrainConfig field."""
-    known = {f.name for f in fields(TrainConfig)}
-    unknown = sorted(set(values) - known)
+    """DhwtError naming the first key of `values` that is not a setting."""
+    unknown = sorted(set(values) - set(SECTION_OF))
     if unknown:
         raise DhwtError(f"unknown key {unknown[0]!r} in {source}; allowed keys: "
-                        f"{', '.join(sorted(known))}")
-
-
-def _check_choice(name: str, value: object, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise DhwtError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
-
-
-def _check_int(name: str, value: object, *, low: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise DhwtError(f"{name} must be an integer, got {value!r}")
-    if value < low:
-        raise DhwtError(f"{name} must be >= {low}, got {value}")
-
-
-def _check_float(name: str, value: object, *, low: float, high: float = math.inf,
-                 low_open: bool = False, high_open: bool = False) -> None:
-    """DhwtError unless `value` is a finite number within the bounds; the message states the
-    range as allowed (never an infinite bound, which no value may reach)."""
-    finite = (isinstance(value, (int, float)) and not isinstance(value, bool)
-              and math.isfinite(value))
-    if finite and (low < value or (value == low and not low_open)) and (
-            value < high or (value == high and not high_open)):
-        return
-    if math.isinf(high):
-        allowed = f"a finite number {'>' if low_open else '>='} {low:g}"
-    else:
-        allowed = f"in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
-    raise DhwtError(f"{name} must be {allowed}, got {value!r}")
+                        f"{', '.join(sorted(SECTION_OF))}")

@@ -23,7 +23,7 @@ import numpy as np
 from dhwt.directories import check_target, create
 from dhwt.errors import DhwtError
 from dhwt.languages.language import OBJECTIVES, Language, load_language
-from dhwt.languages.splits import SPLITS, make_splits
+from dhwt.languages.splits import SPLIT_SEED, SPLITS, TEST_FRACTION, VALID_FRACTION, make_splits
 from dhwt.languages.tomlwrite import dumps
 from dhwt.languages.truth import GroundTruth, compute_truth
 
@@ -31,8 +31,8 @@ FILES = ("spec.toml", "vocab.json", "strings.npz", "truth.json")
 EXISTS = "pass --overwrite to replace it"
 
 
-def write_dataset(language: Language, out_dir: str | Path, *, valid_fraction: float = 0.1,
-                  test_fraction: float = 0.1, seed: int = 14, overwrite: bool = False,
+def write_dataset(language: Language, out_dir: str | Path, *, valid_fraction: float = VALID_FRACTION,
+                  test_fraction: float = TEST_FRACTION, seed: int = SPLIT_SEED, overwrite: bool = False,
                   inputs: Iterable[object] = (),
                   truths: dict[str, GroundTruth] | None = None) -> None:
     """Write the dataset directory of `language` (splits by class string, seeded). An existing

@@ -10,14 +10,15 @@ from dhwt.directories import check_target
 from dhwt.languages.dataset import EXISTS, write_dataset
 from dhwt.languages.language import OBJECTIVES, load_language
 from dhwt.languages.spec import parse_assignments
-from dhwt.languages.splits import SPLITS, check_split_options, make_splits, train_strings
+from dhwt.languages.splits import (SPLIT_SEED, SPLITS, TEST_FRACTION, VALID_FRACTION,
+                                   check_split_options, make_splits, train_strings)
 from dhwt.languages.summary import format_summary
 from dhwt.languages.truth import compute_truth
 
 
 def synth(grammar: str, assignments: Sequence[str] = (), out: str | Path | None = None, *,
-          valid_fraction: float = 0.1, test_fraction: float = 0.1, seed: int = 14,
-          overwrite: bool = False) -> str:
+          valid_fraction: float = VALID_FRACTION, test_fraction: float = TEST_FRACTION,
+          seed: int = SPLIT_SEED, overwrite: bool = False) -> str:
     """Summary text of the grammar (a built-in name or a TOML path) with `KEY=VALUE`
     assignments applied; with `out`, the dataset is written there too."""
     check_split_options(valid_fraction, test_fraction, seed)  # even when nothing is written

@@ -84,6 +84,7 @@ class EnsembleLM(nn.Module):
         if config.architecture != self.architecture:
             raise DhwtError(f"{type(self).__name__} builds architecture {self.architecture!r}, "
                             f"but the config asks for {config.architecture!r}")
+        config.check_complete()
         self.config = config
         self.seeds = init.check_seeds(seeds)
         main = [init.member_generator(s, init.MAIN) for s in self.seeds]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 from dhwt.errors import DhwtError
 
@@ -27,6 +27,9 @@ USED_BY = {
     "token_mixing": ("mixer",),
     "channel_mixing": ("mixer",),
 }
+#: The fields a task sets (its vocabulary, its sequence length, its objective); the others are
+#: the choices of whoever asks for the model.
+TASK_FIELDS = ("vocab_size", "max_len", "causal")
 ACTIVATIONS = ("gelu", "relu")
 NORMS = ("post", "pre")
 POSITIONS = ("none", "learned", "sinusoidal")
@@ -47,7 +50,9 @@ class ModelConfig:
     USED_BY) must keep its default.
 
     vocab_size, max_len: tokens in the vocabulary; longest sequence the model accepts (the mixer
-        accepts exactly max_len: its token-mixing weights span the positions).
+        accepts exactly max_len: its token-mixing weights span the positions). Both come from
+        the task: None in a run's configuration (dhwt.config) until `for_task` sets them; a
+        model is built only from a config that has them.
     lstm_layers, lstm_hidden: stacked LSTM layers and the hidden size of each direction.
     mixer_layers, token_mixing, channel_mixing: mixer layers and the hidden widths of the
         token-mixing MLP (across positions) and the channel-mixing MLP (across features).
@@ -83,8 +88,8 @@ class ModelConfig:
         'lstm' (got 2; leave it at 1)
     """
 
-    vocab_size: int
-    max_len: int
+    vocab_size: int | None = None
+    max_len: int | None = None
     architecture: str = "transformer"
     d_model: int = 4
     n_layers: int = 1
@@ -117,6 +122,8 @@ class ModelConfig:
                      "lstm_layers", "lstm_hidden", "mixer_layers", "token_mixing",
                      "channel_mixing"):
             value = getattr(self, name)
+            if value is None and name in TASK_FIELDS[:2]:
+                continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise DhwtError(f"model {name} must be a positive integer, got {value!r}")
         if self.d_model % self.n_heads:
@@ -163,6 +170,16 @@ class ModelConfig:
         if self.architecture == "mixer" and self.causal:
             raise DhwtError("architecture 'mixer' is for masked LM only: its token mixing reads "
                             "every position, so it has no causal form")
+
+    def for_task(self, vocab_size: int, max_len: int, causal: bool) -> ModelConfig:
+        """This model for a task of `vocab_size` tokens, sequences up to `max_len`, causal or not."""
+        return replace(self, vocab_size=vocab_size, max_len=max_len, causal=causal)
+
+    def check_complete(self) -> None:
+        """DhwtError unless the task's fields are set (a model can be built)."""
+        if self.vocab_size is None or self.max_len is None:
+            raise DhwtError("the model's vocab_size and max_len are not set: they come from the "
+                            "task (ModelConfig.for_task)")
 
     @property
     def head_dim(self) -> int:

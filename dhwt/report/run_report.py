@@ -11,8 +11,9 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
-from dhwt.config.run import TrainConfig, format_seeds
-from dhwt.config.schedule import TieEvent, TieSchedule
+from dhwt.config.checks import format_seeds
+from dhwt.config.run import TrainConfig
+from dhwt.config.schedule import TieEvent
 from dhwt.directories import atomic_write_bytes
 from dhwt.languages import GroundTruth
 from dhwt.runs import layout
@@ -23,11 +24,11 @@ SPLITS = ("train", "valid", "test", "train_fresh")  # test: the last step only
 
 def write_run_report(run_dir: Path, config: TrainConfig,
                      truth: GroundTruth | None) -> list[dict[str, object]]:
-    """Write the figure and report.md of the run in `run_dir` (trained to config.steps); return
+    """Write the figure and report.md of the run in `run_dir` (trained to config.optim.steps); return
     the metric lines of its last step."""
     records = read_metrics(run_dir / layout.METRICS)
-    final = [r for r in records if r["step"] == config.steps]
-    events = TieSchedule.parse(config.tie_schedule, config.steps).events
+    final = [r for r in records if r["step"] == config.optim.steps]
+    events = config.tying.tie_schedule.events
     write_figure(records, run_dir / layout.FIGURE, truth, events)
     write_report(run_dir / layout.REPORT, config, final, truth)
     return final
@@ -77,21 +78,21 @@ def write_report(path: Path, config: TrainConfig, final: list[dict[str, object]]
                  truth: GroundTruth | None) -> None:
     """report.md: the config in brief, final metrics per member against the task's Bayes optimum
     (from its ground truth), pointers to the figure and the files."""
-    data = (f"grammar `{config.grammar}` (dataset in `data/`)" if config.grammar is not None
-            else f"corpus `{config.corpus}`, tokenizer `{config.tokenizer}`, windows of "
-                 f"{config.seq_len} tokens" if config.corpus is not None
-            else f"dataset `{config.data}`")
+    data = (f"grammar `{config.data.grammar}` (dataset in `data/`)" if config.data.grammar is not None
+            else f"corpus `{config.data.corpus}`, tokenizer `{config.data.tokenizer}`, windows of "
+                 f"{config.data.seq_len} tokens" if config.data.corpus is not None
+            else f"dataset `{config.data.data}`")
     lines = [
         "# Training run", "",
-        f"- data: {data}, objective {config.objective}",
-        f"- model: {config.n_layers} layer(s), {config.n_heads} head(s), d_model {config.d_model}, "
-        f"d_ff {config.d_ff}, {config.activation}, {config.norm}-LN, positions {config.positions}",
-        f"- seeds {format_seeds(config.seeds)}; tie schedule `{config.tie_schedule}`, "
-        f"tie penalty {config.tie_penalty}",
-        f"- {config.steps} steps, batch {config.batch_size or 'full'}, AdamW lr {config.lr} "
-        f"({config.lr_schedule}, warmup {config.warmup_steps}), weight decay {config.weight_decay}",
+        f"- data: {data}, objective {config.data.objective}",
+        f"- model: {config.model.n_layers} layer(s), {config.model.n_heads} head(s), d_model {config.model.d_model}, "
+        f"d_ff {config.model.d_ff}, {config.model.activation}, {config.model.norm}-LN, positions {config.model.positions}",
+        f"- seeds {format_seeds(config.members.seeds)}; tie schedule `{config.tying.tie_schedule}`, "
+        f"tie penalty {config.tying.tie_penalty}",
+        f"- {config.optim.steps} steps, batch {config.optim.batch_size or 'full'}, AdamW lr {config.optim.lr} "
+        f"({config.optim.lr_schedule}, warmup {config.optim.warmup_steps}), weight decay {config.optim.weight_decay}",
         "- full config: `config.toml`", "",
-        f"## Final metrics (step {config.steps})", "",
+        f"## Final metrics (step {config.optim.steps})", "",
         "Accuracy is the probability-weighted share of loss positions predicted right; "
         "`train_fresh` is a new draw of training batches (fresh variants and masks).",
     ]

@@ -18,7 +18,7 @@ Examples:
     >>> path = Path(tmp.name) / "untied"
     >>> config = TrainConfig(grammar="parity", tie_schedule="untied", steps=10000, seeds=[42])
     >>> layout.create_run_dir(path, config.to_toml()).release()
-    >>> model = build_model(ModelConfig(vocab_size=7, max_len=8), config.seeds, tied=False)
+    >>> model = build_model(ModelConfig(vocab_size=7, max_len=8), config.members.seeds, tied=False)
     >>> vocab = ("0a", "0b", "1a", "1b", "EVEN", "ODD", "[MASK]")
     >>> for step in (0, 10000):
     ...     _ = save_snapshot(path / layout.EMBEDDINGS, step, model.embeddings.input_weight,
@@ -29,7 +29,7 @@ Examples:
     Read back:
 
     >>> run = load_run(path)
-    >>> run.config.tie_schedule, run.steps
+    >>> str(run.config.tying.tie_schedule), run.steps
     ('untied', [0, 10000])
     >>> run.embeddings().input.shape  # (members, vocabulary, d_model) at the newest step
     (1, 7, 4)
@@ -116,30 +116,28 @@ class Run:
                             f"{_ranges(self.checkpoint_steps)}")
         args = state.get("model_args")
         config = ModelConfig(**args) if args is not None else self.model_config()
-        model = build_model(config, self.config.seeds, tied=True)
+        model = build_model(config, self.config.members.seeds, tied=True)
         model.load_state_dict(state["model"])  # adopts the saved tying state
         return model
 
     def model_config(self) -> ModelConfig:
         """The ModelConfig the run trains: its config's architecture for its task's vocabulary
         and length (what a checkpoint saves as `model_args`)."""
-        task = self.task
-        return self.config.model_config(vocab_size=len(task.vocab), max_len=task.seq_len,
-                                        causal=self.config.objective == "clm")
+        return self.config.model_for(len(self.task.vocab), self.task.seq_len)
 
     @cached_property
     def task(self):  # noqa: ANN201 (a dhwt.languages Task; imported lazily: text needs tokenizers)
         """The data the run trained on: RUN/data for a grammar-built run, the dataset
-        `config.data`, or the text corpus `config.corpus`."""
+        `config.data.data`, or the text corpus `config.data.corpus`."""
         return run_task(self.config, self.path)
 
     @property
     def dataset(self) -> Path | None:
         """The synthetic dataset directory the run trained on, or None (a text corpus)."""
-        if self.config.corpus is not None:
+        if self.config.data.corpus is not None:
             return None
-        data = (self.path / layout.DATA if self.config.grammar is not None
-                else Path(str(self.config.data)))
+        data = (self.path / layout.DATA if self.config.data.grammar is not None
+                else Path(str(self.config.data.data)))
         if not data.is_dir():
             raise DhwtError(f"the dataset of {self.path} ({data}) is missing")
         return data
@@ -147,16 +145,16 @@ class Run:
 
 def run_task(config: TrainConfig, run_dir: Path):  # noqa: ANN201 (see Run.task)
     """The Task of a run's config: RUN_DIR/data for a grammar-built run, the text corpus
-    `config.corpus`, else the dataset `config.data`."""
+    `config.data.corpus`, else the dataset `config.data.data`."""
     from dhwt.languages import load_task
 
-    if config.corpus is not None:
+    if config.data.corpus is not None:
         return load_config_text(config)
-    data = run_dir / layout.DATA if config.grammar is not None else Path(str(config.data))
+    data = run_dir / layout.DATA if config.data.grammar is not None else Path(str(config.data.data))
     if not data.is_dir():
         problem = "is not a directory" if data.exists() else "does not exist"
         raise DhwtError(f"dataset directory {data} {problem}")
-    return load_task(data, config.objective)
+    return load_task(data, config.data.objective)
 
 
 def load_config_text(config: TrainConfig):  # noqa: ANN201 (see Run.task)
@@ -164,9 +162,9 @@ def load_config_text(config: TrainConfig):  # noqa: ANN201 (see Run.task)
     WikiText-2 lies) describe."""
     from dhwt.languages.text_task import load_text_task
 
-    assert config.corpus is not None and config.tokenizer is not None and config.seq_len
-    return load_text_task(config.corpus, config.tokenizer, config.seq_len, source=config.data,
-                          eval_windows=config.eval_windows)
+    assert config.data.corpus is not None and config.data.tokenizer is not None and config.data.seq_len
+    return load_text_task(config.data.corpus, config.data.tokenizer, config.data.seq_len, source=config.data.data,
+                          eval_windows=config.data.eval_windows)
 
 
 def model_args(config: ModelConfig) -> dict[str, object]:

@@ -267,7 +267,7 @@ def run_members(run_dir: str | Path) -> tuple[Contexts, list[tuple[int, Trained]
     if run.task.objective != "mlm" or run.task.truth is None:
         raise DhwtError(f"{run_dir} is not a masked-LM run on a synthetic language")
     members = read_members(run.model(), contexts(run.task.truth))
-    return contexts(run.task.truth), list(zip(run.config.seeds, members))
+    return contexts(run.task.truth), list(zip(run.config.members.seeds, members))
 
 
 def log_odds_points(run: Trained, ctx: Contexts,

@@ -60,11 +60,13 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Parallel:
-    """This process's place among `world_size` data-parallel processes (rank 0 writes)."""
+    """This process's place among `world_size` data-parallel processes (rank 0 writes), and
+    the device it computes on (resolved once, by `launch` or the caller, from the run's setting)."""
 
     rank: int = 0
     world_size: int = 1
     local_rank: int = 0  # the process's index on its machine: its GPU under device "cuda"
+    device: torch.device = torch.device("cpu")
 
     @property
     def writes(self) -> bool:
@@ -157,12 +159,12 @@ SINGLE = Parallel()
 
 @contextmanager
 def launch(device: str = "cpu") -> Iterator[Parallel]:
-    """The processes of a torchrun launch joined in a process group (nccl when `device`, a
-    TrainConfig.device setting, resolves to a GPU, else gloo), or SINGLE when this process was
-    not started by torchrun with WORLD_SIZE > 1. The group is left on exit."""
+    """This process's Parallel, with `device` (a device setting) resolved for it: the processes
+    of a torchrun launch joined in a process group (nccl on GPUs, else gloo), or a single process
+    when this one was not started by torchrun with WORLD_SIZE > 1. The group is left on exit."""
     world_size = _env_int("WORLD_SIZE", 1)
     if world_size == 1:
-        yield SINGLE
+        yield Parallel(device=resolve_device(device))
         return
     rank, local_rank = _env_int("RANK", 0), _env_int("LOCAL_RANK", 0)
     where = resolve_device(device, local_rank, world_size)
@@ -179,7 +181,7 @@ def launch(device: str = "cpu") -> Iterator[Parallel]:
         raise DhwtError(f"process {rank} of {world_size} cannot join the others: "
                         f"{reason}") from None
     try:
-        yield Parallel(rank, world_size, local_rank)
+        yield Parallel(rank, world_size, local_rank, where)
     finally:
         torch.distributed.destroy_process_group()
 

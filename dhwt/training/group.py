@@ -23,7 +23,7 @@ PER_RUN = ("tie_schedule", "seeds")
 
 def group_key(config: TrainConfig) -> tuple | None:
     """Runs with equal keys can train as one ensemble; None for a run that trains alone."""
-    if config.init_from is not None or config.vary != "all":
+    if config.members.init_from is not None or config.members.vary != "all":
         return None
     return tuple(sorted((k, repr(v)) for k, v in config.identity().items() if k not in PER_RUN))
 
@@ -32,6 +32,6 @@ def member_rows(configs: Sequence[TrainConfig]) -> list[range]:
     """The ensemble rows of each run: its seeds, in order, after the previous runs' seeds."""
     rows, start = [], 0
     for config in configs:
-        rows.append(range(start, start + len(config.seeds)))
-        start += len(config.seeds)
+        rows.append(range(start, start + len(config.members.seeds)))
+        start += len(config.members.seeds)
     return rows

@@ -1,4 +1,4 @@
-"""What the members of an ensemble share and what they draw themselves (TrainConfig.vary,
+"""What the members of an ensemble share and what they draw themselves (TrainConfig.members.vary,
 init_from, redraw, freeze), applied to a freshly built model before its first update.
 
 The model arrives with member i drawn entirely from seeds[i] (dhwt.models.init). Then:
@@ -22,7 +22,8 @@ from dhwt.errors import DhwtError
 from dhwt.models.base import EnsembleLM
 from dhwt.runs import layout
 from dhwt.runs.checkpoints import checkpoint_path, latest_checkpoint, load_checkpoint
-from dhwt.config.run import TrainConfig, split_init_from
+from dhwt.config.checks import split_init_from
+from dhwt.config.run import TrainConfig
 
 INPUT = "embeddings.input_weight"
 OUTPUT = "embeddings.untied_output"
@@ -35,19 +36,19 @@ def redrawn_names(redraw: str) -> tuple[str, ...]:
 
 
 def prepare_members(model: EnsembleLM, config: TrainConfig) -> None:
-    """Apply config.vary, init_from and freeze to a freshly built `model` (see the module doc)."""
-    if config.init_from is not None:
-        source = source_weights(config.init_from, config.init_member)
-        keep = set(redrawn_names(config.redraw))
+    """Apply config.members.vary, init_from and freeze to a freshly built `model` (see the module doc)."""
+    if config.members.init_from is not None:
+        source = source_weights(config.members.init_from, config.members.init_member)
+        keep = set(redrawn_names(config.members.redraw))
         _share(model, source, skip=keep)
-    elif config.vary == "embeddings":
+    elif config.members.vary == "embeddings":
         state = model.state_dict()
         _share(model, {name: value[0].clone() for name, value in state.items()},
                skip=set(EMBEDDINGS))
-    if config.vary == "embeddings":
+    if config.members.vary == "embeddings":
         model.set_rng_state(model.rng_state()[:1].expand(model.members, -1))
     trainable = {"none": None, "non-embedding": set(EMBEDDINGS),
-                 "loaded": set(redrawn_names(config.redraw))}[config.freeze]
+                 "loaded": set(redrawn_names(config.members.redraw))}[config.members.freeze]
     if trainable is not None:
         for name, parameter in model.named_parameters():
             parameter.requires_grad_(name in trainable)

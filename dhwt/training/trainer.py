@@ -33,7 +33,7 @@ computes its block of rows with the rows' global loss weights, and DDP sums the 
 run equals one process to float tolerance; only rank 0 writes, and checkpoints do not depend on
 the number of processes.
 
-Devices (TrainConfig.device, dhwt.config.device). The model and optimizer live on the device;
+Devices (the device setting, dhwt.config.device, resolved once into `Parallel.device`). The model and optimizer live on the device;
 the task draws every batch on the CPU from the CPU generators above, and the batch is then moved,
 so a run draws the same data on every device. Metrics, snapshots and checkpoints are written from
 CPU copies, and checkpoints are read onto the CPU (then loaded into the model wherever it is), so
@@ -70,9 +70,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from dhwt.config.device import resolve_device
 from dhwt.config.run import TrainConfig
-from dhwt.config.schedule import TieSchedule
 from dhwt.directories import atomic_write_bytes
 from dhwt.errors import DhwtError, Interrupted
 from dhwt.languages import Batch, Task
@@ -98,23 +96,21 @@ DRAW_STREAM = int.from_bytes(b"draw", "big")
 
 @dataclass
 class _Run:
-    """One run directory's share of the trained ensemble: its config and schedule, its member
-    rows, and its newest checkpoint written so far."""
+    """One run directory's share of the trained ensemble: its config, its member rows, and its
+    newest checkpoint written so far."""
 
     config: TrainConfig
     run_dir: Path
-    schedule: TieSchedule
     rows: range
     last_checkpoint: Path | None = None
 
 
 def model_config(config: TrainConfig, task: Task) -> ModelConfig:
-    """The model for `task` with the architecture `config` asks for."""
-    if task.objective != config.objective:
+    """The model `config` asks for, for `task`."""
+    if task.objective != config.data.objective:
         raise DhwtError(f"the task's objective is {task.objective!r} but the config asks for "
-                        f"{config.objective!r}")
-    return config.model_config(vocab_size=len(task.vocab), max_len=task.seq_len,
-                               causal=config.objective == "clm")
+                        f"{config.data.objective!r}")
+    return config.model_for(len(task.vocab), task.seq_len)
 
 
 class Trainer:
@@ -130,21 +126,22 @@ class Trainer:
     def __init__(self, runs: Sequence[tuple[TrainConfig, Path]], task: Task,
                  parallel: Parallel = SINGLE) -> None:
         configs = [config for config, _ in runs]
-        self.runs = [_Run(c, Path(d), TieSchedule.parse(c.tie_schedule, c.steps), rows)
+        self.runs = [_Run(c, Path(d), rows)
                      for (c, d), rows in zip(runs, member_rows(configs))]
-        config, self.seeds = configs[0], [s for c in configs for s in c.seeds]
+        config, self.seeds = configs[0], [s for c in configs for s in c.members.seeds]
         self.config, self.task, self.parallel = config, task, parallel
-        parallel.check(config.dropout, task, config.batch_size)
-        self.device = resolve_device(config.device, parallel.local_rank, parallel.world_size)
+        parallel.check(config.model.dropout, task, config.optim.batch_size)
+        self.device = parallel.device
         self.model = build_model(model_config(config, task), self.seeds,
-                                 tied=[r.schedule.initial_tied for r in self.runs for _ in r.rows])
+                                 tied=[r.config.tying.tie_schedule.initial_tied for r in self.runs for _ in r.rows])
         prepare_members(self.model, config)
         self.model.to(self.device)  # weights drawn on the CPU: the same on every device
         self.optimizer = self._optimizer([[p for p in self.model.parameters() if p.requires_grad]])
-        self.lr = LRSchedule(config.lr_schedule, config.lr, config.lr_min, config.steps,
-                             config.lr_period, config.warmup_steps)
+        optim = config.optim
+        self.lr = LRSchedule(optim.lr_schedule, optim.lr, optim.lr_min, optim.steps,
+                             optim.lr_period, optim.warmup_steps)
         members = len(self.seeds)
-        data_seeds = self.seeds[:1] * members if config.vary == "embeddings" else self.seeds
+        data_seeds = self.seeds[:1] * members if config.members.vary == "embeddings" else self.seeds
         self.streams = {"data": [member_generator(s, DATA_STREAM) for s in data_seeds],
                         "draw": [member_generator(s, DRAW_STREAM) for s in data_seeds]}
         self.eval_batches = {split: parallel.shard(repeat_batch(task.eval_batch(split).to(
@@ -157,12 +154,12 @@ class Trainer:
 
     # -- the run ----------------------------------------------------------------------------
     def run(self, resume: bool) -> int:
-        """Train to config.steps (from the newest checkpoint if `resume`); the step it started
+        """Train to config.optim.steps (from the newest checkpoint if `resume`); the step it started
         from. Afterwards `self.step` is the last step and each run's `last_checkpoint` its
         checkpoint. A failed write (full disk, lost permission) stops the run with a DhwtError
         naming the last good checkpoint; everything written before it stays valid for --resume."""
         try:
-            with _torch_settings(self.config.threads, self.device):
+            with _torch_settings(self.config.placement.threads, self.device):
                 return self._train(resume)
         except KeyboardInterrupt:
             raise Interrupted(f"interrupted at step {self.step}; {self._go_on()}") from None
@@ -197,7 +194,7 @@ class Trainer:
             f"{oldest} (and that step in the group's other runs)")
 
     def _train(self, resume: bool) -> int:
-        """Train to config.steps; the step it started from."""
+        """Train to config.optim.steps; the step it started from."""
         if resume:
             self._restore()
             for run in self.runs if self.parallel.writes else ():
@@ -216,13 +213,13 @@ class Trainer:
                         atomic_write_bytes(run.run_dir / layout.TOKEN_COUNTS, buffer.getvalue())
                 self._apply_events()
                 self._record(writers, force=True)
-            bar = tqdm(total=self.config.steps, initial=self.step, unit="step", desc="train",
+            bar = tqdm(total=self.config.optim.steps, initial=self.step, unit="step", desc="train",
                        disable=None if self.parallel.writes else True, dynamic_ncols=True)
             with bar:
-                while self.step < self.config.steps:
+                while self.step < self.config.optim.steps:
                     self._update()
                     self._apply_events()
-                    if self._record(writers, force=self.step == self.config.steps):
+                    if self._record(writers, force=self.step == self.config.optim.steps):
                         bar.set_postfix_str(self._postfix())
                     bar.update(1)
         finally:
@@ -238,13 +235,13 @@ class Trainer:
             group["lr"] = lr
         batch = self._draw(self.streams["data"])
         loss = self.net(batch.inputs, batch.padding, targets=batch.targets, weights=batch.weights)
-        if c.tie_penalty and not self.model.embeddings.tied and self.parallel.writes:
-            loss = loss + tie_penalty(self.model, c.tie_penalty)  # once, not once per process
+        if c.tying.tie_penalty and not self.model.embeddings.tied and self.parallel.writes:
+            loss = loss + tie_penalty(self.model, c.tying.tie_penalty)  # once, not once per process
         self._guard(self.parallel.sum(loss), "loss")
         self.optimizer.zero_grad(set_to_none=True)
         loss.sum().backward()
-        if c.grad_clip is not None:
-            clip_member_grads(self.model.parameters(), c.grad_clip)
+        if c.optim.grad_clip is not None:
+            clip_member_grads(self.model.parameters(), c.optim.grad_clip)
         self.optimizer.step()
         self.step += 1
 
@@ -252,7 +249,7 @@ class Trainer:
         """Apply the tie-schedule events of the current step (after self.step updates), each to
         the members of its run."""
         for run in self.runs:
-            for event in run.schedule.events:
+            for event in run.config.tying.tie_schedule.events:
                 if event.step == self.step:
                     apply_switch(self.model, self.optimizer, event, members=run.rows)
                     self.net = self.parallel.wrap(self.model)  # DDP hooks are per Parameter
@@ -260,9 +257,9 @@ class Trainer:
     def _record(self, writers: list[MetricsWriter] | None, force: bool) -> bool:
         """Evaluate, snapshot and checkpoint the current step as due; True if it evaluated."""
         c, step = self.config, self.step
-        evaluate = force or step % c.eval_every == 0
-        snapshot = force or step % c.snapshot_every == 0
-        checkpoint = force or step % c.checkpoint_every == 0
+        evaluate = force or step % c.record.eval_every == 0
+        snapshot = force or step % c.record.snapshot_every == 0
+        checkpoint = force or step % c.record.checkpoint_every == 0
         if evaluate or snapshot or checkpoint:
             self._guard_weights()
         if evaluate:
@@ -275,7 +272,7 @@ class Trainer:
                 rows = slice(run.rows.start, run.rows.stop)
                 save_snapshot(run.run_dir / layout.EMBEDDINGS, step, emb.input_weight[rows],
                               emb.output_weight[rows], tied=emb.tied_members[run.rows.start],
-                              seeds=run.config.seeds, vocab=self.task.vocab)
+                              seeds=run.config.members.seeds, vocab=self.task.vocab)
         if checkpoint:
             self._checkpoint()
         return evaluate
@@ -297,7 +294,7 @@ class Trainer:
         self.model.eval()
         try:
             batches = {split: batch for split, batch in self.eval_batches.items()
-                       if split != "test" or self.step == self.config.steps}
+                       if split != "test" or self.step == self.config.optim.steps}
             batches["train_fresh"] = self._draw(self.streams["draw"])
             emb = self.model.embeddings
             gap, tied, lr = emb.gap().tolist(), emb.tied_members, self.lr.lr_at(self.step)
@@ -307,7 +304,7 @@ class Trainer:
                                      chunked_metrics(self.model, batch, self.eval_rows))
                 self._guard(loss, f"{split} loss")
                 for run, run_lines in zip(self.runs, lines):
-                    for member, (i, seed) in enumerate(zip(run.rows, run.config.seeds)):
+                    for member, (i, seed) in enumerate(zip(run.rows, run.config.members.seeds)):
                         run_lines.append({
                             "step": self.step, "member": member, "seed": seed, "split": split,
                             "loss": float(loss[i]), "accuracy": float(accuracy[i]), "lr": lr,
@@ -318,7 +315,7 @@ class Trainer:
 
     def _draw(self, generators: list[torch.Generator]) -> Batch:
         """This process's rows of a batch drawn on the CPU from `generators`, on the device."""
-        batch = self.task.train_batches(generators, self.config.batch_size)
+        batch = self.task.train_batches(generators, self.config.optim.batch_size)
         return self.parallel.shard(batch).to(self.device)
 
     def _guard(self, values: torch.Tensor, what: str) -> None:
@@ -385,8 +382,8 @@ class Trainer:
         """AdamW, multi-tensor (foreach) on every device: on the CPU torch's default is one
         parameter at a time, whose per-op overhead is a fifth of an EXor step (bench_ensemble)."""
         c = self.config
-        return torch.optim.AdamW([{"params": g} for g in groups], lr=c.lr, foreach=True,
-                                 betas=(c.beta1, c.beta2), eps=c.eps, weight_decay=c.weight_decay)
+        return torch.optim.AdamW([{"params": g} for g in groups], lr=c.optim.lr, foreach=True,
+                                 betas=(c.optim.beta1, c.optim.beta2), eps=c.optim.eps, weight_decay=c.optim.weight_decay)
 
 
 def _named(checkpoint: Path | None) -> str:

@@ -26,7 +26,7 @@ def task(request, tmp_path_factory):
 
 def test_matches_monte_carlo_over_the_sampler(task):
     config = TrainConfig(objective=task.objective, seeds=[3, 4])
-    model = build_model(model_config(config, task), config.seeds, tied=False)
+    model = build_model(model_config(config, task), config.members.seeds, tied=False)
     ce, acc = population_fit(model, task.truth)
     generators = [torch.Generator().manual_seed(s) for s in (10, 11)]
     losses, accs = [], []
@@ -43,7 +43,7 @@ def test_matches_monte_carlo_over_the_sampler(task):
 
 def test_random_models_sit_above_the_bayes_optimum(task):
     config = TrainConfig(objective=task.objective, seeds=[1, 2, 3])
-    ce, acc = population_fit(build_model(model_config(config, task), config.seeds, tied=True),
+    ce, acc = population_fit(build_model(model_config(config, task), config.members.seeds, tied=True),
                              task.truth)
     assert np.all(ce - task.truth.bayes_cross_entropy > 0)
     assert np.all(acc <= task.truth.bayes_accuracy + 1e-12)

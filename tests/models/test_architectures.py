@@ -130,7 +130,7 @@ def test_cli_selects_the_architecture_by_flag_and_config(tmp_path, cli):
                         config_file, "--out", tmp_path / "run"])
     assert code == 0, err
     saved = TrainConfig.from_toml(tmp_path / "run" / "config.toml")
-    assert (saved.architecture, saved.lstm_hidden, saved.lstm_layers) == ("lstm", 5, 2)
+    assert (saved.model.architecture, saved.model.lstm_hidden, saved.model.lstm_layers) == ("lstm", 5, 2)
     _, state = latest_checkpoint(tmp_path / "run" / "checkpoints")
     assert state["model"]["layers.1.weight_hh"].shape == (1, 2, 20, 5)
     code, _, err = cli(["train", "--data", data, "--architecture", "mixer", "--objective", "clm",

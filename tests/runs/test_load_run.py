@@ -50,7 +50,7 @@ def test_the_rebuilt_model_holds_the_snapshots_matrices(which, old_run, new_run)
     that the snapshot of that step holds, and the tying state the schedule gives (untied)."""
     run = load_run(old_run if which == "old" else new_run)
     assert run.steps == [0, 2, 4] and run.checkpoint_steps[-1] == 4
-    assert run.config.seeds == [1, 2] and run.config.tie_schedule == "untie@2"
+    assert run.config.members.seeds == [1, 2] and str(run.config.tying.tie_schedule) == "untie@2"
     model = run.model()
     snapshot = run.embeddings(4)
     assert not model.embeddings.tied and snapshot.tied is False

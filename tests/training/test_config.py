@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from dhwt.errors import DhwtError
-from dhwt.config.run import TrainConfig, format_seeds, parse_seeds
+from dhwt.config.checks import format_seeds, parse_seeds
+from dhwt.config.run import TrainConfig
 
 
 @pytest.mark.parametrize("text, seeds", [
@@ -33,11 +34,11 @@ def test_format_seeds_inverts_parse():
 
 def test_defaults_are_the_papers_exor_setting():
     c = TrainConfig()
-    assert (c.n_layers, c.n_heads, c.d_model, c.d_ff, c.activation, c.norm, c.positions) == (
+    assert (c.model.n_layers, c.model.n_heads, c.model.d_model, c.model.d_ff, c.model.activation, c.model.norm, c.model.positions) == (
         1, 1, 4, 4, "gelu", "post", "none")
-    assert (c.emb_init, c.emb_std, c.dropout, c.batch_size) == ("normal", 1.0, 0.0, None)
-    assert (c.lr, c.beta1, c.beta2, c.eps, c.weight_decay) == (5e-4, 0.9, 0.999, 1e-12, 0.1)
-    assert (c.lr_schedule, c.lr_period, c.lr_min) == ("periodic-cosine", 10_000, 1e-5)
+    assert (c.model.emb_init, c.model.emb_std, c.model.dropout, c.optim.batch_size) == ("normal", 1.0, 0.0, None)
+    assert (c.optim.lr, c.optim.beta1, c.optim.beta2, c.optim.eps, c.optim.weight_decay) == (5e-4, 0.9, 0.999, 1e-12, 0.1)
+    assert (c.optim.lr_schedule, c.optim.lr_period, c.optim.lr_min) == ("periodic-cosine", 10_000, 1e-5)
 
 
 @pytest.mark.parametrize("values, fragment", [
@@ -82,7 +83,7 @@ def test_toml_ints_for_floats_become_floats(tmp_path):
     path = tmp_path / "c.toml"
     path.write_text("lr = 1\nsteps = 10\n")
     c = TrainConfig.from_toml(path)
-    assert isinstance(c.lr, float) and c.lr == 1.0
+    assert isinstance(c.optim.lr, float) and c.optim.lr == 1.0
 
 
 def test_bad_toml_files(tmp_path):
@@ -91,9 +92,41 @@ def test_bad_toml_files(tmp_path):
     (tmp_path / "bad.toml").write_text("steps = = 3\n")
     with pytest.raises(DhwtError, match="not valid TOML"):
         TrainConfig.from_toml(tmp_path / "bad.toml")
-    (tmp_path / "table.toml").write_text("[model]\nd_model = 4\n")
-    with pytest.raises(DhwtError, match=r"table \[model\]"):
+    (tmp_path / "table.toml").write_text("[trainer]\nd_model = 4\n")
+    with pytest.raises(DhwtError, match=r"table \[trainer\]"):
         TrainConfig.from_toml(tmp_path / "table.toml")
+    (tmp_path / "misplaced.toml").write_text("[optim]\nd_model = 4\n")
+    with pytest.raises(DhwtError, match=r"d_model belongs in \[model\], not \[optim\]"):
+        TrainConfig.from_toml(tmp_path / "misplaced.toml")
+    (tmp_path / "twice.toml").write_text("d_model = 8\n[model]\nd_model = 4\n")
+    with pytest.raises(DhwtError, match="d_model twice"):
+        TrainConfig.from_toml(tmp_path / "twice.toml")
+
+
+def test_flat_and_sectioned_files_read_into_one_tree(tmp_path):
+    """A flat file (as run directories before the sections held) and the sectioned file
+    to_toml writes give the same config; every setting lands in its section."""
+    config = TrainConfig(grammar="parity", d_model=8, steps=50, tie_schedule="untie@10",
+                         seeds="1-3", lr=1e-3, device="auto", eval_every=5)
+    flat = tmp_path / "flat.toml"
+    flat.write_text('grammar = "parity"\nd_model = 8\nsteps = 50\ntie_schedule = "UNTIE@10"\n'
+                    'seeds = "1-3"\nlr = 1e-3\ndevice = "auto"\neval_every = 5\n')
+    sectioned = tmp_path / "sectioned.toml"
+    sectioned.write_text(config.to_toml())
+    assert TrainConfig.from_toml(flat) == TrainConfig.from_toml(sectioned) == config
+    assert (config.data.grammar, config.model.d_model, config.optim.steps, config.optim.lr,
+            config.members.seeds, config.placement.device, config.record.eval_every) == (
+        "parity", 8, 50, 1e-3, [1, 2, 3], "auto", 5)
+    assert "[model]\narchitecture = \"transformer\"\nd_model = 8\n" in sectioned.read_text()
+
+
+def test_tie_schedules_compare_parsed():
+    """Two spellings of one schedule are one config (a resume accepts either)."""
+    a = TrainConfig(grammar="parity", steps=100, tie_schedule="untie@50")
+    b = TrainConfig(grammar="parity", steps=100, tie_schedule="Tied, UNTIE@50")
+    assert a == b and a.resume_key() == b.resume_key()
+    assert str(TrainConfig(grammar="parity", steps=100, tie_schedule="untied,tie@5").tying
+               .tie_schedule) == "tie@5:mean"
 
 
 @pytest.mark.parametrize("values, fragment", [
@@ -107,3 +140,64 @@ def test_bad_toml_files(tmp_path):
 def test_tie_schedule_is_validated_with_the_config(values, fragment):
     with pytest.raises(DhwtError, match=fragment):
         TrainConfig(**values)
+
+
+def test_one_rule_resolves_every_data_source(tmp_path, monkeypatch):
+    """dhwt.config.sources: a built-in name wins over a file of that name; a path beside the
+    study file is taken from there, else from the working directory; a missing grammar stays as
+    written (its error names it)."""
+    from dhwt.config.sources import resolve_source
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "parity").write_text("a file named like a built-in grammar")
+    assert resolve_source("grammar", "parity") == "parity"
+    assert resolve_source("grammar", "./parity") == str(tmp_path / "parity")
+    (tmp_path / "study").mkdir()
+    (tmp_path / "study" / "g.toml").write_text("")
+    (tmp_path / "g.toml").write_text("")
+    assert resolve_source("grammar", "g.toml", base=tmp_path / "study") == str(
+        tmp_path / "study" / "g.toml")
+    assert resolve_source("grammar", "g.toml") == str(tmp_path / "g.toml")
+    assert resolve_source("grammar", "missing.toml") == "missing.toml"
+    assert resolve_source("corpus", "wikitext-2") == "wikitext-2"
+    assert resolve_source("data", "later") == str(tmp_path / "later")
+
+
+def test_the_cli_states_the_config_defaults_and_choices():
+    """`dhwt train --help` spells defaults and choices out (so that --help needs no torch), and
+    they must be the configuration's: each option's [default: X] equals its section's default
+    and each choice list the config's own."""
+    import re
+    from dataclasses import MISSING, fields
+
+    import click
+
+    from dhwt.cli import cli
+    from dhwt.config.run import LR_SCHEDULES, OBJECTIVES, SECTION_OF, SECTIONS
+    from dhwt.languages.splits import SPLIT_SEED, TEST_FRACTION, VALID_FRACTION
+    from dhwt.models.config import ARCHITECTURES
+
+    defaults = {f.name: (f.default if f.default is not MISSING else f.default_factory())
+                for cls in SECTIONS.values() for f in fields(cls)}
+    checked = 0
+    for option in cli.commands["train"].params:
+        if option.name not in SECTION_OF:
+            continue
+        said = re.search(r"\[default: ([^\]:]+)\]", option.help or "")
+        if said is not None and not said.group(1).startswith("all"):
+            text, value = said.group(1).strip(), defaults[option.name]
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                assert float(text) == value, option.name
+            else:
+                expected = ("full" if value is None else ",".join(map(str, value))
+                            if isinstance(value, list) else str(value))
+                assert text == expected, option.name
+            checked += 1
+        if isinstance(option.type, click.Choice):
+            own = {"objective": OBJECTIVES, "architecture": ARCHITECTURES,
+                   "lr_schedule": LR_SCHEDULES}[option.name]
+            assert tuple(option.type.choices) == own, option.name
+    assert checked >= 12
+    synth = {o.name: o.default for o in cli.commands["synth"].params}
+    assert (synth["valid_fraction"], synth["test_fraction"], synth["seed"]) == (
+        VALID_FRACTION, TEST_FRACTION, SPLIT_SEED)

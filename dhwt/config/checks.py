@@ -1,0 +1,99 @@
+"""The checks every configuration value goes through, with one phrasing for their errors
+("NAME must be ..., got VALUE"), and the seed and init_from notations."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+from dhwt.errors import DhwtError, brief
+
+
+def split_init_from(text: str) -> tuple[str, int | None]:
+    """`"RUN_DIR"` or `"RUN_DIR@STEP"` -> (RUN_DIR, STEP or None)."""
+    if not isinstance(text, str) or not text:
+        raise DhwtError(f"init_from must be \"RUN_DIR\" or \"RUN_DIR@STEP\", got {text!r}")
+    run, at, step = text.rpartition("@")
+    if not at:
+        return text, None
+    if not run or not step.isdigit():
+        raise DhwtError(f"init_from must be \"RUN_DIR\" or \"RUN_DIR@STEP\" (STEP a whole "
+                        f"number), got {text!r}")
+    return run, int(step)
+
+
+def parse_seeds(text: str | int | list[int] | tuple[int, ...]) -> list[int]:
+    """Seeds from `"42-46"` (inclusive range), `"1,2,5"`, a mix such as `"1-3,7"`, an int or a list.
+
+    Seeds must be distinct non-negative integers: two equal seeds would train identical members.
+    """
+    if isinstance(text, bool):
+        raise DhwtError(f"seeds must be integers or a string like '42-46' or '1,2,5', got {text!r}")
+    if isinstance(text, int):
+        items: list[int] = [text]
+    elif isinstance(text, (list, tuple)):
+        if not all(isinstance(s, int) and not isinstance(s, bool) for s in text):
+            raise DhwtError(f"seeds must be a list of integers, got [{brief(text)}]")
+        items = list(text)
+    elif isinstance(text, str):
+        items = []
+        for part in text.replace(" ", "").split(","):
+            lo, dash, hi = part.partition("-")
+            if not (lo.isdigit() and (not dash or hi.isdigit())):
+                raise DhwtError(
+                    f"bad seeds {text!r}: {part!r} is not an integer or a range like 42-46"
+                )
+            if dash and int(hi) < int(lo):
+                raise DhwtError(f"bad seeds {text!r}: range {part!r} runs backwards")
+            items.extend(range(int(lo), int(hi) + 1) if dash else [int(lo)])
+    else:
+        raise DhwtError(f"seeds must be a string like '42-46' or a list of integers, got {text!r}")
+    if not items:
+        raise DhwtError("seeds must name at least one seed")
+    negative = [s for s in items if s < 0]
+    if negative:
+        raise DhwtError(f"seeds must be non-negative, got {brief(negative, str)}")
+    repeated = sorted(s for s, n in Counter(items).items() if n > 1)
+    if repeated:
+        raise DhwtError(f"seeds must be distinct (equal seeds train identical members), "
+                        f"{brief(repeated, str)} repeated")
+    return items
+
+
+def format_seeds(seeds: list[int]) -> str:
+    """The compact text form of `seeds`: consecutive runs as ranges, e.g. [42..46, 50] -> '42-46,50'."""
+    parts, start = [], 0
+    for i in range(1, len(seeds) + 1):
+        if i == len(seeds) or seeds[i] != seeds[i - 1] + 1:
+            lo, hi = seeds[start], seeds[i - 1]
+            parts.append(str(lo) if lo == hi else f"{lo}-{hi}")
+            start = i
+    return ",".join(parts)
+
+
+def check_choice(name: str, value: object, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise DhwtError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
+
+
+def check_int(name: str, value: object, *, low: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise DhwtError(f"{name} must be an integer, got {value!r}")
+    if value < low:
+        raise DhwtError(f"{name} must be >= {low}, got {value}")
+
+
+def check_float(name: str, value: object, *, low: float, high: float = math.inf,
+                 low_open: bool = False, high_open: bool = False) -> None:
+    """DhwtError unless `value` is a finite number within the bounds; the message states the
+    range as allowed (never an infinite bound, which no value may reach)."""
+    finite = (isinstance(value, (int, float)) and not isinstance(value, bool)
+              and math.isfinite(value))
+    if finite and (low < value or (value == low and not low_open)) and (
+            value < high or (value == high and not high_open)):
+        return
+    if math.isinf(high):
+        allowed = f"a finite number {'>' if low_open else '>='} {low:g}"
+    else:
+        allowed = f"in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+    raise DhwtError(f"{name} must be {allowed}, got {value!r}")
