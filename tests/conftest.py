@@ -1,5 +1,6 @@
 """Fixtures every test room shares: the `dhwt` command line run in-process and as the installed
-console script. (Tests run with --import-mode=importlib, so helpers are shared as fixtures.)"""
+console script, and datasets and tasks built once per session. (Tests run with
+--import-mode=importlib, so helpers are shared as fixtures.)"""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from dhwt.cli import main
+from dhwt.languages import Task, load_language, load_task, write_dataset
 
 CONSOLE_SCRIPT = Path(sys.executable).parent / "dhwt"
 Outcome = tuple[int, str, str]  # exit code, stdout, stderr
@@ -46,3 +48,31 @@ def console() -> Callable[..., list[Outcome]]:
 def _finish(proc: subprocess.Popen) -> Outcome:
     out, err = proc.communicate(timeout=120)
     return proc.returncode, out, err
+
+
+@pytest.fixture(scope="session")
+def make_dataset(tmp_path_factory) -> Callable[..., Path]:
+    """make_dataset(grammar="parity", overrides=None, valid_fraction=0.1, test_fraction=0.0,
+    seed=14) -> a dataset directory of that grammar and split, built once per session (tests
+    read it; none may write into it)."""
+    built: dict[tuple, Path] = {}
+
+    def build(grammar: str = "parity", overrides: dict | None = None,
+              valid_fraction: float = 0.1, test_fraction: float = 0.0, seed: int = 14) -> Path:
+        key = (grammar, tuple(sorted((overrides or {}).items())), valid_fraction,
+               test_fraction, seed)
+        if key not in built:
+            path = tmp_path_factory.mktemp("datasets") / grammar
+            write_dataset(load_language(grammar, overrides), path,
+                          valid_fraction=valid_fraction, test_fraction=test_fraction, seed=seed)
+            built[key] = path
+        return built[key]
+    return build
+
+
+@pytest.fixture(scope="session")
+def make_task(make_dataset) -> Callable[..., Task]:
+    """make_task(objective="mlm", **make_dataset's arguments) -> the Task of that dataset."""
+    def build(objective: str = "mlm", **dataset: object) -> Task:
+        return load_task(make_dataset(**dataset), objective)
+    return build

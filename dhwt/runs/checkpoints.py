@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import os
 import re
 from collections.abc import Sequence
 from pathlib import Path

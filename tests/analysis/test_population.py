@@ -8,7 +8,6 @@ import pytest
 import torch
 
 from dhwt.analysis.population import population_fit, run_population_fit
-from dhwt.languages import load_language, load_task, write_dataset
 from dhwt.models import build_model
 from dhwt.config.run import TrainConfig
 from dhwt.training.ensemble import member_accuracy, member_loss
@@ -17,11 +16,8 @@ from dhwt.training.trainer import model_config
 
 
 @pytest.fixture(scope="module", params=["mlm", "clm"])
-def task(request, tmp_path_factory):
-    data = tmp_path_factory.mktemp("data") / "d"
-    write_dataset(load_language("parity", {"n_bits": 3}), data, valid_fraction=0.0,
-                  test_fraction=0.0, seed=0)
-    return load_task(data, request.param)
+def task(request, make_task):
+    return make_task(request.param, overrides={"n_bits": 3}, valid_fraction=0.0, seed=0)
 
 
 def test_matches_monte_carlo_over_the_sampler(task):

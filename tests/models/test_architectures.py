@@ -24,12 +24,9 @@ SEEDS = (3, 11, 42)
 
 
 @pytest.fixture(scope="module")
-def task(tmp_path_factory):
+def task(make_task):
     """Parity with 3 bits as a masked LM, every string in the training split."""
-    data = tmp_path_factory.mktemp("data") / "parity3"
-    write_dataset(load_language("parity", {"n_bits": 3}), data, valid_fraction=0.0,
-                  test_fraction=0.0, seed=14)
-    return load_task(data, "mlm")
+    return make_task(overrides={"n_bits": 3}, valid_fraction=0.0)
 
 
 def test_build_model_builds_the_configured_architecture():

@@ -4,7 +4,6 @@ theorem needs, it reports FAIL. (A check that cannot fail would prove nothing.)"
 from __future__ import annotations
 
 import numpy as np
-import pytest
 import sympy as sp
 
 from dhwt.theory import exor

@@ -13,7 +13,6 @@ import pytest
 import torch
 
 from dhwt.errors import DhwtError
-from dhwt.languages import load_language, load_task, write_dataset
 from dhwt.config import TrainConfig
 from dhwt.commands import train
 from dhwt.training import distributed
@@ -28,10 +27,8 @@ CONFIG = dict(seeds="1-2", steps=60, eval_every=20, snapshot_every=20, checkpoin
 
 
 @pytest.fixture(scope="module")
-def task(tmp_path_factory):
-    data = tmp_path_factory.mktemp("data") / "parity"
-    write_dataset(load_language("parity"), data, valid_fraction=0.1, test_fraction=0.0, seed=14)
-    return load_task(data, "mlm")
+def task(make_task):
+    return make_task()
 
 
 @pytest.fixture

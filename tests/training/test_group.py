@@ -10,7 +10,6 @@ import torch
 
 from dhwt.runs.snapshots import read_snapshot
 from dhwt.errors import DhwtError
-from dhwt.languages import load_language, load_task, write_dataset
 from dhwt.config import TrainConfig
 from dhwt.commands import train
 from dhwt.runs.checkpoints import latest_checkpoint, list_checkpoints
@@ -23,10 +22,8 @@ SCHEDULES = {"tied": ("tied", [3, 5]), "untied": ("untied", [3]),
 
 
 @pytest.fixture(scope="module")
-def task(tmp_path_factory):
-    data = tmp_path_factory.mktemp("data") / "parity"
-    write_dataset(load_language("parity"), data, valid_fraction=0.1, test_fraction=0.0, seed=14)
-    return load_task(data, "mlm")
+def task(make_task):
+    return make_task()
 
 
 def _runs(root):
