@@ -85,6 +85,7 @@ def test_killed_study_resumes_the_interrupted_group_bit_for_bit(tmp_path):
             for run in runs] == reference
 
 
+@pytest.mark.slow
 def test_tie_variants_train_as_one_group_equal_to_one_after_another(tmp_path, monkeypatch):
     calls = []
     monkeypatch.setattr(study_module, "train",

@@ -141,6 +141,7 @@ def test_existing_output_needs_overwrite(tmp_path, cli):
     assert code == 0 and "parity-dh" in (out_dir / "truth.json").read_text()
 
 
+@pytest.mark.slow
 def test_console_script_resolves_builtins_outside_the_checkout(tmp_path, console):
     [(code, out, err)] = console(["synth", "--grammar", "parity-nocnd"], cwd=tmp_path)
     assert code == 0, err

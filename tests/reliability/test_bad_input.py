@@ -37,7 +37,7 @@ FILES = {
     "file": "just a file\n",
     "bad.toml": "this = is = not toml\n",
     "cycle.toml": CYCLE,
-    "nested.toml": "[model]\nd_model = 4\n",
+    "nested.toml": "[trainer]\nd_model = 4\n",
     "study.toml": STUDY.format(extra="", runs=""),
     "study_section.toml": STUDY.format(extra="[plots]\nx = 1", runs=""),
     "study_no_runs.toml": '[data]\ngrammar = "parity"\n',
@@ -96,7 +96,7 @@ CASES = {
         (["train", "--data", "{file}", "--out", "{run2}"], "{file} is not a directory"),
         (["train", "--grammar", "{cycle.toml}", "--out", "{run2}"], "has the cycle"),
         (["train", "--data", "{data}", "--config", "{nested.toml}", "--out", "{run2}"],
-         "has a table [model]"),
+         "has a table [trainer]"),
         (["train", "--data", "{data}", "--config", "{bad.toml}", "--out", "{run2}"],
          "is not valid TOML"),
         (["train", "--data", "{data}", "--out", "{file}/run"], "{file} is not a directory"),
@@ -217,6 +217,7 @@ def test_every_subcommand_has_bad_input_cases():
     assert not missing, f"add bad-input cases for: {', '.join(missing)}"
 
 
+@pytest.mark.slow
 def test_the_console_script_reports_bad_input_the_same_way(place, tmp_path, rundirs, console):
     """A few cases through the installed `dhwt` script in fresh processes (run concurrently)."""
     cases = [(["fly"], "No such command 'fly'"),

@@ -104,6 +104,7 @@ def _one_error_line(err: str) -> str:
 
 
 # -- SIGKILL, SIGINT ------------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("trial", range(2))
 def test_killed_or_interrupted_at_random_steps_then_resumed_equals_an_uninterrupted_run(
         trial, dataset, reference, tmp_path, spawn, cli, rundirs):
@@ -142,6 +143,7 @@ def test_killed_or_interrupted_at_random_steps_then_resumed_equals_an_uninterrup
     rundirs.assert_identical_runs(reference, run)
 
 
+@pytest.mark.slow
 def test_sigkill_in_the_middle_of_a_snapshot_write_and_a_checkpoint_write(
         dataset, reference, tmp_path, spawn, cli, rundirs):
     """The child's fsync of one temporary file is held, so the kill lands after the bytes are
@@ -162,6 +164,7 @@ def test_sigkill_in_the_middle_of_a_snapshot_write_and_a_checkpoint_write(
     rundirs.assert_identical_runs(reference, run)  # strays cleaned, nothing else differs
 
 
+@pytest.mark.slow
 def test_sigkill_while_the_run_directory_is_being_created(tmp_path, spawn, cli):
     """Killed while `--grammar` builds the dataset in the hidden staging directory: RUN_DIR does
     not exist (never half made) and the same command then succeeds. The staging directory of the
@@ -311,6 +314,7 @@ def _file_size_limit(limit: int):
     return apply
 
 
+@pytest.mark.slow
 def test_a_write_that_fails_mid_run_stops_cleanly_and_resumes(dataset, reference, tmp_path,
                                                               spawn, cli, rundirs):
     """A file-size limit (RLIMIT_FSIZE, works unprivileged) makes writes fail like a full disk
@@ -332,6 +336,7 @@ def test_a_write_that_fails_mid_run_stops_cleanly_and_resumes(dataset, reference
     rundirs.assert_identical_runs(reference, run)
 
 
+@pytest.mark.slow
 def test_a_write_that_fails_while_creating_the_run_leaves_nothing(dataset, tmp_path, spawn):
     """With 64 bytes allowed per file, config.toml cannot be written: one line, exit 2, and
     neither RUN_DIR nor its hidden staging directory is left."""

@@ -27,6 +27,7 @@ from dhwt.languages.spec import parse_assignments, read_spec
 from dhwt.languages.tomlwrite import dumps
 from dhwt.config.schedule import TieSchedule
 
+pytestmark = pytest.mark.slow  # fuzzing (hypothesis)
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 SUM_TOLERANCE = 1e-6  # synthetic/README.md: probabilities sum to 1 within 1e-6
 MAX_WORK = 50_000_000  # synthetic/README.md, Limits: sum over symbol strings of length^2

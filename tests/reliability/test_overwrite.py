@@ -109,6 +109,7 @@ def test_overwrite_never_deletes_the_commands_inputs(cli, folder, rundirs):
     assert (folder / "st" / "copy.toml").is_file() and (folder / "ds" / "g.toml").is_file()
 
 
+@pytest.mark.slow
 def test_overwrite_replaces_dhwts_own_directory_whole(cli, folder):
     for args, kind in ([[*TRAIN, "--out", "out/run"], "run"],
                        [["synth", "--grammar", "parity", "--out", "out/ds"], "ds"],
@@ -144,6 +145,7 @@ def test_a_second_writer_is_refused_while_the_first_holds_the_lock(cli, folder, 
     assert cli(["train", "--out", "run", "--resume", "--steps", "6"])[0] == 0  # released
 
 
+@pytest.mark.slow
 def test_the_lock_of_a_killed_writer_never_blocks(tmp_path):
     (tmp_path / "d").mkdir()
     holder = subprocess.Popen(
@@ -161,6 +163,7 @@ def test_the_lock_of_a_killed_writer_never_blocks(tmp_path):
         assert (tmp_path / "d" / LOCK).read_text().strip() == str(os.getpid())
 
 
+@pytest.mark.slow
 def test_two_runs_started_at_once_on_one_directory_leave_one_run(console, folder):
     args = [*TRAIN[:4], "200", "--out", "twin"]
     outcomes = console(args, args, cwd=folder)

@@ -112,10 +112,10 @@ def _assert_close_runs(expected: Path, actual: Path, rundirs) -> None:
 def _logits(state: dict) -> torch.Tensor:
     """What a checkpoint's model predicts on the task's fixed training evaluation batch."""
     config = TrainConfig.from_dict(state["config"])
-    task = load_task(config.data, config.objective)
-    model = build_model(model_config(config, task), config.seeds, tied=True)
+    task = load_task(config.data.data, config.data.objective)
+    model = build_model(model_config(config, task), config.members.seeds, tied=True)
     model.load_state_dict(state["model"])  # adopts the checkpoint's tying state
-    batch = repeat_batch(task.eval_batch("train"), len(config.seeds))
+    batch = repeat_batch(task.eval_batch("train"), len(config.members.seeds))
     with torch.no_grad():
         return model.eval()(batch.inputs, batch.padding)
 
@@ -139,6 +139,7 @@ def _without_key_bias(state: dict) -> dict[str, object]:
     return {"model": {n: cut(n, t) for n, t in state["model"].items()}, "adam": adam}
 
 
+@pytest.mark.slow
 def test_two_processes_equal_one_with_the_same_global_batch(dataset, tmp_path, cli, rundirs):
     clip = _clip(1.0, tmp_path)
     args = ["train", "--data", dataset, "--config", clip, *BATCHED]
@@ -167,6 +168,7 @@ def _workers(pid: int) -> list[int]:
     return children
 
 
+@pytest.mark.slow
 def test_full_batch_killed_launch_resumes_with_two_processes_or_one(dataset, tmp_path, cli,
                                                                     rundirs):
     """The whole launch is killed (workers and launcher, SIGKILL) after a checkpoint; the run then
@@ -233,6 +235,7 @@ def test_a_bad_torchrun_environment_is_a_clear_error(dataset, tmp_path, cli, mon
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_only_rank_0_writes(dataset, tmp_path):
     """The two processes started by hand as torchrun would (RANK, WORLD_SIZE, MASTER_ADDR/PORT),
     rank 1 unable to write more than 64 bytes to any file (RLIMIT_FSIZE; torch itself probes the

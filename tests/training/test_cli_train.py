@@ -36,6 +36,7 @@ RUN = ["--seeds", "1-2", "--steps", "400", "--tie-schedule", "untie@150", "--che
        "25", "--eval-every", "20", "--snapshot-every", "50"]
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_to_the_same_weights(tmp_path, cli):
     """THE kill test: SIGKILL a `--grammar parity` run after a checkpoint exists, --resume it,
     and compare with an uninterrupted run bit for bit."""

@@ -9,7 +9,6 @@ import torch
 
 from dhwt.directories import LOCK, MARKER
 from dhwt.errors import DhwtError
-from dhwt.languages import load_language, load_task, write_dataset
 from dhwt.models import output
 from dhwt.config import TrainConfig
 from dhwt.commands import train
@@ -19,10 +18,8 @@ from dhwt.runs.snapshots import read_snapshot
 
 
 @pytest.fixture(scope="module")
-def task(tmp_path_factory):
-    data = tmp_path_factory.mktemp("data") / "parity"
-    write_dataset(load_language("parity"), data, valid_fraction=0.1, test_fraction=0.0, seed=14)
-    return load_task(data, "mlm")
+def task(make_task):
+    return make_task()
 
 
 def _final(run_dir, config, task):
@@ -37,6 +34,7 @@ CONFIG = dict(seeds="1-2", steps=800, eval_every=40, snapshot_every=100, checkpo
               grad_clip=1.0, tie_penalty=1e-3)
 
 
+@pytest.mark.slow
 def test_resume_continues_bit_for_bit(task, tmp_path, interrupt_at, assert_same):
     config = TrainConfig(**CONFIG)
     train(config, task, tmp_path / "straight")
@@ -81,7 +79,7 @@ def test_torch_settings_of_a_run_are_restored_afterwards(task, tmp_path, interru
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(Trainer, "_update", update)
         train(config, task, tmp_path / "done")
-    assert set(seen) == {(True, config.threads, False)}
+    assert set(seen) == {(True, config.placement.threads, False)}
     assert _torch_settings() == before
     interrupt_at(1)
     with pytest.raises(KeyboardInterrupt):
@@ -128,7 +126,7 @@ def test_token_major_loss_path_trains_as_the_logits_path_and_resumes_bit_for_bit
     monkeypatch.setattr(output._FusedCrossEntropy, "apply",
                         lambda *args: calls.append(1) or fused_apply(*args))
     train(config, task, tmp_path / "fused")
-    assert len(calls) == config.steps  # every update took the fused path
+    assert len(calls) == config.optim.steps  # every update took the fused path
     interrupt_at(40)
     with pytest.raises(KeyboardInterrupt):
         train(config, task, tmp_path / "resumed")
