@@ -137,8 +137,8 @@ def _train(runs: list[tuple[TrainConfig, Path]], task: Task | None, resume: bool
             for _, d in runs:
                 stack.enter_context(held(parallel.on_writer(
                     lambda d=d: lock(d, f"run directory {d}"))))
-            done = [_finished(d, s) for (_, d), s in zip(runs, saved)]
-            if all(r is not None for r in done) and not any(extended):
+            done = [] if any(extended) else [_finished(d, s) for (_, d), s in zip(runs, saved)]
+            if done and all(r is not None for r in done):
                 return done
             trainer = Trainer(runs, run_task(config, run_dir) if task is None else task, parallel)
             if extended[0]:

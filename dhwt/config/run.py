@@ -277,9 +277,6 @@ class TrainConfig:
         parts: dict[str, dict[str, object]] = {name: {} for name in SECTIONS}
         for key, value in values.items():
             parts[SECTION_OF[key]][key] = value
-        for f in fields(ModelConfig):  # as _floats does for the other sections
-            if f.type == "float" and type(parts["model"].get(f.name)) is int:
-                parts["model"][f.name] = float(parts["model"][f.name])
         data = DataConfig(**parts["data"])
         optim = OptimConfig(**parts["optim"])
         tying = TyingConfig(**parts["tying"])

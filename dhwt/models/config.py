@@ -155,6 +155,9 @@ class ModelConfig:
         for name in ("ff_dropout", "final_norm", "causal", "output_bias", "emb_scale"):
             if not isinstance(getattr(self, name), bool):
                 raise DhwtError(f"model {name} must be true or false, got {getattr(self, name)!r}")
+        for f in fields(self):  # TOML and flags may give 1 for 1.0: store floats as floats
+            if f.type == "float" and type(getattr(self, f.name)) is int:
+                object.__setattr__(self, f.name, float(getattr(self, f.name)))
         self._check_applies()
 
     def _check_applies(self) -> None:
