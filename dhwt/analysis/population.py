@@ -21,7 +21,7 @@ import torch
 
 from dhwt.errors import DhwtError
 
-CHUNK = 8192  # contexts per forward pass
+CHUNK = 2**14  # contexts x members per forward pass (bounds the logits' memory)
 
 
 @dataclass(frozen=True)
@@ -55,19 +55,22 @@ def population_fit(model: torch.nn.Module, truth) -> tuple[np.ndarray, np.ndarra
     """
     if truth is None:
         raise DhwtError("this task has no exact ground truth (only synthetic languages do)")
-    members = next(model.parameters()).shape[0]
+    weight0 = next(model.parameters())
+    members, device = weight0.shape[0], weight0.device
+    chunk = max(1, CHUNK // members)
     ce = torch.zeros(members, dtype=torch.float64)
     acc = torch.zeros(members, dtype=torch.float64)
     model.eval()
     with torch.no_grad():
-        for start in range(0, len(truth.context_probs), CHUNK):
-            part = slice(start, start + CHUNK)
-            inputs = torch.as_tensor(truth.inputs[part]).expand(members, -1, -1)
-            padding = (None if truth.padding is None else
-                       torch.as_tensor(truth.padding[part]).expand(members, -1, -1))
+        for start in range(0, len(truth.context_probs), chunk):
+            part = slice(start, start + chunk)
+            inputs = torch.as_tensor(truth.inputs[part]).to(device).expand(members, -1, -1)
+            padding = (None if truth.padding is None else torch.as_tensor(
+                truth.padding[part]).to(device).expand(members, -1, -1))
             logits = model(inputs, padding)  # (S, n, L, V)
-            rows = torch.arange(inputs.shape[1])
-            at = logits[:, rows, torch.as_tensor(truth.positions[part])].double()  # (S, n, V)
+            rows = torch.arange(inputs.shape[1], device=device)
+            at = logits[:, rows, torch.as_tensor(truth.positions[part]).to(device)]
+            at = at.double().cpu()  # (S, n, V)
             p = torch.as_tensor(truth.conditionals[part], dtype=torch.float64)  # (n, V)
             weight = torch.as_tensor(truth.context_probs[part], dtype=torch.float64)  # (n,)
             log_q = at.log_softmax(-1)

@@ -226,15 +226,22 @@ class OptimConfig:
 @dataclass(frozen=True)
 class RecordConfig:
     """Evaluate, snapshot the embeddings and checkpoint every N steps; step 0 and the last step
-    always (dhwt.training.trainer)."""
+    always (dhwt.training.trainer). `population_every` N > 0 (a multiple of eval_every; synthetic
+    languages only) adds the exact population fit to those evaluations (split "population":
+    cross-entropy and expected accuracy over every context of the language, no sampling;
+    dhwt.analysis.population); 0 never."""
 
     eval_every: int = 100
     snapshot_every: int = 100
     checkpoint_every: int = 1000
+    population_every: int = 0
 
     def __post_init__(self) -> None:
         for f in fields(self):
-            check_int(f.name, getattr(self, f.name), low=1)
+            check_int(f.name, getattr(self, f.name), low=0 if f.name == "population_every" else 1)
+        if self.population_every % self.eval_every:
+            raise DhwtError(f"population_every must be a multiple of eval_every "
+                            f"({self.eval_every}), got {self.population_every}")
 
 
 @dataclass(frozen=True)

@@ -32,8 +32,9 @@ TRANSITION_KEYS = ("emit", "to", "p")
 END = "end"
 
 
-def build(spec: dict) -> tuple[list[SymbolClass], np.ndarray, np.ndarray]:
-    """(classes, class strings (n, L) with PAD past the end, probabilities) of an automaton spec."""
+def build(spec: dict) -> tuple[list[SymbolClass], np.ndarray, np.ndarray, None]:
+    """(classes, class strings (n, L) with PAD past the end, probabilities, None: no split of
+    its own) of an automaton spec."""
     check_keys(spec, KEYS, "an automaton spec")
     classes = read_classes(need(spec, "classes", "an automaton spec"), allow_maskable=True)
     class_ids = {c.name: i for i, c in enumerate(classes)}
@@ -46,7 +47,7 @@ def build(spec: dict) -> tuple[list[SymbolClass], np.ndarray, np.ndarray]:
     n_strings, work = _enumeration_size(states, start, graph, classes)
     check_size(n_strings, work)
     strings, probs = _enumerate(states, start, class_ids)
-    return classes, strings, probs
+    return classes, strings, probs, None
 
 
 def _read_states(table: object,

@@ -23,7 +23,7 @@ import numpy as np
 from dhwt.directories import check_target, create
 from dhwt.errors import DhwtError
 from dhwt.languages.language import OBJECTIVES, Language, load_language
-from dhwt.languages.splits import SPLIT_SEED, SPLITS, TEST_FRACTION, VALID_FRACTION, make_splits
+from dhwt.languages.splits import SPLIT_SEED, SPLITS, TEST_FRACTION, VALID_FRACTION, split_of
 from dhwt.languages.tomlwrite import dumps
 from dhwt.languages.truth import GroundTruth, compute_truth
 
@@ -35,7 +35,8 @@ def write_dataset(language: Language, out_dir: str | Path, *, valid_fraction: fl
                   test_fraction: float = TEST_FRACTION, seed: int = SPLIT_SEED, overwrite: bool = False,
                   inputs: Iterable[object] = (),
                   truths: dict[str, GroundTruth] | None = None) -> None:
-    """Write the dataset directory of `language` (splits by class string, seeded). An existing
+    """Write the dataset directory of `language` (split by class string: seeded, or the split the
+    language fixes itself, dhwt.languages.splits.split_of). An existing
     non-empty `out_dir` is refused unless `overwrite` and dhwt made it as a dataset holding none
     of `inputs` (the paths the command reads; dhwt.directories). `truths` ({objective:
     GroundTruth}) may pass ground truth already computed; it is computed otherwise.
@@ -59,7 +60,7 @@ def write_dataset(language: Language, out_dir: str | Path, *, valid_fraction: fl
         >>> tmp.cleanup()
     """
     check_target(Path(out_dir), "dataset", overwrite=overwrite, inputs=inputs, exists=EXISTS)
-    split = make_splits(len(language.probs), valid_fraction, test_fraction, seed)
+    split = split_of(language, valid_fraction, test_fraction, seed)
     truths = truths or {objective: compute_truth(language, objective) for objective in OBJECTIVES}
 
     def fill(tmp: Path) -> None:
@@ -70,7 +71,8 @@ def write_dataset(language: Language, out_dir: str | Path, *, valid_fraction: fl
                  split_names=np.array(SPLITS))
         summary = {"language": language.name, "family": language.family,
                    "splits": {name: int((split == i).sum()) for i, name in enumerate(SPLITS)},
-                   "split_seed": seed,
+                   "split_seed": seed if language.split is None else None,
+                   "split_fixed_by_language": language.split is not None,
                    "objectives": {obj: truths[obj].to_json() for obj in OBJECTIVES}}
         _write_json(tmp / "truth.json", summary)
 
@@ -94,7 +96,8 @@ def read_dataset(dataset_dir: str | Path) -> tuple[Language, np.ndarray]:
                         f"({' '.join(str(exc).split())})") from None
     if (classes.shape != language.strings.shape or not (classes == language.strings).all()
             or not np.allclose(probs, language.probs, rtol=0, atol=1e-12)
-            or split.shape != probs.shape or not np.isin(split, range(len(SPLITS))).all()):
+            or split.shape != probs.shape or not np.isin(split, range(len(SPLITS))).all()
+            or (language.split is not None and not (split == language.split).all())):
         raise DhwtError(f"dataset {str(path)!r} is inconsistent: its spec.toml does not produce "
                         "the strings in strings.npz (was a file edited?)")
     return language, split

@@ -29,13 +29,16 @@ MASK, PAD_TOKEN, BOS, EOS = "[MASK]", "[PAD]", "[BOS]", "[EOS]"
 @dataclass(frozen=True, eq=False)
 class Language:
     """name, resolved spec (after overrides), classes, and the class strings:
-    strings (n, L) int32 class ids with PAD (-1) past each string's end, probs (n,) summing to 1."""
+    strings (n, L) int32 class ids with PAD (-1) past each string's end, probs (n,) summing to 1;
+    split (n,) int8 split ids where the language fixes its own split (parity's strings =
+    "paper", the authors' split), else None (datasets split it by dhwt.languages.splits)."""
 
     name: str
     spec: dict
     classes: tuple[SymbolClass, ...]
     strings: np.ndarray
     probs: np.ndarray
+    split: np.ndarray | None = None
 
     @property
     def family(self) -> str:
@@ -76,7 +79,8 @@ class Language:
         """The language of the class strings where `keep` (n,) is True, their probabilities
         renormalised: the distribution a model trained on one split sees."""
         probs = self.probs[keep]
-        return replace(self, strings=self.strings[keep], probs=probs / probs.sum())
+        return replace(self, strings=self.strings[keep], probs=probs / probs.sum(),
+                       split=None if self.split is None else self.split[keep])
 
     def string_text(self, i: int) -> str:
         """Class string i as text, e.g. '0 1 1 EVEN'."""
@@ -119,10 +123,10 @@ def load_language(name_or_path: str, overrides: dict[str, object] | None = None)
     name = need_str(spec.get("name", default_name), "'name'")
     if not isinstance(spec.get("description", ""), str):
         raise DhwtError("'description' must be a string")
-    classes, strings, probs = FAMILIES[family](spec)
+    classes, strings, probs, split = FAMILIES[family](spec)
     check_symbols(classes)
     resolved = {"name": name, **{k: v for k, v in spec.items() if k != "name"}}
-    language = Language(name, resolved, tuple(classes), strings, probs)
+    language = Language(name, resolved, tuple(classes), strings, probs, split)
     _check_maskable(language)
     return language
 

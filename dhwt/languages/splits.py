@@ -1,5 +1,7 @@
 """Train/valid/test splits by class string: a seeded shuffle, valid and test carved off the front.
-Whole class strings are held out (every variant rendering of a held-out string is unseen)."""
+Whole class strings are held out (every variant rendering of a held-out string is unseen).
+A language may fix its own split instead (parity's strings = "paper": the authors'); then the
+split options must stay at their defaults (`split_of`)."""
 
 from __future__ import annotations
 
@@ -42,6 +44,27 @@ def make_splits(n_strings: int, valid_fraction: float, test_fraction: float,
     split[order[: sizes[0]]] = 1
     split[order[sizes[0]: sizes[0] + sizes[1]]] = 2
     return split
+
+
+def split_of(language, valid_fraction: float = VALID_FRACTION,
+             test_fraction: float = TEST_FRACTION, seed: int = SPLIT_SEED) -> np.ndarray:
+    """(n,) int8 split ids of `language`'s class strings: the split it fixes itself, else
+    make_splits with these options. Options other than the defaults are refused for a language
+    that fixes its split (they would be ignored)."""
+    check_split_options(valid_fraction, test_fraction, seed)
+    if language.split is None:
+        return make_splits(len(language.probs), valid_fraction, test_fraction, seed)
+    given = [f"{name} {value}" for name, value, default in (
+        ("valid_fraction", valid_fraction, VALID_FRACTION),
+        ("test_fraction", test_fraction, TEST_FRACTION), ("split seed", seed, SPLIT_SEED))
+        if value != default]
+    if given:
+        raise DhwtError(f"language {language.name!r} fixes its own split (train "
+                        f"{int((language.split == 0).sum())}, valid "
+                        f"{int((language.split == 1).sum())}, test "
+                        f"{int((language.split == 2).sum())}); leave the split options at their "
+                        f"defaults (got {', '.join(given)})")
+    return language.split
 
 
 def train_strings(n_strings: int, valid_fraction: float, test_fraction: float,

@@ -8,6 +8,7 @@ import numpy as np
 
 from dhwt.languages.enumeration import symbol_strings
 from dhwt.languages.language import OBJECTIVES, Language
+from dhwt.languages.splits import SPLITS
 from dhwt.languages.truth import GroundTruth, PairRelation, bayes_optimum
 
 TITLES = {"mlm": "masked LM (mlm)", "clm": "causal LM (clm)"}
@@ -34,6 +35,11 @@ def format_summary(language: Language, truths: dict[str, GroundTruth],
         f"  {len(language.probs):,} class strings, {n_symbol_strings:,} symbol strings, {length}",
         "classes (variant: probability):",
     ]
+    if language.split is not None:
+        sizes = ", ".join(f"{name} {int((language.split == i).sum())}"
+                          for i, name in enumerate(SPLITS))
+        lines.insert(3, f"  split fixed by the language: {sizes} (the split options do not "
+                        "apply)")
     width = max(len(c.name) for c in language.classes)
     for cls in language.classes:
         variants = "  ".join(f"{v}: {p:.4g}" for v, p in zip(cls.variants, cls.probs))

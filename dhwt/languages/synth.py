@@ -11,7 +11,7 @@ from dhwt.languages.dataset import EXISTS, write_dataset
 from dhwt.languages.language import OBJECTIVES, load_language
 from dhwt.languages.spec import parse_assignments
 from dhwt.languages.splits import (SPLIT_SEED, SPLITS, TEST_FRACTION, VALID_FRACTION,
-                                   check_split_options, make_splits, train_strings)
+                                   check_split_options, split_of, train_strings)
 from dhwt.languages.summary import format_summary
 from dhwt.languages.truth import compute_truth
 
@@ -26,15 +26,19 @@ def synth(grammar: str, assignments: Sequence[str] = (), out: str | Path | None 
     if out is not None:
         check_target(Path(out), "dataset", overwrite=overwrite, inputs=inputs, exists=EXISTS)
     language = load_language(grammar, parse_assignments(assignments))
-    split = None if out is None else make_splits(len(language.probs), valid_fraction,
-                                                 test_fraction, seed)
+    if language.split is not None:
+        split = split_of(language, valid_fraction, test_fraction, seed)
+        train = split == 0
+    else:
+        split = None if out is None else split_of(language, valid_fraction, test_fraction, seed)
+        train = train_strings(len(language.probs), valid_fraction, test_fraction, seed)
     truths = {objective: compute_truth(language, objective) for objective in OBJECTIVES}
-    summary = format_summary(language, truths, train_strings(len(language.probs), valid_fraction,
-                                                             test_fraction, seed))
-    if split is None:
+    summary = format_summary(language, truths, train)
+    if out is None:
         return f"{summary}\n(no --out given: nothing written)"
     write_dataset(language, out, valid_fraction=valid_fraction, test_fraction=test_fraction,
                   seed=seed, overwrite=overwrite, inputs=inputs, truths=truths)
     sizes = ", ".join(f"{name} {int((split == i).sum())}" for i, name in enumerate(SPLITS))
+    how = f"seed {seed}" if language.split is None else "the language's own split"
     return f"{summary}\nwrote {out}: spec.toml, vocab.json, strings.npz, truth.json " \
-           f"(strings: {sizes}; seed {seed})"
+           f"(strings: {sizes}; {how})"

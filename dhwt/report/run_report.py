@@ -19,7 +19,8 @@ from dhwt.languages import GroundTruth
 from dhwt.runs import layout
 from dhwt.runs.metrics import read_metrics
 
-SPLITS = ("train", "valid", "test", "train_fresh")  # test: the last step only
+#: test: the last step only; population: exact, where record.population_every asks for it.
+SPLITS = ("train", "valid", "test", "train_fresh", "population")
 
 
 def write_run_report(run_dir: Path, config: TrainConfig,
@@ -47,7 +48,7 @@ def write_figure(records: list[dict[str, object]], path: Path, truth: GroundTrut
         for metric in ("loss", "accuracy"):
             curves[(metric, r["split"])][r["member"]].append((r["step"], r[metric]))
     fig = new_figure(10, 4)
-    colours = dict(zip(SPLITS, ("tab:blue", "tab:orange", "tab:red", "tab:green")))
+    colours = dict(zip(SPLITS, ("tab:blue", "tab:orange", "tab:red", "tab:green", "black")))
     for ax, metric in zip(fig.subplots(1, 2), ("loss", "accuracy")):
         for split in SPLITS:
             members = curves.get((metric, split), {})

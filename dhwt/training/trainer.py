@@ -20,7 +20,8 @@ Per update the loss is sum_i sum(weights_i * CE_i) (+ tie_penalty * sum_i gap_i 
 metrics.jsonl: per evaluated step, one line per member and split with step, member (index),
 seed, split ("train" and "valid": the task's fixed evaluation batches over every string and
 loss position; "test" likewise, at the last step only; "train_fresh": a new training batch from
-the member's draw stream), loss
+the member's draw stream; "population", where record.population_every asks for it: the exact
+fit over every context of the language, dhwt.analysis.population), loss
 (sum of weights * CE), accuracy (sum of weights * [argmax == target]), lr (the lr of the next
 update, lr_at(step)), tied, and gap (||E_in - E_out||^2 of the member).
 
@@ -79,6 +80,7 @@ from dhwt.models.init import member_generator
 from dhwt.runs import layout
 from dhwt.runs.checkpoints import (checkpoint_path, checkpoint_step, common_step,
                                    latest_checkpoint, remove_stray_temporaries, save_checkpoint)
+from dhwt.analysis.population import population_fit
 from dhwt.runs.metrics import MetricsWriter, truncate_metrics
 from dhwt.runs.snapshots import remove_snapshots_after, save_snapshot
 from dhwt.training import state
@@ -148,6 +150,9 @@ class Trainer:
                                  self.device), members))
                              for split in ("train", "valid", "test") if task.n_strings(split) > 0}
         self.eval_rows = eval_rows(members, task.seq_len, len(task.vocab))
+        if config.record.population_every and task.truth is None:
+            raise DhwtError("population_every needs a synthetic language (exact ground truth); "
+                            "this task is natural text")
         self.net = self.model  # what the training forward calls (DDP around it in parallel)
         self.step = 0
         self._last_eval: list[list[dict[str, object]]] = []  # per run
@@ -309,6 +314,16 @@ class Trainer:
                             "step": self.step, "member": member, "seed": seed, "split": split,
                             "loss": float(loss[i]), "accuracy": float(accuracy[i]), "lr": lr,
                             "tied": tied[i], "gap": gap[i]})
+            every = self.config.record.population_every
+            if every and (self.step % every == 0 or self.step == self.config.optim.steps):
+                cross_entropy, accuracy = population_fit(self.model, self.task.truth)
+                for run, run_lines in zip(self.runs, lines):
+                    for member, (i, seed) in enumerate(zip(run.rows, run.config.members.seeds)):
+                        run_lines.append({
+                            "step": self.step, "member": member, "seed": seed,
+                            "split": "population", "loss": float(cross_entropy[i]),
+                            "accuracy": float(accuracy[i]), "lr": lr, "tied": tied[i],
+                            "gap": gap[i]})
             return lines
         finally:
             self.model.train()
