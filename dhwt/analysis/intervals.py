@@ -1,0 +1,130 @@
+"""Intervals that fit the outcome, for reports over an ensemble's seeds.
+
+- yes/no outcomes (did a seed leave the plateau?): a count with its exact Clopper-Pearson
+  interval (`clopper_pearson`);
+- continuous outcomes (a loss, a distance): `summarise` gives mean ± a 95% Student-t interval only
+  where that fits (at least 3 values that look unimodal), else the median with its quartiles
+  (plainly labelled), and with fewer than 3 values the values themselves. Unimodal enough for a
+  t-interval means Sarle's bimodality coefficient (skewness^2 + 1) / (excess kurtosis + 3 (n-1)^2
+  / ((n-2)(n-3))) at most 5/9, the uniform distribution's value (a screen, not a test; n >= 4),
+  and not split by a known two-state outcome (the caller says so: `bimodal=True`).
+- `clip` bounds an interval to the measure's range (a cosine lies in [-1, 1]).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+LEVEL = 0.95
+BIMODAL = 5 / 9  # Sarle's bimodality coefficient of the uniform distribution
+
+
+def clopper_pearson(k: int, n: int, level: float = LEVEL) -> tuple[float, float]:
+    """Exact (Clopper-Pearson) interval for a proportion k / n: the beta quantiles.
+
+    Examples:
+        >>> [round(x, 4) for x in clopper_pearson(0, 20)]  # 0 of 20 still allows ~17%
+        [0.0, 0.1684]
+        >>> [round(x, 4) for x in clopper_pearson(20, 20)]
+        [0.8316, 1.0]
+    """
+    if n < 1 or not 0 <= k <= n:
+        raise ValueError(f"need 0 <= k <= n and n >= 1, got k={k}, n={n}")
+    alpha = 1 - level
+    low = 0.0 if k == 0 else float(stats.beta.ppf(alpha / 2, k, n - k + 1))
+    high = 1.0 if k == n else float(stats.beta.ppf(1 - alpha / 2, k + 1, n - k))
+    return low, high
+
+
+def count_text(k: int, n: int) -> str:
+    """'k of n (95% CI lo-hi)' with the exact interval, as a share.
+
+    Examples:
+        >>> count_text(2, 20)
+        '2 of 20 (10%, exact 95% CI 1.2-31.7%)'
+    """
+    low, high = clopper_pearson(k, n)
+    return f"{k} of {n} ({100 * k / n:.0f}%, exact 95% CI {100 * low:.1f}-{100 * high:.1f}%)"
+
+
+def bimodality(values: np.ndarray) -> float:
+    """Sarle's bimodality coefficient of 4 or more values (0 when they are all equal)."""
+    values = np.asarray(values, dtype=float)
+    n = len(values)
+    if n < 4:
+        raise ValueError(f"the bimodality coefficient needs 4 or more values, got {n}")
+    if np.ptp(values) == 0:
+        return 0.0
+    skew = stats.skew(values, bias=False)
+    kurt = stats.kurtosis(values, bias=False)
+    return float((skew**2 + 1) / (kurt + 3 * (n - 1) ** 2 / ((n - 2) * (n - 3))))
+
+
+@dataclass(frozen=True)
+class Summary:
+    """How `summarise` described some values: kind "t" (centre = mean, low/high its 95%
+    t-interval), "quartiles" (centre = median, low/high the quartiles) or "values" (fewer than
+    3: `values` themselves, centre their mean)."""
+
+    kind: str
+    centre: float
+    low: float
+    high: float
+    values: tuple[float, ...]
+
+    def text(self, digits: int = 3) -> str:
+        """One table cell: 'm ± h' (or 'm [lo, hi]' where clipped), 'median m [q1, q3]' or the
+        values."""
+        f = f".{digits}f"
+        if self.kind == "t" and np.isclose(self.centre - self.low, self.high - self.centre):
+            return f"{self.centre:{f}} ± {(self.high - self.low) / 2:{f}}"
+        if self.kind == "t":  # clipped to the measure's range
+            return f"{self.centre:{f}} [{self.low:{f}}, {self.high:{f}}]"
+        if self.kind == "quartiles":
+            return f"median {self.centre:{f}} [{self.low:{f}}, {self.high:{f}}]"
+        return ", ".join(f"{v:{f}}" for v in self.values) or "-"
+
+
+def summarise(values, *, bimodal: bool | None = None,
+              bounds: tuple[float, float] | None = None) -> Summary:
+    """Values over seeds, summarised as fits them (see the module docstring). `bimodal` True
+    forces quartiles (a known two-state outcome, e.g. some seeds on the plateau and some off),
+    False a t-interval (n >= 3); None decides by the bimodality coefficient. `bounds` clip the
+    interval (a cosine: (-1, 1)).
+
+    Examples:
+        >>> summarise([1.0, 2.0, 3.0]).text()  # t(0.975, 2) * 1 / sqrt(3)
+        '2.000 ± 2.484'
+        >>> two_modes = [0.51, 0.52, 0.50, 0.51, 0.50, 0.52, 0.93, 0.94, 0.92, 0.93]
+        >>> summarise(two_modes).text(2)  # bimodality coefficient 0.60 > 5/9
+        'median 0.52 [0.51, 0.93]'
+        >>> few = [0.51, 0.52, 0.50, 0.51, 0.93, 0.94, 0.92, 0.93]
+        >>> summarise(few).text(2)  # coefficient 0.47: with few values the screen is weak
+        '0.72 ± 0.19'
+        >>> summarise(few, bimodal=True).text(2)  # so say it where it is known
+        'median 0.72 [0.51, 0.93]'
+        >>> summarise([0.4, 0.6]).text(1)
+        '0.4, 0.6'
+        >>> summarise([0.95, 0.99, 0.97], bounds=(-1, 1)).text()  # a cosine's t-interval, clipped
+        '0.970 [0.920, 1.000]'
+    """
+    values = np.asarray(values, dtype=float).ravel()
+    n = len(values)
+    if n < 3:
+        centre = float(values.mean()) if n else float("nan")
+        return Summary("values", centre, centre, centre, tuple(values.tolist()))
+    if bimodal is None:
+        bimodal = n >= 4 and bimodality(values) > BIMODAL
+    if bimodal:
+        q1, median, q3 = np.quantile(values, [0.25, 0.5, 0.75])
+        low, centre, high = float(q1), float(median), float(q3)
+    else:
+        centre = float(values.mean())
+        half = float(values.std(ddof=1) / np.sqrt(n) * stats.t.ppf(0.5 + LEVEL / 2, n - 1))
+        low, high = centre - half, centre + half
+    if bounds is not None:
+        low, high = max(low, float(bounds[0])), min(high, float(bounds[1]))
+    return Summary("quartiles" if bimodal else "t", centre, low, high, tuple(values.tolist()))

@@ -1,0 +1,77 @@
+"""Intervals that fit the outcome, against closed forms and brute force."""
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from dhwt.analysis.intervals import BIMODAL, bimodality, clopper_pearson, count_text, summarise
+
+
+@pytest.mark.parametrize("k, n", [(0, 5), (1, 5), (2, 20), (10, 40), (40, 40)])
+def test_clopper_pearson_solves_the_binomial_tails(k, n):
+    """The exact interval's ends are where a binomial tail equals 2.5% (scipy.stats.binom, not
+    the beta quantiles the implementation uses)."""
+    low, high = clopper_pearson(k, n)
+    if k > 0:
+        assert stats.binom.sf(k - 1, n, low) == pytest.approx(0.025, abs=1e-9)
+    else:
+        assert low == 0.0
+    if k < n:
+        assert stats.binom.cdf(k, n, high) == pytest.approx(0.025, abs=1e-9)
+    else:
+        assert high == 1.0
+
+
+def test_clopper_pearson_covers_at_least_95_percent():
+    """Enumerating every outcome k of n = 12: the interval covers p with probability >= 0.95
+    for every p (the interval is exact, hence conservative)."""
+    n = 12
+    bounds = [clopper_pearson(k, n) for k in range(n + 1)]
+    for p in np.linspace(0.001, 0.999, 199):
+        cover = sum(stats.binom.pmf(k, n, p) for k, (lo, hi) in enumerate(bounds) if lo <= p <= hi)
+        assert cover >= 0.95 - 1e-12
+
+
+def test_clopper_pearson_refuses_impossible_counts():
+    with pytest.raises(ValueError):
+        clopper_pearson(3, 2)
+    with pytest.raises(ValueError):
+        clopper_pearson(0, 0)
+
+
+def test_count_text_states_the_interval():
+    low, high = clopper_pearson(0, 40)
+    assert count_text(0, 40) == f"0 of 40 (0%, exact 95% CI 0.0-{100 * high:.1f}%)"
+
+
+def test_bimodality_coefficient_closed_forms():
+    """Sarle's coefficient tends to 5/9 for a uniform and 1/3 for a normal distribution."""
+    grid = (np.arange(20000) + 0.5) / 20000
+    assert bimodality(grid) == pytest.approx(BIMODAL, abs=2e-3)
+    assert bimodality(stats.norm.ppf(grid)) == pytest.approx(1 / 3, abs=5e-3)
+    assert bimodality(np.r_[np.zeros(20), np.ones(20)]) > BIMODAL  # two point masses (1 in the limit)
+    assert bimodality(np.ones(5)) == 0.0
+    with pytest.raises(ValueError):
+        bimodality([1.0, 2.0, 3.0])
+
+
+def test_summarise_picks_the_summary_that_fits():
+    rng = np.random.default_rng(0)
+    unimodal = rng.normal(1.0, 0.1, 40)
+    s = summarise(unimodal)
+    half = unimodal.std(ddof=1) / np.sqrt(40) * stats.t.ppf(0.975, 39)
+    assert s.kind == "t" and s.centre == pytest.approx(unimodal.mean())
+    assert (s.high - s.low) / 2 == pytest.approx(half)
+    bimodal = np.r_[rng.normal(1.2, 0.01, 30), rng.normal(0.55, 0.01, 10)]
+    s = summarise(bimodal)
+    assert s.kind == "quartiles" and s.centre == pytest.approx(np.median(bimodal))
+    assert s.text().startswith("median ")
+    assert summarise(unimodal, bimodal=True).kind == "quartiles"
+    assert summarise([0.3, 0.7]).kind == "values" and summarise([0.3, 0.7]).text(1) == "0.3, 0.7"
+    assert summarise([]).text() == "-"
+
+
+def test_cosine_intervals_stay_in_range():
+    s = summarise([0.999, 0.90, 0.999, 0.97], bimodal=False, bounds=(-1, 1))
+    assert s.high == 1.0 and s.low >= -1.0
+    assert "±" not in s.text()
