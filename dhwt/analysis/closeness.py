@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 from dhwt.runs.snapshots import Snapshot
 from dhwt.errors import DhwtError, brief
@@ -96,22 +95,3 @@ def pair_closeness(
         normalised=raw / baseline,
         cosine=cosine,
     )
-
-
-def mean_ci(values: np.ndarray, axis: int = 1, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
-    """Mean over `axis` (the members) and the half-width of its Student-t confidence interval.
-
-    With a single member the half-width is 0 (no spread can be estimated).
-
-    Examples:
-        >>> import numpy as np
-        >>> mean, half = mean_ci(np.array([[1.0, 2.0, 3.0]]))  # 3 members: t(0.975, 2) / sqrt(3)
-        >>> mean.tolist(), round(float(half[0]), 4)
-        ([2.0], 2.4841)
-    """
-    n = values.shape[axis]
-    mean = values.mean(axis=axis)
-    if n < 2:
-        return mean, np.zeros_like(mean)
-    sem = values.std(axis=axis, ddof=1) / np.sqrt(n)
-    return mean, sem * stats.t.ppf(0.5 + level / 2, df=n - 1)

@@ -8,7 +8,9 @@
   t-interval means Sarle's bimodality coefficient (skewness^2 + 1) / (excess kurtosis + 3 (n-1)^2
   / ((n-2)(n-3))) at most 5/9, the uniform distribution's value (a screen, not a test; n >= 4),
   and not split by a known two-state outcome (the caller says so: `bimodal=True`).
-- `clip` bounds an interval to the measure's range (a cosine lies in [-1, 1]).
+- `bounds` clip an interval to the measure's range (a cosine lies in [-1, 1]);
+- `mean_band` is the figures' band over seeds at each step: mean ± the 95% t half-width, none
+  (nan) with fewer than 3 seeds.
 """
 
 from __future__ import annotations
@@ -128,3 +130,22 @@ def summarise(values, *, bimodal: bool | None = None,
     if bounds is not None:
         low, high = max(low, float(bounds[0])), min(high, float(bounds[1]))
     return Summary("quartiles" if bimodal else "t", centre, low, high, tuple(values.tolist()))
+
+
+def mean_band(values: np.ndarray, axis: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Mean over `axis` (the members) and the half-width of its 95% Student-t interval; the
+    half-width is nan (no band) with fewer than 3 members.
+
+    Examples:
+        >>> mean, half = mean_band(np.array([[1.0, 2.0, 3.0]]))  # t(0.975, 2) / sqrt(3)
+        >>> mean.tolist(), round(float(half[0]), 4)
+        ([2.0], 2.4841)
+        >>> mean_band(np.array([[1.0, 2.0]]))[1].tolist()
+        [nan]
+    """
+    n = values.shape[axis]
+    mean = values.mean(axis=axis)
+    if n < 3:
+        return mean, np.full_like(mean, np.nan)
+    sem = values.std(axis=axis, ddof=1) / np.sqrt(n)
+    return mean, sem * stats.t.ppf(0.5 + LEVEL / 2, df=n - 1)

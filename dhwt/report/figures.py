@@ -1,7 +1,7 @@
 """Figures people would rather look at than read: pair closeness and accuracy over training.
 
-Every curve is the mean over ensemble members with a 95% Student-t band (dhwt.analysis.closeness
-.mean_ci). Figures are written atomically (temp file, then rename) as PNG, through matplotlib's
+Every curve is the mean over ensemble members with a 95% Student-t band (dhwt.analysis.intervals
+.mean_band; no band with fewer than 3 members; a cosine's band clipped to [-1, 1]). Figures are written atomically (temp file, then rename) as PNG, through matplotlib's
 object API with the Agg canvas, so no global backend is switched in the caller's process.
 """
 
@@ -17,7 +17,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
-from dhwt.analysis.closeness import Closeness, mean_ci
+from dhwt.analysis.closeness import Closeness
+from dhwt.analysis.intervals import mean_band
 
 MEASURE_LABELS = {
     "raw": "Euclidean distance",
@@ -57,10 +58,18 @@ def _compact(value: float, _position: int | None = None) -> str:
     return f"{value:g}"
 
 
-def _band(ax: Axes, x: np.ndarray, values: np.ndarray, label: str) -> None:
-    mean, half = mean_ci(values, axis=1)
+def _band(ax: Axes, x: np.ndarray, values: np.ndarray, label: str,
+          bounds: tuple[float, float] | None = None) -> None:
+    """The mean over seeds with its 95% t band (none with fewer than 3 seeds), clipped to
+    `bounds` (a cosine's [-1, 1])."""
+    mean, half = mean_band(values, axis=1)
     (line,) = ax.plot(x, mean, label=label, lw=1.4)
-    ax.fill_between(x, mean - half, mean + half, color=line.get_color(), alpha=0.2, lw=0)
+    if np.isnan(half).all():
+        return
+    low, high = mean - half, mean + half
+    if bounds is not None:
+        low, high = np.clip(low, *bounds), np.clip(high, *bounds)
+    ax.fill_between(x, low, high, color=line.get_color(), alpha=0.2, lw=0)
 
 
 def closeness_figure(
@@ -80,7 +89,8 @@ def closeness_figure(
         values = getattr(closeness, measure)
         for p, pair in enumerate(closeness.pairs):
             label = (pair_labels or {}).get(pair, f"{pair[0]}-{pair[1]}")
-            _band(ax, closeness.steps, values[:, :, p], label)
+            _band(ax, closeness.steps, values[:, :, p], label,
+                  (-1.0, 1.0) if measure == "cosine" else None)
         ax.set_title(title, fontsize=10)
         step_axis(ax)
         ax.grid(alpha=0.3)

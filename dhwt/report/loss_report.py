@@ -9,7 +9,7 @@ import math
 from collections.abc import Mapping
 from pathlib import Path
 
-from dhwt.analysis.closeness import mean_ci
+from dhwt.analysis.intervals import summarise
 from dhwt.report.figures import metric_figure
 from dhwt.report.runs_report import _curve
 from dhwt.runs import layout
@@ -23,7 +23,8 @@ def loss_lines(runs: Mapping[str, Path], out: Path) -> list[str]:
     """Write out/figures/loss_SPLIT.png and accuracy_SPLIT.png; return the markdown section:
     per run, the last evaluation of each split (test perplexity once the run has finished)."""
     records = {name: read_metrics(Path(run) / layout.METRICS) for name, run in runs.items()}
-    lines = ["## Loss (mean ± 95% CI over members, last evaluation)", "",
+    lines = ["## Loss (last evaluation; over members: mean ± 95% t-interval, median [quartiles] "
+             "where bimodal, the values where fewer than 3; dhwt.analysis.intervals)", "",
              "| run | split | step | cross-entropy (nats) | perplexity | accuracy |",
              "|---|---|---|---|---|---|"]
     for name, rows in records.items():
@@ -31,10 +32,10 @@ def loss_lines(runs: Mapping[str, Path], out: Path) -> list[str]:
             if not any(r["split"] == split for r in rows):
                 continue
             steps, losses = _curve(rows, split, "loss")
-            loss, half = mean_ci(losses[-1:], axis=1)
-            acc, acc_half = mean_ci(_curve(rows, split, "accuracy")[1][-1:], axis=1)
-            lines.append(f"| {name} | {split} | {steps[-1]} | {loss[0]:.4f} ± {half[0]:.4f} | "
-                         f"{math.exp(loss[0]):.2f} | {acc[0]:.4f} ± {acc_half[0]:.4f} |")
+            loss = summarise(losses[-1])
+            accuracy = summarise(_curve(rows, split, "accuracy")[1][-1])
+            lines.append(f"| {name} | {split} | {steps[-1]} | {loss.text(4)} | "
+                         f"{math.exp(loss.centre):.2f} | {accuracy.text(4)} |")
     figures = []
     for split in CURVES:
         curves = {name: _curve(r, split, "loss") for name, r in records.items()

@@ -3,8 +3,11 @@ accuracy against the Bayes optimum, and a table of final values, all read from d
 writes one for its runs; `dhwt analyze` for any run directories given.
 
 Panels: a run that was tied at every snapshot has one matrix ("tied"); any other run has an
-input and an output panel (before an untie the two coincide). Values are mean +- 95% CI over the
-ensemble members (seeds).
+input and an output panel (before an untie the two coincide). Values over the ensemble members
+(seeds) are summarised as fits them (dhwt.analysis.intervals): mean ± 95% t-interval where
+plausibly unimodal, median and quartiles where the seeds split between the plateau and a learned
+fit (or fail the bimodality screen), the values themselves where fewer than 3; plateau escape
+is a count with its exact interval.
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from dhwt.analysis.closeness import Closeness, mean_ci, pair_closeness
+from dhwt.analysis.closeness import Closeness, pair_closeness
+from dhwt.analysis.intervals import count_text, summarise
 from dhwt.analysis.population import run_population_fit
 from dhwt.runs.snapshots import read_run
 from dhwt.report.figures import closeness_figure, metric_figure
@@ -50,6 +54,7 @@ def write_runs_report(
     labels = {p: f"{p[0]}-{p[1]} ({_kind(relation, p)})" for p in pairs}
 
     panels: list[tuple[str, Closeness]] = []
+    panel_runs: list[str] = []  # the run of each panel
     curves: dict[str, dict[str, tuple[np.ndarray, np.ndarray]]] = {"accuracy": {}, "loss": {}}
     for name, run_dir in runs.items():
         snapshots = read_run(run_dir)
@@ -57,6 +62,7 @@ def write_runs_report(
         for side in sides:
             panel = f"{name}: tied matrix" if len(sides) == 1 else f"{name}: {side}"
             panels.append((panel, pair_closeness(snapshots, side, pairs, baseline)))
+            panel_runs.append(name)
         records = read_metrics(run_dir / layout.METRICS)
         for metric in curves:
             curves[metric][name] = _curve(records, EVAL_SPLIT, metric)
@@ -79,23 +85,28 @@ def write_runs_report(
         f"{truth.bayes_cross_entropy:.4f} nats); always predicting the most frequent target gives "
         f"{truth.marginal_accuracy:.4f}.",
         "",
-        "## Final fit (mean ± 95% CI over seeds)",
+        "## Final fit",
         "",
         "Exact, over every context of the language weighted by its probability, at each run's "
         "newest checkpoint (dhwt.analysis.population): no sampling noise. `off plateau` counts "
-        "the seeds whose excess is below half the unigram baseline's.",
+        "the seeds whose excess is below half the unigram baseline's, with its exact 95% "
+        "(Clopper-Pearson) interval. Where a run's seeds split between the plateau and a "
+        "learned fit, the outcome is bimodal and is given as the median [quartiles]; else as "
+        "mean ± 95% t-interval (3 or more seeds; fewer: the values).",
         "",
         "| run | step | cross-entropy (nats) | excess over Bayes | expected accuracy | "
         "off plateau |",
         "|---|---|---|---|---|---|",
     ]
     plateau = truth.marginal_entropy - truth.bayes_cross_entropy
+    split: dict[str, bool] = {}  # name -> its seeds split between plateau and learned
     for name, run_dir in runs.items():
         fit = run_population_fit(run_dir, task)
-        learned = int((fit.excess < plateau / 2).sum())
-        lines.append(f"| {name} | {fit.step} | {_fmt(fit.cross_entropy[None])} | "
-                     f"{_fmt(fit.excess[None])} | {_fmt(fit.accuracy[None])} | "
-                     f"{learned} of {len(fit.seeds)} |")
+        learned, n = int((fit.excess < plateau / 2).sum()), len(fit.seeds)
+        split[name] = 0 < learned < n
+        cells = [summarise(v, bimodal=split[name] or None).text()
+                 for v in (fit.cross_entropy, fit.excess, fit.accuracy)]
+        lines.append(f"| {name} | {fit.step} | {' | '.join(cells)} | {count_text(learned, n)} |")
     lines += [
         "",
         f"Bayes optimum: cross-entropy {truth.bayes_cross_entropy:.4f} nats, accuracy "
@@ -104,7 +115,7 @@ def write_runs_report(
     ]
     lines += [
         "",
-        "## Final closeness of the tracked pairs (mean ± 95% CI over seeds)",
+        "## Final closeness of the tracked pairs (summarised over seeds as the fit above)",
         "",
         "Normalised distance = raw Euclidean distance / mean distance of the baseline pairs "
         f"({', '.join(f'{a}-{b}' for a, b in baseline)}: symbols of different classes that are "
@@ -113,9 +124,11 @@ def write_runs_report(
         "| panel | pair | relation | raw distance | normalised | cosine |",
         "|---|---|---|---|---|---|",
     ]
-    for title, c in panels:
+    for (title, c), name in zip(panels, panel_runs):
         for p, pair in enumerate(c.pairs):
-            cells = [_fmt(getattr(c, m)[-1:, :, p]) for m in ("raw", "normalised", "cosine")]
+            cells = [summarise(getattr(c, m)[-1, :, p], bimodal=split[name] or None,
+                               bounds=(-1, 1) if m == "cosine" else (0, np.inf)).text()
+                     for m in ("raw", "normalised", "cosine")]
             lines.append(f"| {title} | {pair[0]}-{pair[1]} | {_kind(relation, pair)} | "
                          + " | ".join(cells) + " |")
     lines += [
@@ -169,6 +182,3 @@ def _kind(relation: dict, pair: tuple[str, str]) -> str:
     return r.kind if r is not None else "?"
 
 
-def _fmt(values: np.ndarray) -> str:
-    mean, half = mean_ci(values, axis=1)
-    return f"{mean[0]:.3f} ± {half[0]:.3f}"

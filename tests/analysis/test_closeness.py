@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from dhwt.analysis.closeness import mean_ci, pair_closeness
+from dhwt.analysis.closeness import pair_closeness
 from dhwt.runs.snapshots import read_run
 from dhwt.errors import DhwtError
 
@@ -41,15 +41,6 @@ def test_distances_cosines_and_baseline_by_hand(tmp_path):
     out = pair_closeness(snaps, "output", [("a", "b")], baseline_pairs=[("a", "b")])
     np.testing.assert_allclose(out.raw[1, :, 0], [10, 5])
     np.testing.assert_allclose(out.normalised, 1.0)
-
-
-def test_mean_ci_matches_textbook_t_quantile():
-    values = np.array([[1.0, 2.0, 3.0, 4.0, 5.0]])  # one snapshot, five members
-    mean, half = mean_ci(values, axis=1)
-    # t(0.975, df=4) = 2.776 from printed tables; sd = sqrt(2.5)
-    assert mean[0] == pytest.approx(3.0)
-    assert half[0] == pytest.approx(2.776 * np.sqrt(2.5) / np.sqrt(5), rel=1e-3)
-    assert mean_ci(values[:, :1], axis=1)[1][0] == 0.0
 
 
 def test_bad_requests_are_user_errors(tmp_path):

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dhwt.analysis.intervals import BIMODAL, bimodality, clopper_pearson, count_text, summarise
+from dhwt.analysis.intervals import (BIMODAL, bimodality, clopper_pearson, count_text, mean_band,
+                                     summarise)
 
 
 @pytest.mark.parametrize("k, n", [(0, 5), (1, 5), (2, 20), (10, 40), (40, 40)])
@@ -75,3 +76,12 @@ def test_cosine_intervals_stay_in_range():
     s = summarise([0.999, 0.90, 0.999, 0.97], bimodal=False, bounds=(-1, 1))
     assert s.high == 1.0 and s.low >= -1.0
     assert "±" not in s.text()
+
+
+def test_mean_band_matches_textbook_t_quantile():
+    values = np.array([[1.0, 2.0, 3.0, 4.0, 5.0]])  # one snapshot, five members
+    mean, half = mean_band(values, axis=1)
+    # t(0.975, df=4) = 2.776 from printed tables; sd = sqrt(2.5)
+    assert mean[0] == pytest.approx(3.0)
+    assert half[0] == pytest.approx(2.776 * np.sqrt(2.5) / np.sqrt(5), rel=1e-3)
+    assert np.isnan(mean_band(values[:, :2], axis=1)[1][0])  # no band from 2 members
