@@ -32,13 +32,15 @@ SPLIT = "population"
 @dataclass(frozen=True)
 class Escapes:
     """Per member (seed order as recorded): `step` the escape step, or the censoring step
-    (last recorded) where `escaped` is False; `final_off` off the plateau at the last step."""
+    (`last`, the last recorded step) where `escaped` is False; `final_off` off the plateau at
+    the last step."""
 
     seeds: tuple[int, ...]
     step: np.ndarray
     escaped: np.ndarray
     final_off: np.ndarray
     threshold: float
+    last: int
 
 
 def threshold(truth) -> float:
@@ -78,7 +80,7 @@ def escapes(records: list[dict], truth) -> Escapes:
     escaped = off.any(axis=0)
     first = np.where(escaped, off.argmax(axis=0), len(steps) - 1)
     return Escapes(tuple(seeds[m] for m in members), np.array(steps)[first], escaped,
-                   off[-1], cut)
+                   off[-1], cut, steps[-1])
 
 
 def _censored(e: Escapes) -> stats.CensoredData:
@@ -92,7 +94,7 @@ def kaplan_meier(e: Escapes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nda
 
     Examples:
         >>> e = Escapes((1, 2, 3, 4, 5), np.array([1, 2, 2, 3, 4]),
-        ...             np.array([True, True, False, True, False]), np.zeros(5, bool), 0.0)
+        ...             np.array([True, True, False, True, False]), np.zeros(5, bool), 0.0, 4)
         >>> kaplan_meier(e)[1].round(3).tolist()  # 4/5, then x 3/4, then x 1/2
         [0.8, 0.6, 0.3, 0.3]
     """

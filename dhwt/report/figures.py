@@ -122,3 +122,32 @@ def metric_figure(
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
     return save(fig, path)
+
+
+def survival_figure(
+    curves: Mapping[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
+    path: str | Path,
+    horizon: float,
+    events: Mapping[str, Sequence[int]] | None = None,
+) -> Path:
+    """Kaplan-Meier curves, one per run: name -> (steps, survival, low, high) from
+    dhwt.analysis.escape.kaplan_meier, drawn as steps from 1 at step 0 to `horizon`, with the
+    95% band; `events` (name -> steps) marks tie switches as dotted verticals."""
+    fig = new_figure(6, 3.8)
+    ax = fig.subplots()
+    styles = ("-", "--", "-.", ":")
+    for i, (name, (steps, survival, low, high)) in enumerate(curves.items()):
+        x = np.r_[0, steps, horizon]
+        (line,) = ax.step(x, np.r_[1, survival, survival[-1]], where="post", label=name,
+                          lw=1.6, ls=styles[i % len(styles)])
+        ax.fill_between(x, np.r_[1, low, low[-1]], np.r_[1, high, high[-1]], step="post",
+                        color=line.get_color(), alpha=0.15, lw=0)
+        for step in (events or {}).get(name, ()):
+            ax.axvline(step, color=line.get_color(), ls=":", lw=1)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlim(0, horizon)
+    ax.set_ylabel("share still on the plateau")
+    step_axis(ax)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, title="Kaplan-Meier, 95% band (log-log)", title_fontsize=8)
+    return save(fig, path)

@@ -19,10 +19,12 @@ from pathlib import Path
 import numpy as np
 
 from dhwt.analysis.closeness import Closeness, pair_closeness
+from dhwt.analysis.escape import SPLIT as POPULATION, escapes, kaplan_meier, logrank
 from dhwt.analysis.intervals import count_text, summarise
 from dhwt.analysis.population import run_population_fit
 from dhwt.runs.snapshots import read_run
-from dhwt.report.figures import closeness_figure, metric_figure
+from dhwt.report.figures import closeness_figure, metric_figure, survival_figure
+from dhwt.runs import load_run
 from dhwt.runs import layout
 from dhwt.directories import atomic_write_bytes
 from dhwt.runs.metrics import read_metrics
@@ -55,6 +57,7 @@ def write_runs_report(
 
     panels: list[tuple[str, Closeness]] = []
     panel_runs: list[str] = []  # the run of each panel
+    records: dict[str, list[dict]] = {}
     curves: dict[str, dict[str, tuple[np.ndarray, np.ndarray]]] = {"accuracy": {}, "loss": {}}
     for name, run_dir in runs.items():
         snapshots = read_run(run_dir)
@@ -63,9 +66,9 @@ def write_runs_report(
             panel = f"{name}: tied matrix" if len(sides) == 1 else f"{name}: {side}"
             panels.append((panel, pair_closeness(snapshots, side, pairs, baseline)))
             panel_runs.append(name)
-        records = read_metrics(run_dir / layout.METRICS)
+        records[name] = read_metrics(run_dir / layout.METRICS)
         for metric in curves:
-            curves[metric][name] = _curve(records, EVAL_SPLIT, metric)
+            curves[metric][name] = _curve(records[name], EVAL_SPLIT, metric)
 
     more = list(extra()) if extra is not None else []
     figures = out / layout.FIGURES
@@ -100,9 +103,11 @@ def write_runs_report(
     ]
     plateau = truth.marginal_entropy - truth.bayes_cross_entropy
     split: dict[str, bool] = {}  # name -> its seeds split between plateau and learned
+    off: dict[str, np.ndarray] = {}  # name -> (S,) off the plateau at the end
     for name, run_dir in runs.items():
         fit = run_population_fit(run_dir, task)
-        learned, n = int((fit.excess < plateau / 2).sum()), len(fit.seeds)
+        off[name] = fit.excess < plateau / 2
+        learned, n = int(off[name].sum()), len(fit.seeds)
         split[name] = 0 < learned < n
         cells = [summarise(v, bimodal=split[name] or None).text()
                  for v in (fit.cross_entropy, fit.excess, fit.accuracy)]
@@ -121,16 +126,13 @@ def write_runs_report(
         f"({', '.join(f'{a}-{b}' for a, b in baseline)}: symbols of different classes that are "
         "predicted somewhere) in the same matrix and snapshot.",
         "",
-        "| panel | pair | relation | raw distance | normalised | cosine |",
-        "|---|---|---|---|---|---|",
+        *_closeness_rows(panels, panel_runs, relation, split),
     ]
-    for (title, c), name in zip(panels, panel_runs):
-        for p, pair in enumerate(c.pairs):
-            cells = [summarise(getattr(c, m)[-1, :, p], bimodal=split[name] or None,
-                               bounds=(-1, 1) if m == "cosine" else (0, np.inf)).text()
-                     for m in ("raw", "normalised", "cosine")]
-            lines.append(f"| {title} | {pair[0]}-{pair[1]} | {_kind(relation, pair)} | "
-                         + " | ".join(cells) + " |")
+    if any(split.values()):
+        lines += ["", "Over the seeds off the plateau at the end only (the picture of models "
+                  "that learned; runs with none are left out):", "",
+                  *_closeness_rows(panels, panel_runs, relation, split, off)]
+    lines += _escape_lines(runs, records, truth, figures)
     lines += [
         "",
         f"![closeness ({measure})](figures/closeness.png)",
@@ -175,6 +177,66 @@ def _curve(records: list[dict], split: str, metric: str) -> tuple[np.ndarray, np
     for r in rows:
         table[at[r["step"]], members.index(r["member"])] = r[metric]
     return np.array(steps), table
+
+
+def _closeness_rows(panels, panel_runs, relation, split, off=None) -> list[str]:
+    """The closeness table at the last snapshot, over every seed or (`off`: name -> (S,) bool)
+    only the seeds off the plateau."""
+    rows = ["| panel | pair | relation | raw distance | normalised | cosine |",
+            "|---|---|---|---|---|---|"]
+    for (title, c), name in zip(panels, panel_runs):
+        keep = slice(None) if off is None else off[name]
+        if off is not None and not keep.any():
+            continue
+        for p, pair in enumerate(c.pairs):
+            cells = [summarise(getattr(c, m)[-1, keep, p],
+                               bimodal=None if off is not None else split[name] or None,
+                               bounds=(-1, 1) if m == "cosine" else (0, np.inf)).text()
+                     for m in ("raw", "normalised", "cosine")]
+            rows.append(f"| {title} | {pair[0]}-{pair[1]} | {_kind(relation, pair)} | "
+                        + " | ".join(cells) + " |")
+    return rows
+
+
+def _escape_lines(runs: Mapping[str, Path], records: Mapping[str, list[dict]], truth,
+                  figures: Path) -> list[str]:
+    """The plateau escape section (dhwt.analysis.escape) of runs that recorded the exact
+    population fit during training; nothing for runs that did not."""
+    found = {name: escapes(rows, truth) for name, rows in records.items()
+             if any(r["split"] == POPULATION for r in rows)}
+    if not found:
+        return []
+    horizon = max(e.last for e in found.values())
+    events = {name: [ev.step for ev in load_run(runs[name]).config.tying.tie_schedule.events]
+              for name in found}
+    survival_figure({name: kaplan_meier(e) for name, e in found.items()},
+                    figures / "survival.png", horizon, events)
+    lines = ["", "## Leaving the plateau", "",
+             "From the exact population cross-entropy recorded during training "
+             "(record.population_every): a seed has left the plateau at the first recorded step "
+             f"where its cross-entropy is below {found[next(iter(found))].threshold:.4f} nats, "
+             "midway between the plateau (the target marginal's entropy) and the Bayes optimum "
+             "(dhwt.analysis.escape); one that never does is censored at its last step. Counts "
+             "with exact 95% intervals; escape steps of the seeds that left as median "
+             "[quartiles] (the values where fewer than 3).", "",
+             "| run | left by its last step | escape steps | off the plateau at the end |",
+             "|---|---|---|---|"]
+    for name, e in found.items():
+        left = e.step[e.escaped]
+        steps = summarise(left, bimodal=True).text(0) if len(left) else "-"
+        lines.append(f"| {name} (to step {e.last}) | "
+                     f"{count_text(int(e.escaped.sum()), len(e.seeds))} | {steps} | "
+                     f"{count_text(int(e.final_off.sum()), len(e.seeds))} |")
+    first, *others = found
+    if others:
+        lines += ["", f"Log-rank test against {first} (two-sided; z > 0: the run leaves the "
+                  "plateau faster):", "", "| run | z | p |", "|---|---|---|"]
+        for name in others:
+            z, p = logrank(found[name], found[first])
+            lines.append(f"| {name} | no escape in either run | - |" if np.isnan(z)
+                         else f"| {name} | {z:+.2f} | {p:.3g} |")
+    lines += ["", "![share still on the plateau](figures/survival.png)"]
+    return lines
 
 
 def _kind(relation: dict, pair: tuple[str, str]) -> str:

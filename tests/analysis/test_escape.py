@@ -37,7 +37,8 @@ def textbook_logrank(a_t, a_e, b_t, b_e):
 
 def arm(times, events):
     times, events = np.asarray(times), np.asarray(events, bool)
-    return Escapes(tuple(range(len(times))), times, events, np.zeros(len(times), bool), 0.0)
+    return Escapes(tuple(range(len(times))), times, events, np.zeros(len(times), bool), 0.0,
+                   int(times.max()))
 
 
 def test_kaplan_meier_is_the_product_limit():
@@ -78,7 +79,7 @@ def test_escapes_reads_the_first_crossing_and_censors_the_rest():
     assert e.seeds == (50, 51, 52)
     assert e.step.tolist() == [2000, 4000, 1000]
     assert e.escaped.tolist() == [True, False, True]
-    assert e.final_off.tolist() == [True, False, True]
+    assert e.final_off.tolist() == [True, False, True] and e.last == 4000
 
 
 def test_escapes_needs_population_lines():
