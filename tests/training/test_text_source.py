@@ -183,3 +183,12 @@ def test_the_wikitext_experiment_files_load_with_the_reference_settings():
     cadence = {"init_from", "steps", "eval_every", "snapshot_every", "checkpoint_every"}
     assert ({k: v for k, v in longer.to_dict().items() if k not in cadence}
             == {k: v for k, v in runs["exp2"].to_dict().items() if k not in cadence})
+
+
+def test_population_every_is_refused_on_text(corpus, tmp_path, cli):
+    (tmp_path / "pop.toml").write_text("population_every = 2\n")
+    code, out, err = cli(["train", "--corpus", str(corpus), "--tokenizer", "word", "--seq-len",
+                          "5", *MODEL, "--config", tmp_path / "pop.toml",
+                          "--out", tmp_path / "run"])
+    assert code == 2 and "population_every needs a synthetic language" in err, err
+    assert not (tmp_path / "run").exists()
