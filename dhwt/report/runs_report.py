@@ -29,6 +29,7 @@ from dhwt.runs import layout
 from dhwt.directories import atomic_write_bytes
 from dhwt.runs.metrics import read_metrics
 
+ESCAPE_TABLE = "escape.csv"  # per run and seed: escape step (empty if censored), last step
 EVAL_SPLIT = "train"  # the fixed evaluation set over the training strings (see dhwt.training)
 
 
@@ -211,6 +212,11 @@ def _escape_lines(runs: Mapping[str, Path], records: Mapping[str, list[dict]], t
               for name in found}
     survival_figure({name: kaplan_meier(e) for name, e in found.items()},
                     figures / "survival.png", horizon, events)
+    table = ["run,seed,escape_step,last_step,off_at_end"]  # escape_step empty: censored
+    table += [f"{name},{seed},{step if left else ''},{e.last},{int(end)}"
+              for name, e in found.items()
+              for seed, step, left, end in zip(e.seeds, e.step, e.escaped, e.final_off)]
+    atomic_write_bytes(figures.parent / ESCAPE_TABLE, ("\n".join(table) + "\n").encode())
     lines = ["", "## Leaving the plateau", "",
              "From the exact population cross-entropy recorded during training "
              "(record.population_every): a seed has left the plateau at the first recorded step "
@@ -218,7 +224,8 @@ def _escape_lines(runs: Mapping[str, Path], records: Mapping[str, list[dict]], t
              "midway between the plateau (the target marginal's entropy) and the Bayes optimum "
              "(dhwt.analysis.escape); one that never does is censored at its last step. Counts "
              "with exact 95% intervals; escape steps of the seeds that left as median "
-             "[quartiles] (the values where fewer than 3).", "",
+             f"[quartiles] (the values where fewer than 3); every seed's step in `{ESCAPE_TABLE}`.",
+             "",
              "| run | left by its last step | escape steps | off the plateau at the end |",
              "|---|---|---|---|"]
     for name, e in found.items():

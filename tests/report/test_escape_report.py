@@ -49,6 +49,12 @@ def test_the_plateau_section_counts_escapes_with_exact_intervals(runs, tmp_path,
         assert row.split(" | ")[1] == count_text(k, n)
     assert "Log-rank test against tied" in text and "| untied | no escape" not in text
     assert (tmp_path / "rep" / "figures" / "survival.png").stat().st_size > 0
+    table = (tmp_path / "rep" / "escape.csv").read_text().splitlines()
+    assert table[0] == "run,seed,escape_step,last_step,off_at_end" and len(table) == 13
+    for name in ("tied", "untied"):
+        rows = [x.split(",") for x in table[1:] if x.startswith(name + ",")]
+        assert [int(r[1]) for r in rows] == list(range(1, 7))
+        assert sum(r[2] != "" for r in rows) == escaped_by_hand(runs / name, truth)[0]
     final = text[text.index("## Final fit"):text.index("## Final closeness")]
     for row in (x for x in final.splitlines() if x.startswith(("| tied |", "| untied |"))):
         assert "exact 95% CI" in row.split(" | ")[-1]  # escape: a count, never mean ± t
