@@ -88,8 +88,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "exor"
-        write_dataset(load_language("parity"), data, valid_fraction=0.1, test_fraction=0.01,
-                      seed=14)
+        write_dataset(load_language("parity", {"strings": "paper"}), data)
         steps = {}
         for arch in ARCHITECTURES:
             steps[("model", arch)] = model_step(arch)
