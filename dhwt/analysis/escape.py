@@ -89,8 +89,8 @@ def _censored(e: Escapes) -> stats.CensoredData:
 
 def kaplan_meier(e: Escapes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(steps, survival, low, high): the Kaplan-Meier estimate of P(still on the plateau after
-    step t) at each distinct recorded time, with its 95% log-log band (Greenwood). No escape:
-    survival 1 throughout.
+    step t) at each distinct recorded time, with its 95% log-log band (Greenwood; none where
+    the survival is 0, where the band is undefined). No escape: survival 1 throughout.
 
     Examples:
         >>> e = Escapes((1, 2, 3, 4, 5), np.array([1, 2, 2, 3, 4]),
@@ -103,11 +103,13 @@ def kaplan_meier(e: Escapes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nda
         ones = np.ones(len(steps))
         return steps, ones, ones, ones
     sf = stats.ecdf(_censored(e)).sf
-    with warnings.catch_warnings():  # undefined where survival is 0 or 1: filled below
+    with warnings.catch_warnings():  # undefined where survival is 0 or 1: no band there
         warnings.simplefilter("ignore", RuntimeWarning)
         band = sf.confidence_interval(method="log-log")
-    return (sf.quantiles, sf.probabilities, np.nan_to_num(band.low.probabilities, nan=0.0),
-            np.nan_to_num(band.high.probabilities, nan=1.0))
+    survival = sf.probabilities
+    low, high = band.low.probabilities, band.high.probabilities
+    return (sf.quantiles, survival, np.where(np.isnan(low), survival, low),
+            np.where(np.isnan(high), survival, high))
 
 
 def logrank(a: Escapes, b: Escapes) -> tuple[float, float]:

@@ -210,8 +210,10 @@ def _escape_lines(runs: Mapping[str, Path], records: Mapping[str, list[dict]], t
     horizon = max(e.last for e in found.values())
     events = {name: [ev.step for ev in load_run(runs[name]).config.tying.tie_schedule.events]
               for name in found}
-    survival_figure({name: kaplan_meier(e) for name, e in found.items()},
-                    figures / "survival.png", horizon, events)
+    label = {name: f"{name} ({len(e.seeds)} seeds)" for name, e in found.items()}
+    survival_figure({label[name]: kaplan_meier(e) for name, e in found.items()},
+                    figures / "survival.png", horizon,
+                    {label[name]: steps for name, steps in events.items()})
     table = ["run,seed,escape_step,last_step,off_at_end"]  # escape_step empty: censored
     table += [f"{name},{seed},{step if left else ''},{e.last},{int(end)}"
               for name, e in found.items()
