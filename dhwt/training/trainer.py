@@ -71,6 +71,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from dhwt.analysis.population import population_fit
 from dhwt.config.run import TrainConfig
 from dhwt.directories import atomic_write_bytes
 from dhwt.errors import DhwtError, Interrupted
@@ -80,7 +81,6 @@ from dhwt.models.init import member_generator
 from dhwt.runs import layout
 from dhwt.runs.checkpoints import (checkpoint_path, checkpoint_step, common_step,
                                    latest_checkpoint, remove_stray_temporaries, save_checkpoint)
-from dhwt.analysis.population import population_fit
 from dhwt.runs.metrics import MetricsWriter, truncate_metrics
 from dhwt.runs.snapshots import remove_snapshots_after, save_snapshot
 from dhwt.training import state
@@ -294,7 +294,7 @@ class Trainer:
         """Metric lines for the current step, per run: per member, the deterministic "train" and
         "valid" evaluation batches ("test" too at the last step) and "train_fresh", a fresh training
         batch from the member's draw stream (new variants and masks; the yardstick against the
-        Bayes optimum). Each batch is evaluated in chunks of `eval_rows` sequences, so logit
+        Bayes optimum); "population" where record.population_every asks for it. Each batch is evaluated in chunks of `eval_rows` sequences, so logit
         memory stays bounded (dhwt.training.ensemble.EVAL_BYTES) on whole text splits."""
         self.model.eval()
         try:
@@ -304,26 +304,23 @@ class Trainer:
             emb = self.model.embeddings
             gap, tied, lr = emb.gap().tolist(), emb.tied_members, self.lr.lr_at(self.step)
             lines: list[list[dict[str, object]]] = [[] for _ in self.runs]
-            for split, batch in batches.items():
-                loss, accuracy = map(self.parallel.sum,
-                                     chunked_metrics(self.model, batch, self.eval_rows))
-                self._guard(loss, f"{split} loss")
+
+            def add(split: str, loss, accuracy) -> None:
                 for run, run_lines in zip(self.runs, lines):
                     for member, (i, seed) in enumerate(zip(run.rows, run.config.members.seeds)):
                         run_lines.append({
                             "step": self.step, "member": member, "seed": seed, "split": split,
                             "loss": float(loss[i]), "accuracy": float(accuracy[i]), "lr": lr,
                             "tied": tied[i], "gap": gap[i]})
+
+            for split, batch in batches.items():
+                loss, accuracy = map(self.parallel.sum,
+                                     chunked_metrics(self.model, batch, self.eval_rows))
+                self._guard(loss, f"{split} loss")
+                add(split, loss, accuracy)
             every = self.config.record.population_every
             if every and (self.step % every == 0 or self.step == self.config.optim.steps):
-                cross_entropy, accuracy = population_fit(self.model, self.task.truth)
-                for run, run_lines in zip(self.runs, lines):
-                    for member, (i, seed) in enumerate(zip(run.rows, run.config.members.seeds)):
-                        run_lines.append({
-                            "step": self.step, "member": member, "seed": seed,
-                            "split": "population", "loss": float(cross_entropy[i]),
-                            "accuracy": float(accuracy[i]), "lr": lr, "tied": tied[i],
-                            "gap": gap[i]})
+                add("population", *population_fit(self.model, self.task.truth))
             return lines
         finally:
             self.model.train()
