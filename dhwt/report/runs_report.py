@@ -24,8 +24,7 @@ from dhwt.analysis.intervals import count_text, summarise
 from dhwt.analysis.population import run_population_fit
 from dhwt.runs.snapshots import read_run
 from dhwt.report.figures import closeness_figure, metric_figure, survival_figure
-from dhwt.runs import load_run
-from dhwt.runs import layout
+from dhwt.runs import layout, load_run
 from dhwt.directories import atomic_write_bytes
 from dhwt.runs.metrics import read_metrics
 
