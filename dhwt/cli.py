@@ -97,6 +97,7 @@ def synth_cmd(grammar: str, assignments: tuple[str, ...], out: str | None,
     Examples:
       dhwt synth --grammar parity                         # the paper's EXor: summary only
       dhwt synth --grammar parity --out data/parity
+      dhwt synth --grammar parity --set strings=paper     # the authors' 127 strings, 114/12/1
       dhwt synth --grammar parity --set n_bits=5 --set classes.1.skew=0.8 --out data/p5
       dhwt synth --grammar my_grammar.toml --out data/mine --overwrite
     """
