@@ -21,7 +21,7 @@ import torch
 
 from dhwt.errors import DhwtError
 
-CHUNK = 2**14  # contexts x members per forward pass (bounds the logits' memory)
+CHUNK = 2**13  # contexts x members per forward pass: small passes stay in cache
 
 
 @dataclass(frozen=True)

@@ -38,8 +38,8 @@ def format_summary(language: Language, truths: dict[str, GroundTruth],
     if language.split is not None:
         sizes = ", ".join(f"{name} {int((language.split == i).sum())}"
                           for i, name in enumerate(SPLITS))
-        lines.insert(3, f"  split fixed by the language: {sizes} (the split options do not "
-                        "apply)")
+        lines.insert(-1, f"  split fixed by the language: {sizes} (the split options do not "
+                         "apply)")
     width = max(len(c.name) for c in language.classes)
     for cls in language.classes:
         variants = "  ".join(f"{v}: {p:.4g}" for v, p in zip(cls.variants, cls.probs))
