@@ -183,3 +183,21 @@ def test_a_built_in_grammar_name_is_not_shadowed_by_a_folder_beside_the_study(tm
     spec.write_text("family = 'parity'\nn_bits = 3\n")
     study = load_study(write(tmp_path, STUDY.replace('"parity"', '"mine.toml"')))
     assert study.data["grammar"] == str(spec.resolve())  # a path beside the file still resolves
+
+
+def test_a_study_on_the_authors_strings_keeps_their_split_and_records_escapes(tmp_path):
+    """set = { strings = "paper" }: the dataset holds the authors' split; with
+    population_every the report has the plateau section. A split option beside it is refused
+    before anything is trained."""
+    text = (STUDY.replace("set = { n_bits = 3 }\nvalid_fraction = 0.25",
+                          "set = { n_bits = 4, strings = \"paper\" }")
+            .replace("eval_every = 10", "eval_every = 10\npopulation_every = 10"))
+    out = tmp_path / "out"
+    report = run_study(load_study(write(tmp_path, text)), out).read_text()
+    split = np.load(out / "data" / "strings.npz")["split"]
+    assert np.bincount(split, minlength=3).tolist() == [13, 1, 1]  # int(0.9 * 15), int(1.5)
+    assert "## Leaving the plateau" in report and (out / "escape.csv").is_file()
+    refused = text.replace('strings = "paper" }', 'strings = "paper" }\nvalid_fraction = 0.25')
+    with pytest.raises(DhwtError, match="fixes its own split"):
+        run_study(load_study(write(tmp_path, refused, "refused.toml")), tmp_path / "refused")
+    assert not (tmp_path / "refused" / "runs").exists()
