@@ -1,8 +1,10 @@
 """Figures people would rather look at than read: pair closeness and accuracy over training.
 
-Every curve is the mean over ensemble members with a 95% Student-t band (dhwt.analysis.intervals
-.mean_band; no band with fewer than 3 members; a cosine's band clipped to [-1, 1]). Figures are written atomically (temp file, then rename) as PNG, through matplotlib's
-object API with the Agg canvas, so no global backend is switched in the caller's process.
+Every curve over training is the mean over ensemble members with a 95% Student-t band
+(dhwt.analysis.intervals.mean_band; no band with fewer than 3 members; a cosine's band clipped to
+[-1, 1]); survival curves are Kaplan-Meier with their own band. Figures are written atomically
+(temp file, then rename) as PNG, through matplotlib's object API with the Agg canvas, so no
+global backend is switched in the caller's process.
 """
 
 from __future__ import annotations
