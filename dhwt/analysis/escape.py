@@ -26,6 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from dhwt.runs.metrics import metric_table
+
 SPLIT = "population"
 
 
@@ -62,25 +64,18 @@ def escapes(records: list[dict], truth) -> Escapes:
         >>> e.step.tolist(), e.escaped.tolist(), e.final_off.tolist()
         ([1000, 2000], [True, False], [False, False])
     """
-    rows = [r for r in records if r["split"] == SPLIT]
-    if not rows:
+    steps, loss = metric_table(records, SPLIT, "loss")
+    if not len(steps):
         raise ValueError("no exact population fit in these metrics; train with "
                          "record.population_every > 0")
-    members = sorted({r["member"] for r in rows})
-    steps = sorted({r["step"] for r in rows})
-    loss = np.full((len(steps), len(members)), np.nan)
-    seeds = {}
-    for r in rows:
-        loss[steps.index(r["step"]), members.index(r["member"])] = r["loss"]
-        seeds[r["member"]] = r["seed"]
     if np.isnan(loss).any():
         raise ValueError("population lines are missing for some member at some step")
+    seeds = dict(sorted((r["member"], r["seed"]) for r in records if r["split"] == SPLIT))
     cut = threshold(truth)
     off = loss < cut
     escaped = off.any(axis=0)
     first = np.where(escaped, off.argmax(axis=0), len(steps) - 1)
-    return Escapes(tuple(seeds[m] for m in members), np.array(steps)[first], escaped,
-                   off[-1], cut, steps[-1])
+    return Escapes(tuple(seeds.values()), steps[first], escaped, off[-1], cut, int(steps[-1]))
 
 
 def _censored(e: Escapes) -> stats.CensoredData:

@@ -11,9 +11,8 @@ from pathlib import Path
 
 from dhwt.analysis.intervals import summarise
 from dhwt.report.figures import metric_figure
-from dhwt.report.runs_report import _curve
 from dhwt.runs import layout
-from dhwt.runs.metrics import read_metrics
+from dhwt.runs.metrics import metric_table, read_metrics
 
 SPLITS = ("valid", "test", "train")  # rows of the table, one run's next to each other
 CURVES = ("valid", "train")  # figures: the trainer evaluates "test" at the last step only
@@ -31,18 +30,18 @@ def loss_lines(runs: Mapping[str, Path], out: Path) -> list[str]:
         for split in SPLITS:
             if not any(r["split"] == split for r in rows):
                 continue
-            steps, losses = _curve(rows, split, "loss")
+            steps, losses = metric_table(rows, split, "loss")
             loss = summarise(losses[-1])
-            accuracy = summarise(_curve(rows, split, "accuracy")[1][-1])
+            accuracy = summarise(metric_table(rows, split, "accuracy")[1][-1])
             lines.append(f"| {name} | {split} | {steps[-1]} | {loss.text(4)} | "
                          f"{math.exp(loss.centre):.2f} | {accuracy.text(4)} |")
     figures = []
     for split in CURVES:
-        curves = {name: _curve(r, split, "loss") for name, r in records.items()
+        curves = {name: metric_table(r, split, "loss") for name, r in records.items()
                   if any(x["split"] == split for x in r)}
         if not curves:
             continue
-        accuracy = {name: _curve(records[name], split, "accuracy") for name in curves}
+        accuracy = {name: metric_table(records[name], split, "accuracy") for name in curves}
         metric_figure(curves, out / layout.FIGURES / f"loss_{split}.png",
                       ylabel=f"cross-entropy, nats ({split} evaluation set)")
         metric_figure(accuracy, out / layout.FIGURES / f"accuracy_{split}.png",

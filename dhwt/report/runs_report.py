@@ -26,7 +26,7 @@ from dhwt.runs.snapshots import read_run
 from dhwt.report.figures import closeness_figure, metric_figure, survival_figure
 from dhwt.runs import layout, load_run
 from dhwt.directories import atomic_write_bytes
-from dhwt.runs.metrics import read_metrics
+from dhwt.runs.metrics import metric_table, read_metrics
 
 ESCAPE_TABLE = "escape.csv"  # per run and seed: escape step (empty if censored), last step
 EVAL_SPLIT = "train"  # the fixed evaluation set over the training strings (see dhwt.training)
@@ -68,7 +68,7 @@ def write_runs_report(
             panel_runs.append(name)
         records[name] = read_metrics(run_dir / layout.METRICS)
         for metric in curves:
-            curves[metric][name] = _curve(records[name], EVAL_SPLIT, metric)
+            curves[metric][name] = metric_table(records[name], EVAL_SPLIT, metric)
 
     more = list(extra()) if extra is not None else []
     figures = out / layout.FIGURES
@@ -165,18 +165,6 @@ def _baseline_pairs(language, truth) -> tuple[tuple[str, str], ...]:
     predicted = [(c.name, s) for c in language.classes for s in c.variants
                  if s not in truth.never_predicted]
     return tuple((a, b) for (ca, a), (cb, b) in itertools.combinations(predicted, 2) if ca != cb)
-
-
-def _curve(records: list[dict], split: str, metric: str) -> tuple[np.ndarray, np.ndarray]:
-    """(steps (T,), values (T, S)) of one split's metric from metrics.jsonl records."""
-    rows = [r for r in records if r["split"] == split]
-    steps = sorted({r["step"] for r in rows})
-    members = sorted({r["member"] for r in rows})
-    table = np.full((len(steps), len(members)), np.nan)
-    at = {s: i for i, s in enumerate(steps)}
-    for r in rows:
-        table[at[r["step"]], members.index(r["member"])] = r[metric]
-    return np.array(steps), table
 
 
 def _closeness_rows(panels, panel_runs, relation, split, off=None) -> list[str]:

@@ -10,8 +10,32 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+
 from dhwt.errors import DhwtError
 from dhwt.directories import atomic_write_bytes
+
+
+def metric_table(records: list[dict], split: str,
+                 metric: str) -> tuple[np.ndarray, np.ndarray]:
+    """(steps (T,), values (T, S)) of one split's metric from metrics records, members in
+    index order; nan where a member has no line at a step.
+
+    Examples:
+        >>> rows = [{"step": s, "member": m, "split": "train", "loss": s + m}
+        ...         for s in (0, 10) for m in (0, 1)]
+        >>> steps, table = metric_table(rows, "train", "loss")
+        >>> steps.tolist(), table.tolist()
+        ([0, 10], [[0.0, 1.0], [10.0, 11.0]])
+    """
+    rows = [r for r in records if r["split"] == split]
+    steps = sorted({r["step"] for r in rows})
+    members = {m: i for i, m in enumerate(sorted({r["member"] for r in rows}))}
+    table = np.full((len(steps), len(members)), np.nan)
+    at = {s: i for i, s in enumerate(steps)}
+    for r in rows:
+        table[at[r["step"]], members[r["member"]]] = r[metric]
+    return np.array(steps), table
 
 
 def read_metrics(path: Path) -> list[dict[str, object]]:
