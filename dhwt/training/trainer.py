@@ -319,7 +319,8 @@ class Trainer:
                 self._guard(loss, f"{split} loss")
                 add(split, loss, accuracy)
             every = self.config.record.population_every
-            if every and (self.step % every == 0 or self.step == self.config.optim.steps):
+            due = every and (self.step % every == 0 or self.step == self.config.optim.steps)
+            if due and self.parallel.writes:  # every process holds every member: one computes
                 add("population", *population_fit(self.model, self.task.truth))
             return lines
         finally:
