@@ -115,6 +115,24 @@ def load_language(name_or_path: str, overrides: dict[str, object] | None = None)
         dhwt.errors.DhwtError: 'skew' of class '1' is 2.0; it must be in [0, 1)
     """
     default_name, raw = read_spec(name_or_path)
+    return language_from_spec(raw, default_name, overrides)
+
+
+def language_from_spec(raw: dict, name: str, overrides: dict[str, object] | None = None
+                       ) -> Language:
+    """A language from a spec given as a table (a grammar TOML's content, e.g. one built in
+    code), named `name` unless the spec names itself; otherwise as load_language.
+
+    Examples:
+        >>> from dhwt.languages.language import language_from_spec
+        >>> spec = {"family": "automaton", "start": "s",
+        ...         "classes": {"c": {"variants": ["c"]}, "d": {"variants": ["d1", "d2"]}},
+        ...         "states": {"s": [{"emit": "c", "to": "end", "p": 0.5},
+        ...                          {"emit": "d", "to": "end", "p": 0.5}]}}
+        >>> language_from_spec(spec, "coin").symbols
+        ('c', 'd1', 'd2')
+    """
+    default_name = name
     overrides = overrides or {}
     spec = _described(raw, apply_overrides(raw, overrides), overrides)
     family = spec.get("family")

@@ -107,8 +107,8 @@ class EnsembleLM(nn.Module):
         lookup offsets."""
         c, members = self.config, self.members
         if c.final_norm:
-            self.final_norm_weight = layers.ones(members, c.d_model)
-            self.final_norm_bias = layers.zeros(members, c.d_model)
+            self.final_norm_weight = layers.ones(members, c.d_model, c.norm_affine)
+            self.final_norm_bias = layers.zeros(members, c.d_model, c.norm_affine)
         if c.output_bias:
             self.output_bias = layers.zeros(members, c.vocab_size)
         self.generators = [init.member_generator(s, init.DROPOUT) for s in self.seeds]

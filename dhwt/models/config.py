@@ -20,6 +20,7 @@ USED_BY = {
     "norm": ("transformer",),
     "positions": ("transformer",),
     "final_norm": ("transformer", "mixer"),
+    "norm_affine": ("transformer", "mixer"),
     "layer_norm_eps": ("transformer", "mixer"),
     "lstm_layers": ("lstm",),
     "lstm_hidden": ("lstm",),
@@ -63,6 +64,9 @@ class ModelConfig:
     norm: "post" (x = LN(x + f(x)), torch's default) or "pre" (x = x + f(LN(x))).
     final_norm: a LayerNorm after the last layer, before the logits (GPT-2 style, usual with
         pre-LN; off by default so one layer equals torch.nn.TransformerEncoderLayer).
+    norm_affine: every LayerNorm learns its gain and bias (True, torch's elementwise_affine) or
+        keeps them at 1 and 0 (False): then a post-LN transformer's hidden states have norm
+        sqrt(d_model) exactly (up to eps), so ||h|| cannot grow to meet a logit gap.
     positions: "none", "learned" (a (max_len, d) table initialised like the embeddings) or
         "sinusoidal" (the fixed table of Vaswani et al.).
     causal: True for causal LM (position t sees positions <= t; the LSTM is then
@@ -100,6 +104,7 @@ class ModelConfig:
     activation: str = "gelu"
     norm: str = "post"
     final_norm: bool = False
+    norm_affine: bool = True
     positions: str = "none"
     causal: bool = False
     output_bias: bool = False
@@ -152,7 +157,7 @@ class ModelConfig:
             if (isinstance(value, bool) or not isinstance(value, (int, float))
                     or not 0 < value < math.inf):
                 raise DhwtError(f"model {name} must be a finite number > 0, got {value!r}")
-        for name in ("ff_dropout", "final_norm", "causal", "output_bias", "emb_scale"):
+        for name in ("ff_dropout", "final_norm", "norm_affine", "causal", "output_bias", "emb_scale"):
             if not isinstance(getattr(self, name), bool):
                 raise DhwtError(f"model {name} must be true or false, got {getattr(self, name)!r}")
         for f in fields(self):  # TOML and flags may give 1 for 1.0: store floats as floats

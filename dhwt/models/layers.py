@@ -19,12 +19,14 @@ def stacked(draw: Draw, generators: Sequence[torch.Generator]) -> nn.Parameter:
     return nn.Parameter(torch.stack([draw(g) for g in generators]))
 
 
-def ones(members: int, width: int) -> nn.Parameter:
-    return nn.Parameter(torch.ones(members, width))
+def ones(members: int, width: int, learned: bool = True) -> nn.Parameter:
+    """A (members, width) Parameter of ones; `learned` False keeps it out of training."""
+    return nn.Parameter(torch.ones(members, width), requires_grad=learned)
 
 
-def zeros(members: int, width: int) -> nn.Parameter:
-    return nn.Parameter(torch.zeros(members, width))
+def zeros(members: int, width: int, learned: bool = True) -> nn.Parameter:
+    """A (members, width) Parameter of zeros; `learned` False keeps it out of training."""
+    return nn.Parameter(torch.zeros(members, width), requires_grad=learned)
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:

@@ -44,12 +44,13 @@ class MixerLayer(nn.Module):
         length, d, tokens, channels = c.max_len, c.d_model, c.token_mixing, c.channel_mixing
         matrix = init.linear_default if c.init == "torch" else init.xavier_uniform
         self.eps = c.layer_norm_eps
-        self.norm1_weight, self.norm1_bias = ones(members, d), zeros(members, d)
+        affine = c.norm_affine
+        self.norm1_weight, self.norm1_bias = ones(members, d, affine), zeros(members, d, affine)
         self.token1_weight = stacked(lambda g: matrix((tokens, length), g), generators)
         self.token1_bias = stacked(lambda g: init.uniform((tokens,), length**-0.5, g), generators)
         self.token2_weight = stacked(lambda g: matrix((length, tokens), g), generators)
         self.token2_bias = stacked(lambda g: init.uniform((length,), tokens**-0.5, g), generators)
-        self.norm2_weight, self.norm2_bias = ones(members, d), zeros(members, d)
+        self.norm2_weight, self.norm2_bias = ones(members, d, affine), zeros(members, d, affine)
         self.channel1_weight = stacked(lambda g: matrix((channels, d), g), generators)
         self.channel1_bias = stacked(lambda g: init.uniform((channels,), d**-0.5, g), generators)
         self.channel2_weight = stacked(lambda g: matrix((d, channels), g), generators)

@@ -60,8 +60,9 @@ class Block(nn.Module):
         self.linear1_bias = stacked(lambda g: init.uniform((ff,), d**-0.5, g), generators)
         self.linear2_weight = stacked(lambda g: matrix((d, ff), g), generators)
         self.linear2_bias = stacked(lambda g: init.uniform((d,), ff**-0.5, g), generators)
-        self.norm1_weight, self.norm1_bias = ones(members, d), zeros(members, d)
-        self.norm2_weight, self.norm2_bias = ones(members, d), zeros(members, d)
+        affine = config.norm_affine
+        self.norm1_weight, self.norm1_bias = ones(members, d, affine), zeros(members, d, affine)
+        self.norm2_weight, self.norm2_bias = ones(members, d, affine), zeros(members, d, affine)
 
     def forward(
         self, x: torch.Tensor, shape: tuple[int, int], allowed: torch.Tensor | None, drop: Dropout

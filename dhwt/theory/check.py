@@ -1,9 +1,12 @@
 """What a theorem check is and what it reports.
 
-A check tests one claim a proof in proofs/ relies on, one of three ways:
+A check tests one claim a proof in proofs/ relies on, one of four ways:
 - symbolic: sympy proves the identity or inequality the proof uses;
 - numeric: random instances in float64 (softmax regression with fixed features, a convex
-  bag-of-embeddings model), the claim tested at every step or at an optimum solved to 1e-12;
+  bag-of-embeddings model, joint tables), the claim tested at every step or at an optimum solved
+  to 1e-12;
+- exhaustive: the claim tested on the exact ground truth of every built-in grammar and of a
+  seeded family of random grammars (dhwt.languages);
 - empirical: models trained with the package on its synthetic languages, against exact truth.
 Each check returns pass or fail with the measured value. Every dependency is one of the
 package's, so a check that cannot run (an import error) is an error, never a skip. Checks that
@@ -21,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-KINDS = ("symbolic", "numeric", "empirical")
+KINDS = ("symbolic", "numeric", "exhaustive", "empirical")
 STATUSES = ("pass", "fail")
 
 

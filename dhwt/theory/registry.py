@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from dhwt.errors import DhwtError
-from dhwt.theory import t1_log_odds, t2_contraction, t3_input_symmetry, t4_tying_conflict
+from dhwt.theory import (
+    t1_log_odds,
+    t2_contraction,
+    t3_input_symmetry,
+    t4_tying_conflict,
+    t5_masked_lm,
+)
 from dhwt.theory.check import Check
 
 THEOREMS: dict[str, tuple[Check, ...]] = {
@@ -11,6 +17,7 @@ THEOREMS: dict[str, tuple[Check, ...]] = {
     "T2": t2_contraction.CHECKS,
     "T3": t3_input_symmetry.CHECKS,
     "T4": t4_tying_conflict.CHECKS,
+    "T5": t5_masked_lm.CHECKS,
 }
 
 

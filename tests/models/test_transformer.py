@@ -320,3 +320,22 @@ def test_logits_are_a_view_of_class_major_position_major_memory():
     model = Transformer(ModelConfig(vocab_size=7, max_len=8), SEEDS, tied=True)
     logits = model(torch.zeros(3, 2, 8, dtype=torch.long))
     assert logits.shape == (3, 2, 8, 7) and logits.permute(0, 3, 2, 1).is_contiguous()
+
+
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_fixed_norms_are_not_trained_and_post_ln_hidden_norm_is_sqrt_d(norm):
+    config = ModelConfig(vocab_size=7, max_len=5, d_model=8, n_heads=2, n_layers=2, norm=norm,
+                         final_norm=norm == "pre", norm_affine=False)
+    model = Transformer(config, list(SEEDS), tied=True)
+    fixed = {n for n, p in model.named_parameters() if not p.requires_grad}
+    assert fixed == {n for n, _ in model.named_parameters() if "norm" in n}
+    inputs = torch.randint(0, 7, (len(SEEDS), 4, 5))
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=0.1)
+    model(inputs).square().mean().backward()
+    optimizer.step()
+    for name in fixed:
+        value = dict(model.named_parameters())[name]
+        assert torch.equal(value, torch.ones_like(value) if "weight" in name else torch.zeros_like(value))
+    # with LayerNorm last and no affine, ||h|| = sqrt(d) up to eps (||x_hat||^2 = d var/(var + eps))
+    norms = model.hidden(inputs).norm(dim=-1)
+    assert torch.allclose(norms, torch.full_like(norms, math.sqrt(8)), atol=1e-3)

@@ -166,3 +166,41 @@ def test_t4_empirical_outcome_fails_when_the_head_has_a_hidden_bias():
     # claims no bias (b=None) but its logits carry one: the pair is calibrated at distance 0
     fake = exor.Trained(h, U, None, h @ U.T + hidden_bias, tied=True)
     assert fails(exor.tying_outcome([("fake", fake)], ctx))
+
+
+def test_t5_symbolic_checks_reject_wrong_claims():
+    from dhwt.theory import t5_masked_lm as t5
+
+    assert fails(t5.symbolic_cnd_gives_sem(impose=False))  # no cnd: sem equations fail
+    assert fails(t5.symbolic_ratio_gives_sem(constant=False))  # a ratio per string
+    assert fails(t5.symbolic_brook(factors=2))  # one conditional ratio left out
+    assert fails(t5.symbolic_bias_split(lambda k: (sp.log(k), sp.Integer(0))))  # normaliser moves
+
+
+def test_t5_numeric_checks_fail_off_their_hypotheses():
+    from dhwt.theory import t5_masked_lm as t5
+
+    # positivity dropped: the disconnected counterexample (read backwards: the pair first) is
+    # sem with a varying ratio
+    backwards = {x[::-1]: v for x, v in t5.counterexample().items()}
+    assert fails(t5.numeric_sem_iff_ratio(rng(), draws=2, draw=lambda g, constant: backwards))
+    assert fails(t5.numeric_counterexample(t5.counterexample(1.0)))  # equal ratios: cnd, no gap
+    assert fails(t5.numeric_merge_extension(rng(), bias_kappa=3.0))  # the bias splits 1 : 3
+
+
+def test_t5_exhaustive_check_fails_when_positivity_is_wrongly_assumed(monkeypatch):
+    from dhwt.languages.language import language_from_spec
+    from dhwt.theory import t5_grammars
+
+    spec = {"family": "automaton", "start": "q",
+            "classes": {c: {"variants": [c]} for c in ("a", "b", "c", "d", "s1", "s2")},
+            "states": {"q": [{"emit": "a", "to": "qa", "p": 0.5}, {"emit": "b", "to": "qb", "p": 0.5}],
+                       "qa": [{"emit": "c", "to": "ra", "p": 1.0}],
+                       "qb": [{"emit": "d", "to": "rb", "p": 1.0}],
+                       "ra": [{"emit": "s1", "to": "end", "p": 0.5}, {"emit": "s2", "to": "end", "p": 0.5}],
+                       "rb": [{"emit": "s1", "to": "end", "p": 0.1}, {"emit": "s2", "to": "end", "p": 0.9}]}}
+    language = language_from_spec(spec, "counterexample")
+    honest = t5_grammars.examine(language)
+    assert not honest.positive and honest.sem_varying == 1 and honest.holds
+    monkeypatch.setattr(t5_grammars, "positive_product", lambda language: True)
+    assert not t5_grammars.examine(language).holds

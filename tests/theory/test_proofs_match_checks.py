@@ -10,7 +10,7 @@ from dhwt.theory.registry import THEOREMS
 
 PROOFS = Path(__file__).resolve().parents[2] / "proofs"
 FILES = {"T1": "T1_log_odds.md", "T2": "T2_contraction.md", "T3": "T3_input_symmetry.md",
-         "T4": "T4_tying_conflict.md"}
+         "T4": "T4_tying_conflict.md", "T5": "T5_masked_lm.md"}
 
 
 @pytest.mark.parametrize("theorem", sorted(THEOREMS))
