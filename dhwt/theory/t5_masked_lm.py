@@ -7,7 +7,8 @@ per-token output bias absorbs.
 
 Symbolic: the algebra of (a), (b) and (e). Numeric: brute force on small joints built here
 (independent of dhwt.languages). Exhaustive: dhwt's exact ground truth (dhwt.languages.truth) of
-every built-in grammar and of seeded random grammars. Empirical: trained models (theory.price).
+every built-in grammar and of seeded random grammars. Empirical: transformers trained by the
+package (dhwt.theory.price), in the default mode (seconds).
 """
 
 from __future__ import annotations
@@ -271,4 +272,10 @@ CHECKS = (
     Check("T5", "random grammars", "exhaustive",
           "mlm: no cnd-only; sem <=> ratio",
           deferred("dhwt.theory.t5_grammars", "random_grammars")),
+    Check("T5", "tied + bias, masked pair", "empirical",
+          "split twin exact; no added price",
+          deferred("dhwt.theory.price", "masked_bias_pays_nothing", trains=True)),
+    Check("T5", "causal conflict bound", "empirical",
+          "excess >= B_b(delta); B_b(0) > 0",
+          deferred("dhwt.theory.price", "causal_bound", trains=True)),
 )

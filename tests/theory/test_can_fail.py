@@ -204,3 +204,15 @@ def test_t5_exhaustive_check_fails_when_positivity_is_wrongly_assumed(monkeypatc
     assert not honest.positive and honest.sem_varying == 1 and honest.holds
     monkeypatch.setattr(t5_grammars, "positive_product", lambda language: True)
     assert not t5_grammars.examine(language).holds
+
+
+def test_t5_empirical_checks_fail_under_a_wrong_claim():
+    from dhwt.commands.train import train
+    from dhwt.theory import price
+
+    # the bias split at 1 : 1 instead of the pair's 1 : 9: the split model's excess moves
+    assert fails(price.masked_bias_pays_nothing(0, train, steps=300,
+                                                shares={"s1": 0.5, "s2": 0.5}))
+    # a bound computed as if ||h|| were 100 times smaller than sqrt(d): rows that far apart
+    # would pay B_b(delta) > 0, more than the trained members' excess
+    assert fails(price.causal_bound(0, train, norm_scale=0.001))
