@@ -1,4 +1,5 @@
-"""Empirical checks: the theorems against the package's own Transformer on EXor, with exact truth.
+"""Empirical checks: the theorems against the package's own Transformer on EXor (and, for T1, on a
+random grammar whose log-ratios take many values), with exact truth.
 
 Every check reads the exact population of masked contexts from dhwt.languages (GroundTruth:
 contexts r, P(r), p(.|r)) and the hidden states h(r) from dhwt.models (Transformer.hidden at the
@@ -299,6 +300,27 @@ def weighted_fit(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[float, fl
 def log_odds_regression(seed: int, train: Callable[..., Any]) -> Outcome:
     """T1 on an untied model trained by `train` (no weight decay), see log_odds_outcome."""
     return log_odds_outcome(trained(seed, "untied", False, 0.0, train), exor_contexts())
+
+
+def log_odds_many_ratios(seed: int, train: Callable[..., Any], steps: int = 5000) -> Outcome:
+    """T1 where the log-ratios take many values (EXor's take three): a seeded random layered
+    grammar (dhwt.theory.t5_grammars, positive, its planted pair at a ratio per state), four
+    untied bias-free members trained by `train` without weight decay; every member must pass
+    log_odds_outcome."""
+    from dhwt.theory.price import train_on
+    from dhwt.theory.t5_grammars import random_positive_spec
+
+    spec = random_positive_spec(np.random.default_rng([seed, 1]), constant=False)
+    model, truth = train_on(spec, "mlm", steps, train, tie_schedule="untied", output_bias=False,
+                            weight_decay=0.0)
+    ctx = contexts(truth)
+    symbols = tuple(s for s in truth.symbols if s not in truth.never_predicted)
+    members = read_members(model, ctx)
+    ratios = len(np.unique(np.round(log_odds_points(members[0], ctx, symbols)[1], 9)))
+    outcomes = [log_odds_outcome(run, ctx) for run in members]
+    return verdict(all(o.passed for o in outcomes),
+                   f"{ratios} distinct log-ratios over {len(truth.context_probs)} contexts; "
+                   + "; ".join(o.measured.split(" over ")[0] for o in outcomes))
 
 
 def log_odds_outcome(run: Trained, ctx: Contexts) -> Outcome:

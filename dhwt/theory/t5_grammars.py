@@ -147,7 +147,7 @@ def _clm_spread(truth: GroundTruth, first: str, second: str) -> float:
 
 def _probabilities(gen: np.random.Generator, n: int) -> list[float]:
     weights = gen.uniform(0.1, 1.0, size=n)
-    return list(weights / weights.sum())
+    return [float(v) for v in weights / weights.sum()]
 
 
 def random_positive_spec(gen: np.random.Generator, constant: bool) -> dict:
