@@ -132,13 +132,12 @@ def language_from_spec(raw: dict, name: str, overrides: dict[str, object] | None
         >>> language_from_spec(spec, "coin").symbols
         ('c', 'd1', 'd2')
     """
-    default_name = name
     overrides = overrides or {}
     spec = _described(raw, apply_overrides(raw, overrides), overrides)
     family = spec.get("family")
     if not isinstance(family, str) or family not in FAMILIES:
         raise DhwtError(f"the spec's 'family' is {family!r}; choose one of {', '.join(FAMILIES)}")
-    name = need_str(spec.get("name", default_name), "'name'")
+    name = need_str(spec.get("name", name), "'name'")
     if not isinstance(spec.get("description", ""), str):
         raise DhwtError("'description' must be a string")
     classes, strings, probs, split = FAMILIES[family](spec)

@@ -61,15 +61,14 @@ def train_on(spec: dict, objective: str, steps: int, train: Callable[..., Any],
     from dhwt.languages.language import language_from_spec
     from dhwt.runs import load_run
 
-    settings = {**TRAINING, **overrides}
-    config = TrainConfig(grammar="unused", valid_fraction=0.0, test_fraction=0.0,
-                         objective=objective, seeds=list(range(SEEDS)), steps=steps,
-                         eval_every=steps, snapshot_every=steps, checkpoint_every=steps,
-                         **settings)
     with tempfile.TemporaryDirectory(prefix="dhwt-verify-") as tmp:
-        write_dataset(language_from_spec(spec, "t5"), Path(tmp) / "data",
-                      valid_fraction=0.0, test_fraction=0.0, seed=14)
-        task = load_task(Path(tmp) / "data", objective)
+        data = Path(tmp) / "data"
+        write_dataset(language_from_spec(spec, "t5"), data, valid_fraction=0.0,
+                      test_fraction=0.0, seed=14)
+        config = TrainConfig(data=str(data), objective=objective, seeds=list(range(SEEDS)),
+                             steps=steps, eval_every=steps, snapshot_every=steps,
+                             checkpoint_every=steps, **{**TRAINING, **overrides})
+        task = load_task(data, objective)
         run = load_run(train(config, task, Path(tmp) / "run").run_dir)
         return run.model().double().eval(), task.truth
 

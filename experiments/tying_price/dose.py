@@ -10,7 +10,7 @@ is pair-ratio.toml: s1 : s2 at 1 : c after `a`, and after `b`
 
 each read as a masked (mlm) and a causal (clm) LM.
 
-Run (about 25 minutes a grid on 2 cores; the analysis is analyse.py):
+Run (about 15 minutes a grid on one core of an Intel Xeon; the analysis is analyse.py):
     python experiments/tying_price/dose.py --out runs/tying-price
     python experiments/tying_price/dose.py --out runs/tying-price-frozen --frozen-norm
 """
@@ -71,7 +71,7 @@ def main() -> None:
     parser.add_argument("--ratios", default=",".join(map(str, RATIOS)))
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--steps", type=int, default=3000)
-    parser.add_argument("--every", type=int, default=100)
+    parser.add_argument("--every", type=int, default=50)
     parser.add_argument("--frozen-norm", action="store_true",
                         help="LayerNorm gain and bias fixed at 1 and 0 (||h|| = sqrt(d))")
     args = parser.parse_args()
