@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from dhwt.theory.check import Outcome, verdict
-from dhwt.theory.t4_tying_conflict import bernoulli_kl
+from dhwt.theory.t4_tying_conflict import closeness_price
 
 KAPPA = 9.0
 SEEDS = 4
@@ -111,10 +111,7 @@ def masked_bias_pays_nothing(seed: int, train: Callable[..., Any], steps: int = 
     on_twin = excess(merged_model, merged)
     on_language = excess(split_merged(merged_model, merged, truth, shares or pi), truth)
     direct = excess(direct_model, truth)
-    i, j = truth.vocab.index("s1"), truth.vocab.index("s2")
-    both = truth.conditionals[:, i] > 0
-    weights = truth.context_probs[both] * (truth.conditionals[both, i] + truth.conditionals[both, j])
-    b0 = float(weights.sum()) * float(bernoulli_kl(np.log(1 / KAPPA), np.zeros(1))[0])
+    b0 = closeness_price(*pair_terms(truth))
     spread = max(np.ptp(on_twin), np.ptp(direct), 1e-4)
     gap = float(np.median(direct) - np.median(on_twin))
     exact = float(np.abs(on_language - on_twin).max())
@@ -123,21 +120,6 @@ def masked_bias_pays_nothing(seed: int, train: Callable[..., Any], steps: int = 
                        f"tied+bias trained on language {np.median(direct):.4f} vs on twin "
                        f"{np.median(on_twin):.4f} (median of {SEEDS}; spread {spread:.4f}); "
                        f"B(0) without bias {b0:.3f}")
-
-
-def least_price(a: np.ndarray, w: np.ndarray, bias: bool, reach: np.ndarray | float = 0.0
-                ) -> float:
-    """The least pair divergence sum_r w_r kl(sigma(a_r) || sigma(x_r)) of rows within delta,
-    reach = delta ||h(r)||: T4's B(delta) without a bias (x_r = clip(a_r)), T5's B_b(delta)
-    with one (x_r = beta + clip(a_r - beta), minimised over the bias gap beta)."""
-    from scipy.optimize import minimize_scalar
-
-    def price(beta: float) -> float:
-        return float(w @ bernoulli_kl(a, beta + np.clip(a - beta, -reach, reach)))
-    if not bias:
-        return price(0.0)
-    return float(minimize_scalar(price, bounds=(-30.0, 30.0), method="bounded",
-                                 options={"xatol": 1e-10}).fun)
 
 
 def pair_terms(truth: Any, pair: tuple[str, str] = ("s1", "s2")) -> tuple[np.ndarray, np.ndarray]:
@@ -164,8 +146,8 @@ def causal_bound(seed: int, train: Callable[..., Any], steps: int = 400,
     i, j = truth.vocab.index("s1"), truth.vocab.index("s2")
     distance = (table[:, i] - table[:, j]).norm(dim=-1).numpy()
     norm = np.sqrt(model.config.d_model) * norm_scale
-    bound = np.array([max(least_price(a, w, True, d * norm), 0.0) for d in distance])
-    closed = least_price(a, w, True)
+    bound = np.array([max(closeness_price(a, w, d * norm, bias=True), 0.0) for d in distance])
+    closed = closeness_price(a, w, bias=True)
     needed = float(np.abs(a).max() / np.sqrt(model.config.d_model))
     ok = bool(np.all(found >= bound - 1e-9)) and closed > 0
     return verdict(ok, f"excess {', '.join(f'{e:.4f}' for e in found)} >= B_b(delta) "

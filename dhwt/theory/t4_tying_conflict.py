@@ -45,9 +45,24 @@ def pair_divergence(inst: sr.Instance, U: np.ndarray, pair: tuple[int, int] = RA
 def merge_price(inst: sr.Instance, distance: float, pair: tuple[int, int] = RATIO_PAIR) -> float:
     """B(delta): the least excess CE of any bias-free model with ||u1 - u2|| <= delta on `inst`."""
     p1, p2 = inst.truth[:, pair[0]], inst.truth[:, pair[1]]
-    a = np.log(p1 / p2)
     reach = distance * np.linalg.norm(inst.features, axis=1)
-    return float(np.sum(inst.weights * (p1 + p2) * bernoulli_kl(a, np.clip(a, -reach, reach))))
+    return closeness_price(np.log(p1 / p2), inst.weights * (p1 + p2), reach)
+
+
+def closeness_price(a: np.ndarray, w: np.ndarray, reach: np.ndarray | float = 0.0,
+                    bias: bool = False) -> float:
+    """The least pair divergence sum_r w_r kl(sigma(a_r) || sigma(x_r)) of rows within delta,
+    given a_r (the exact log-ratio), w_r = P(r)(p1 + p2) and reach_r = delta ||h(r)||: B(delta)
+    without a bias (x_r = clip(a_r)), T5's B_b(delta) with one (x_r = beta + clip(a_r - beta),
+    minimised over the bias gap beta)."""
+    def price(beta: float) -> float:
+        return float(w @ bernoulli_kl(a, beta + np.clip(a - beta, -reach, reach)))
+    if not bias:
+        return price(0.0)
+    from scipy.optimize import minimize_scalar
+
+    return float(minimize_scalar(price, bounds=(-30.0, 30.0), method="bounded",
+                                 options={"xatol": 1e-10}).fun)
 
 
 # ---- symbolic -------------------------------------------------------------------------------

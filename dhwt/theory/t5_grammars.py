@@ -31,26 +31,31 @@ LOG_TOLERANCE = 1e-7
 
 
 def ratio_spread(truth: GroundTruth, first: str, second: str) -> float:
-    """Over the masked contexts of strings of length >= 2 where either symbol is possible, the
-    largest spread of log p(first|r) / p(second|r) within one (length, masked position); inf
-    where only one is. (A length-1 context holds no symbol: T5 says nothing there.)"""
-    width = truth.inputs.shape[1]
-    lengths = width - (0 if truth.padding is None else truth.padding.sum(axis=1))
+    """The largest spread of log p(first|r) / p(second|r) over the contexts where either symbol
+    is possible (inf where only one is): masked LM, within one (length, masked position), over
+    strings of length >= 2 (a length-1 context holds no symbol: T5 says nothing there); causal
+    LM, over every prefix."""
     p = truth.conditionals[:, truth.vocab.index(first)]
     q = truth.conditionals[:, truth.vocab.index(second)]
-    either = ((p > 0) | (q > 0)) & (lengths >= 2)
+    either = (p > 0) | (q > 0)
+    if truth.objective == "mlm":
+        width = truth.inputs.shape[1]
+        lengths = width - (0 if truth.padding is None else truth.padding.sum(axis=1))
+        either &= lengths >= 2
+        keys = lengths * (width + 1) + truth.positions
+    else:
+        keys = np.zeros(len(p), dtype=np.int64)
     if np.any(either & ((p == 0) | (q == 0))):
         return np.inf
-    keys = (lengths * (width + 1) + truth.positions)[either]
-    ratios = np.log(p[either] / q[either])
+    keys, ratios = keys[either], np.log(p[either] / q[either])
     return max((float(np.ptp(ratios[keys == k])) for k in np.unique(keys)), default=0.0)
 
 
-def swap_scaled(language: Language, first: str, second: str) -> bool:
-    """(b ⇐)'s hypothesis: for each length n and position i, P(x) = kappa_{n,i} P(tau_i x) for
-    every string x with `first` at i (both sides zero or both positive)."""
-    rows, probs = symbol_strings(language)
-    a, b = language.symbols.index(first), language.symbols.index(second)
+def swap_scaled(rows: np.ndarray, probs: np.ndarray, a: int, b: int) -> bool:
+    """(b ⇐)'s hypothesis for symbols a, b over the symbol strings `rows` (probabilities
+    `probs`, dhwt.languages.enumeration.symbol_strings): for each length n and position i,
+    P(x) = kappa_{n,i} P(tau_i x) for every string x with a at i (both sides zero or both
+    positive)."""
     table = {row.tobytes(): prob for row, prob in zip(rows, probs) if prob > 0}
     ratios: dict[tuple[int, int], list[float]] = {}
     for row, prob in zip(rows, probs):
@@ -67,10 +72,10 @@ def swap_scaled(language: Language, first: str, second: str) -> bool:
     return all(np.ptp(v) <= LOG_TOLERANCE for v in ratios.values())
 
 
-def positive_product(language: Language) -> bool:
-    """(P) and (M): for every length, the strings of positive probability are a product of
-    per-position symbol sets, and every position with two or more symbols is maskable."""
-    rows, probs = symbol_strings(language)
+def positive_product(language: Language, rows: np.ndarray, probs: np.ndarray) -> bool:
+    """(P) and (M) for `language` and its symbol strings `rows` (probabilities `probs`): for
+    every length, the strings of positive probability are a product of per-position symbol
+    sets, and every position with two or more symbols is maskable."""
     rows = rows[probs > 0]
     lengths = (rows != PAD).sum(axis=1)
     maskable = language.maskable[language.symbol_class]
@@ -97,6 +102,7 @@ class Findings:
     variants_wrong: int  # variant pairs not sem or not at the variants' ratio: (d) says none
     clm_cnd_only: int
     clm_sem_varying: int
+    pairs: dict[tuple[str, str], tuple[bool, float]]  # each masked-LM pair: sem, ratio_spread
 
     @property
     def holds(self) -> bool:
@@ -107,15 +113,19 @@ class Findings:
 def examine(language: Language) -> Findings:
     """Compare the exact relations of `language` with T5's predictions (see the module doc)."""
     mlm, clm = compute_truth(language, "mlm"), compute_truth(language, "clm")
+    rows, probs = symbol_strings(language)
     cnd_only = scaled_not_sem = sem_varying = sem = variants_wrong = 0
+    pairs = {}
     class_of = dict(zip(language.symbols, language.symbol_class))
     variant_prob = {s: p for c in language.classes for s, p in zip(c.variants, c.probs)}
     for pair in mlm.pairs():
         a, b = pair.first, pair.second
         vacuous = a in mlm.never_predicted and b in mlm.never_predicted
         cnd_only += pair.cnd and not pair.sem and not vacuous
-        scaled_not_sem += swap_scaled(language, a, b) and not pair.sem
+        ids = language.symbols.index(a), language.symbols.index(b)
+        scaled_not_sem += swap_scaled(rows, probs, *ids) and not pair.sem
         spread = ratio_spread(mlm, a, b)
+        pairs[a, b] = pair.sem, spread
         sem += pair.sem
         sem_varying += pair.sem and spread > LOG_TOLERANCE
         if class_of[a] == class_of[b] and language.maskable[class_of[a]]:
@@ -126,20 +136,10 @@ def examine(language: Language) -> Findings:
             variants_wrong += not pair.sem or not np.allclose(seen, wanted, atol=LOG_TOLERANCE)
     clm_cnd_only = sum(p.cnd and not p.sem for p in clm.pairs()
                        if not (p.first in clm.never_predicted and p.second in clm.never_predicted))
-    clm_sem_varying = sum(p.sem and _clm_spread(clm, p.first, p.second) > LOG_TOLERANCE
+    clm_sem_varying = sum(p.sem and ratio_spread(clm, p.first, p.second) > LOG_TOLERANCE
                           for p in clm.pairs())
-    return Findings(language.name, positive_product(language), cnd_only, scaled_not_sem,
-                    sem_varying, sem, variants_wrong, clm_cnd_only, clm_sem_varying)
-
-
-def _clm_spread(truth: GroundTruth, first: str, second: str) -> float:
-    """The spread of the log-ratio over every prefix where both are possible (inf: only one)."""
-    p = truth.conditionals[:, truth.vocab.index(first)]
-    q = truth.conditionals[:, truth.vocab.index(second)]
-    either = (p > 0) | (q > 0)
-    if np.any(either & ((p == 0) | (q == 0))):
-        return np.inf
-    return float(np.ptp(np.log(p[either] / q[either]))) if either.any() else 0.0
+    return Findings(language.name, positive_product(language, rows, probs), cnd_only, scaled_not_sem,
+                    sem_varying, sem, variants_wrong, clm_cnd_only, clm_sem_varying, pairs)
 
 
 # ---- random grammars ------------------------------------------------------------------------
@@ -213,7 +213,7 @@ def _without_positivity(gen: np.random.Generator, name: str, tries: int = 100) -
     """A random_spec language that breaks (P) or (M) (most do not: redraw)."""
     for _ in range(tries):
         language = language_from_spec(random_spec(gen), name)
-        if not positive_product(language):
+        if not positive_product(language, *symbol_strings(language)):
             return language
     raise RuntimeError(f"no grammar without positivity in {tries} draws")
 
@@ -251,9 +251,7 @@ def random_grammars(seed: int, draws: int = 24) -> Outcome:
             continue
         language = language_from_spec(random_positive_spec(gen, k % 4 == 0), f"layered{k}")
         findings.append(examine(language))
-        truth = compute_truth(language, "mlm")
-        sem = bool(truth.sem[language.symbols.index("s1"), language.symbols.index("s2")])
-        planted.append((findings[-1].positive, sem, ratio_spread(truth, "s1", "s2")))
+        planted.append((findings[-1].positive, *findings[-1].pairs["s1", "s2"]))
     both_ways = {sem for _, sem, _ in planted} == {True, False}
     agree = all(positive and sem == (spread <= LOG_TOLERANCE) for positive, sem, spread in planted)
     ok = all(f.holds for f in findings) and both_ways and agree

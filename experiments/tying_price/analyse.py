@@ -25,7 +25,8 @@ import numpy as np
 from dhwt.analysis.intervals import summarise
 from dhwt.runs import load_run
 from dhwt.runs.metrics import metric_table, read_metrics
-from dhwt.theory.price import least_price, pair_terms
+from dhwt.theory.price import pair_terms
+from dhwt.theory.t4_tying_conflict import closeness_price
 
 HERE = Path(__file__).parent
 WITHIN = 0.01  # nats of Bayes that count as learned
@@ -50,7 +51,7 @@ def read_cell(cell: Path, frozen: bool) -> dict[str, object]:
         found[arm] = (curve[-1] - bayes, first_within(curve, steps, bayes))
     a, w = pair_terms(truth)
     row = {"language": language.replace("-", " "), "c": c, "bias": bias, "frozen": frozen,
-           "bayes": bayes, "B0": max(least_price(a, w, bias), 0.0),
+           "bayes": bayes, "B0": max(closeness_price(a, w, bias=bias), 0.0),
            "excess_tied": found["tied"][0], "excess_untied": found["untied"][0],
            "price": found["tied"][0] - found["untied"][0],
            "steps_tied": found["tied"][1], "steps_untied": found["untied"][1]}
@@ -60,7 +61,7 @@ def read_cell(cell: Path, frozen: bool) -> dict[str, object]:
     if frozen:  # ||h|| = sqrt(d) (var / (var + eps) ~ 1): the bound at the measured distance
         norm = np.sqrt(tied_run.model_config().d_model)
         row["needed"] = float(np.abs(a).max() / norm)
-        row["B_delta"] = np.array([least_price(a, w, bias, d * norm) for d in row["distance"]])
+        row["B_delta"] = np.array([closeness_price(a, w, d * norm, bias) for d in row["distance"]])
     return row
 
 
