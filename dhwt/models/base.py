@@ -164,12 +164,15 @@ class EnsembleLM(nn.Module):
         return x.view(members, batch, length, -1)
 
     def _final(self, inputs: torch.Tensor, padding: torch.Tensor | None) -> torch.Tensor:
-        """The final hidden states, feature-major: (S, d, T), tokens in the model's order."""
+        """The final hidden states, feature-major: (S, d, T), tokens in the model's order (after
+        the final LayerNorm and the logit scale, where configured)."""
+        c = self.config
         x = self._features(inputs, padding)
-        if self.config.final_norm:
-            c = self.config
+        if c.final_norm:
             x = layers.layer_norm(x, self.final_norm_weight, self.final_norm_bias,
                                   c.layer_norm_eps)
+        if c.logit_scale == "rsqrt_d":
+            x = x * c.d_model**-0.5
         return x
 
     def _features(self, inputs: torch.Tensor, padding: torch.Tensor | None) -> torch.Tensor:

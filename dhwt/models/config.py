@@ -35,6 +35,7 @@ ACTIVATIONS = ("gelu", "relu")
 NORMS = ("post", "pre")
 POSITIONS = ("none", "learned", "sinusoidal")
 EMB_INITS = ("normal", "xavier")
+LOGIT_SCALES = ("none", "rsqrt_d")
 INITS = ("torch", "xavier")
 
 
@@ -72,6 +73,10 @@ class ModelConfig:
     causal: True for causal LM (position t sees positions <= t; the LSTM is then
         unidirectional), False for masked LM.
     output_bias: logits = h @ E_out^T + b with a bias b (zero-initialised) when True.
+    logit_scale: "none", or "rsqrt_d": the final hidden states are multiplied by
+        d_model^-1/2, so logits = (h @ E_out^T) / sqrt(d_model) (+ b), as Mesh-TensorFlow and T5
+        do for a tied head: with emb_scale the input reads E sqrt(d) and the output E / sqrt(d),
+        so one matrix at one scale can serve both ends. `hidden` returns the scaled h.
     emb_init: "normal" draws embeddings from N(0, emb_std^2); "xavier" uses Xavier-uniform on the
         (V, d) matrix. emb_scale multiplies input embeddings by sqrt(d_model) (the blog's setting).
     init: "torch" mimics torch's own modules (transformer: nn.TransformerEncoderLayer, with
@@ -108,6 +113,7 @@ class ModelConfig:
     positions: str = "none"
     causal: bool = False
     output_bias: bool = False
+    logit_scale: str = "none"
     emb_init: str = "normal"
     emb_std: float = 1.0
     emb_scale: bool = False
@@ -146,6 +152,7 @@ class ModelConfig:
             ("norm", NORMS),
             ("positions", POSITIONS),
             ("emb_init", EMB_INITS),
+            ("logit_scale", LOGIT_SCALES),
             ("init", INITS),
         ):
             if getattr(self, name) not in allowed:

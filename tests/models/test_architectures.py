@@ -56,6 +56,22 @@ def test_member_equals_solo_model_and_tied_shares_init_with_untied(architecture)
     assert not torch.equal(ensemble.embeddings.output_weight, ensemble.embeddings.input_weight)
 
 
+@pytest.mark.parametrize("architecture", ARCHITECTURES)
+def test_logit_scale_divides_the_logits_before_the_bias_by_sqrt_d(architecture):
+    plain = ModelConfig(vocab_size=7, max_len=8, architecture=architecture, d_model=8,
+                        output_bias=True)
+    scaled = ModelConfig(**{**plain.__dict__, "logit_scale": "rsqrt_d"})
+    inputs = torch.randint(0, 7, (3, 4, 8), generator=torch.Generator().manual_seed(0))
+    models = [build_model(c, SEEDS, tied=True) for c in (plain, scaled)]
+    with torch.no_grad():
+        for model in models:
+            model.output_bias.copy_(torch.randn(model.output_bias.shape,
+                                                generator=torch.Generator().manual_seed(1)))
+        (z, z_scaled), bias = (m(inputs) for m in models), models[0].output_bias[:, None, None]
+    torch.testing.assert_close(z_scaled - bias, (z - bias) / 8**0.5, rtol=1e-5, atol=1e-6)
+    assert not torch.allclose(z_scaled, z)
+
+
 @pytest.mark.parametrize("values, fragment", [
     ({"architecture": "gru"}, "architecture must be one of transformer, lstm, mixer, got 'gru'"),
     ({"architecture": "lstm", "n_heads": 2}, "n_heads applies to the transformer only"),
@@ -65,6 +81,7 @@ def test_member_equals_solo_model_and_tied_shares_init_with_untied(architecture)
                                                    "mixer only"),
     ({"architecture": "mixer", "token_mixing": 0}, "token_mixing must be a positive integer"),
     ({"architecture": "mixer", "objective": "clm"}, "masked LM only"),
+    ({"logit_scale": "sqrt"}, "logit_scale must be one of none, rsqrt_d, got 'sqrt'"),
 ])
 def test_train_config_validates_the_architecture_fields(values, fragment):
     with pytest.raises(DhwtError, match=fragment):

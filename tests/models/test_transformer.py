@@ -119,8 +119,10 @@ def test_hidden_matches_torch_encoder_layers(shape, norm, causal, padded):
         dict(positions="learned"),
         dict(positions="sinusoidal", emb_scale=True),
         dict(norm="pre", final_norm=True, output_bias=True),
+        dict(positions="sinusoidal", emb_scale=True, norm="pre", final_norm=True,
+             output_bias=True, logit_scale="rsqrt_d"),
     ],
-    ids=["learned", "sinusoidal-scaled", "pre-final-bias"],
+    ids=["learned", "sinusoidal-scaled", "pre-final-bias", "t5-tied-head"],
 )
 def test_positions_scale_final_norm_and_logits(extra):
     config = ModelConfig(vocab_size=9, max_len=6, d_model=8, n_heads=2, d_ff=8, **extra)
@@ -132,6 +134,8 @@ def test_positions_scale_final_norm_and_logits(extra):
         for member in range(3):
             h = _oracle_hidden(model, inputs, None, member)
             expected = h @ model.embeddings.output_weight[member].T
+            if config.logit_scale == "rsqrt_d":
+                expected = expected / math.sqrt(config.d_model)
             if config.output_bias:
                 expected = expected + model.output_bias[member]
             torch.testing.assert_close(logits[member], expected, rtol=1e-5, atol=1e-5)
