@@ -28,6 +28,7 @@ from dhwt.runs.metrics import metric_table
 
 HERE = Path(__file__).parent
 CHUNK = 128  # valid windows per forward pass in the per-token evaluation
+LOSS_SPAN = 1.2  # nats shown on the loss panels, from just below the lowest loss
 
 
 def runs_of(study: Path) -> dict[str, Path]:
@@ -85,17 +86,23 @@ def curves_figure(runs: dict[str, Path], out: Path) -> None:
 
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
     styles = ["-", "--", "-.", ":", (0, (5, 1)), (0, (3, 1, 1, 1))]
+    low, gaps = np.inf, []
     for index, (name, path) in enumerate(runs.items()):
         run = load_run(path)
         records = run.metrics()
-        style = dict(linestyle=styles[index % len(styles)], color=f"C{index}", label=name)
-        for ax, split in zip(axes[:2], ("train", "valid")):
-            steps, table = metric_table(records, split, "loss")
-            ax.plot(steps, table.mean(1), **style)
-            ax.fill_between(steps, table.min(1), table.max(1), color=f"C{index}", alpha=0.15)
         steps, train = metric_table(records, "train", "loss")
         _, valid = metric_table(records, "valid", "loss")
-        axes[2].plot(steps[1:], (train - valid).mean(1)[1:], **style)
+        low = min(low, np.nanmin(train), np.nanmin(valid))
+        label = name
+        if steps[-1] > 0 and valid[1:].mean(1).max() > LOSS_SPAN + valid[-1].mean():
+            label += f" (valid {valid[1:].mean(1).max():.1f} after its switch)"
+        style = dict(linestyle=styles[index % len(styles)], color=f"C{index}", label=label)
+        for ax, table in zip(axes[:2], (train, valid)):
+            ax.plot(steps, table.mean(1), **style)
+            ax.fill_between(steps, table.min(1), table.max(1), color=f"C{index}", alpha=0.15)
+        gap = (train - valid).mean(1)[1:]
+        gaps.extend(gap)
+        axes[2].plot(steps[1:], gap, **style)
         for event in run.config.tying.tie_schedule.events:
             for ax in axes:
                 ax.axvline(event.step, color=f"C{index}", linewidth=0.7, alpha=0.6)
@@ -106,7 +113,9 @@ def curves_figure(runs: dict[str, Path], out: Path) -> None:
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
     for ax in axes[:2]:
-        ax.set_ylim(3.8, 5.0)
+        ax.set_ylim(low - 0.05, low - 0.05 + LOSS_SPAN)
+    # the few points just after a tie by the mean fall far below the rest: keep them off the scale
+    axes[2].set_ylim(np.percentile(gaps, 5) - 0.02, max(gaps) + 0.01)
     axes[1].legend(fontsize=8, title="mean of 3 seeds; band: min-max; lines: switches",
                    title_fontsize=7)
     fig.tight_layout()
@@ -180,6 +189,8 @@ def where_tables(runs: dict[str, Path]) -> list[str]:
     gain = mean["tied"][known] - mean["untied"][known]
     rho, p = stats.spearmanr(dh[known], gain)
     rho_f, _ = stats.spearmanr(dh[known], train_counts[known])
+    rho_g, _ = stats.spearmanr(gain, train_counts[known])
+    partial = (rho - rho_f * rho_g) / np.sqrt((1 - rho_f**2) * (1 - rho_g**2))
     lines += ["", "By the untied models' own per-token DH diagnostic (overlap of a token's 10 "
               "input and 10 output neighbours, mean of 3 seeds), tied minus untied loss:", "",
               "| DH overlap | types | valid tokens | mean gain per token | median train count |",
@@ -196,7 +207,9 @@ def where_tables(runs: dict[str, Path]) -> list[str]:
                      f"{int(np.median(train_counts[ids]))} |")
     lines += ["", f"Spearman correlation over {len(known)} types between the DH overlap and the "
               f"per-type gain of untied over tied: {rho:+.3f} (p = {p:.2g}); between the DH "
-              f"overlap and train frequency: {rho_f:+.3f}."]
+              f"overlap and train frequency: {rho_f:+.3f}; between the gain and train frequency: "
+              f"{rho_g:+.3f}; partial (DH overlap and gain, train frequency held fixed): "
+              f"{partial:+.3f}."]
     return lines
 
 
