@@ -36,10 +36,9 @@ def runs_of(study: Path) -> dict[str, Path]:
     return {p.name: p for p in sorted((study / "runs").iterdir()) if p.is_dir()}
 
 
-def final(run: Path, split: str) -> np.ndarray:
+def final(records: list[dict], split: str) -> np.ndarray:
     """(members,) the loss of `split` at the last step that evaluated it."""
-    _, table = metric_table(load_run(run).metrics(), split, "loss")
-    return table[-1]
+    return metric_table(records, split, "loss")[1][-1]
 
 
 def sweep_table(studies: list[Path]) -> list[str]:
@@ -47,7 +46,7 @@ def sweep_table(studies: list[Path]) -> list[str]:
     found: dict[str, dict[str, float]] = {}
     for name, path in {n: p for study in studies for n, p in runs_of(study).items()}.items():
         arm, lr = name.rsplit("-lr", 1)
-        found.setdefault(arm, {})[lr] = float(final(path, "valid")[0])
+        found.setdefault(arm, {})[lr] = float(final(load_run(path).metrics(), "valid")[0])
     lrs = sorted({lr for cells in found.values() for lr in cells}, key=float)
     lines = ["| arm | " + " | ".join(f"lr {lr}" for lr in lrs) + " |",
              "|---|" + "---:|" * len(lrs)]
@@ -61,12 +60,15 @@ def sweep_table(studies: list[Path]) -> list[str]:
 
 def final_table(runs: dict[str, Path]) -> list[str]:
     """Valid and test perplexity per run over seeds, and the paired difference from untied."""
-    base = {s: np.exp(final(runs["untied"], s)) for s in ("valid", "test")}
-    lines = ["| run | schedule | valid ppl | test ppl | valid - untied (paired) | "
-             "test - untied (paired) | seeds |", "|---|---|---:|---:|---:|---:|---|"]
+    found = {}
     for name, path in runs.items():
         run = load_run(path)
-        ppl = {s: np.exp(final(path, s)) for s in ("valid", "test")}
+        records = run.metrics()
+        found[name] = run, {s: np.exp(final(records, s)) for s in ("valid", "test")}
+    base = found["untied"][1]
+    lines = ["| run | schedule | valid ppl | test ppl | valid - untied (paired) | "
+             "test - untied (paired) | seeds |", "|---|---|---:|---:|---:|---:|---|"]
+    for name, (run, ppl) in found.items():
         diff = {s: summarise(ppl[s] - base[s]).text(2) if name != "untied" else ""
                 for s in ppl}
         values = " / ".join(f"{v:.2f}" for v in ppl["valid"])
@@ -164,8 +166,6 @@ def where_tables(runs: dict[str, Path]) -> list[str]:
     train_counts = load_run(runs["untied"]).task.token_counts()
     total = counts.sum()
     names = [n for n in runs if n != "tied"]
-    mean = {n: np.where(counts > 0, s / np.maximum(counts, 1), np.nan) for n, (s, _) in
-            losses.items()}
     present = np.flatnonzero(counts > 0)
     order = present[np.argsort(train_counts[present])]
     # five frequency buckets of equal valid-token mass (rarest first)
@@ -186,7 +186,7 @@ def where_tables(runs: dict[str, Path]) -> list[str]:
                  + " | ".join(f"{g:+.3f}" for g in overall) + " |")
     dh = dh_per_token(runs["untied"])
     known = present[~np.isnan(dh[present])]
-    gain = mean["tied"][known] - mean["untied"][known]
+    gain = (losses["tied"][0][known] - losses["untied"][0][known]) / counts[known]
     rho, p = stats.spearmanr(dh[known], gain)
     rho_f, _ = stats.spearmanr(dh[known], train_counts[known])
     rho_g, _ = stats.spearmanr(gain, train_counts[known])
