@@ -454,6 +454,154 @@ def knn_cmd(a_spec: str, b_spec: str, **options: object) -> None:
     click.echo(knn_command(a_spec, b_spec, KnnOptions(**options)))
 
 
+@cli.command("diagnose", context_settings={"max_content_width": 100})
+@click.argument("path", metavar="PATH")
+@click.option("--k", type=int,
+              help="Neighbours per token (self excluded).  [default: 10, capped at (tokens - 1) "
+                   "// 2 for small vocabularies]")
+@click.option("--metric", type=click.Choice(["ip", "cos", "l2"]), default="ip",
+              show_default=True,
+              help="Raw inner product (what the logits use), cosine, or Euclidean distance.")
+@click.option("--queries", default="auto", show_default=True, metavar="auto|all|N",
+              help="Tokens whose neighbours are searched: all (exact), or N seeded query "
+                   "tokens, each exact against all rows, with a 95% interval on the mean; auto: "
+                   "all up to 65,536 tokens, else 4,096.")
+@click.option("--chance-queries", type=int, default=1024, show_default=True,
+              help="Query tokens of the chance level's estimate (norm-matched random "
+                   "stand-ins); 0 skips it.")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the sampled queries and of the chance stand-ins.")
+@click.option("--step", default="last", show_default=True, metavar="N|last",
+              help="Run directories: the snapshot step to read.")
+@click.option("--counts", metavar="FILE", type=click.Path(dir_okay=False),
+              help="One count per token id (text or .npy): agreement by frequency bucket. Run "
+                   "directories use their token_counts.npy when present.")
+@click.option("--corpus", metavar="FILE", type=click.Path(dir_okay=False),
+              help="Checkpoints: a UTF-8 text file to count tokens in with the checkpoint's "
+                   "tokenizer.json, for frequency buckets.")
+@click.option("--top", type=int, default=10, show_default=True,
+              help="Tokens in each per-token table (most and least agreement).")
+@click.option("--device", default="cpu", show_default=True, metavar="cpu|cuda|cuda:N|auto",
+              help="Where the neighbour search runs (a GPU searches every query against all "
+                   "rows there; the re-rank stays float64 on the CPU).")
+@click.option("--out", metavar="DIR", type=click.Path(file_okay=False),
+              help="Write DIR/report.md, DIR/diagnose.json and DIR/figures/diagnose.png: a new "
+                   "or empty directory, or the report of an earlier diagnose (replaced).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the JSON document instead of the summary (the overlap under "
+                   "input_output_knn_overlap).")
+def diagnose_cmd(path: str, out: str | None, as_json: bool, **options: object) -> None:
+    """The DH diagnostic of a dhwt run directory or a pretrained checkpoint.
+
+    \b
+    PATH: a dhwt run directory (each member at the chosen snapshot, with its tie history: the
+    reading is withheld right after an untie, while both matrices are still one copy), or a
+    Hugging Face checkpoint folder (config.json and model.safetensors, or shards with
+    model.safetensors.index.json; tokenizer.json for token strings), read offline without
+    transformers. Layouts: GPT-2, GPT-NeoX / Pythia, Llama / Mistral / Qwen2 / Gemma / OLMo /
+    Phi-3, OPT, original OLMo and Phi. A tied model is recognised and said to be tied.
+
+    \b
+    Reported: the input-vs-output KNN match (overlap |N_in ∩ N_out| / k) with the norm-matched
+    chance level, linear CKA and the Procrustes error, the tokens whose neighbourhoods agree
+    least and most (decoded), and agreement by token frequency when counts are known.
+    50,257 x 768 exact: about the time of one `dhwt knn` of the two matrices.
+
+    \b
+    Examples:
+      dhwt diagnose runs/untied                             # a run, newest snapshot
+      dhwt diagnose runs/u150 --step 1000 --out reports/u150-dh
+      dhwt diagnose ~/models/pythia-160m --corpus wiki.train.raw --out reports/pythia
+      dhwt diagnose ~/models/llama-3-8b --queries 4096 --json > llama-dh.json
+    """
+    from dhwt.commands.diagnose import DiagnoseOptions, check_out, diagnose_path
+    from dhwt.report import diagnose_report
+
+    settings = DiagnoseOptions(**options)
+    if out is not None:
+        check_out(out)
+    result = diagnose_path(path, settings)
+    if out is not None:
+        report = diagnose_report.write(result, out, settings.top)
+        click.echo(f"report: {report}", err=as_json)
+    if as_json:
+        import json
+
+        click.echo(json.dumps(diagnose_report.document(result, settings.top), indent=1))
+    else:
+        click.echo(diagnose_report.text(result))
+
+
+@cli.command("corpus-dh", context_settings={"max_content_width": 100})
+@click.option("--grammar", "-g", metavar="NAME|PATH",
+              help="Count a built-in grammar (parity, parity-dh, parity-nocnd, four-cases) or a "
+                   "grammar TOML, read as a causal LM: exact expected counts, and its exact "
+                   "relations to compare with.")
+@click.option("--set", "assignments", multiple=True, metavar="KEY=VALUE",
+              help="Override a key of the grammar's spec, as `dhwt synth --set`; repeatable.")
+@click.option("--samples", type=int, metavar="N",
+              help="Grammars: count N strings drawn from it instead of the exact expectation "
+                   "(finite data).")
+@click.option("--corpus", metavar="wikitext-2|PATH",
+              help="Count natural text: WikiText-2 (found as `dhwt train --corpus` finds it; its "
+                   "folder or archive, or DHWT_DATA), a folder with train/valid/test.txt, or one "
+                   "UTF-8 text file. The train split is read as one token stream.")
+@click.option("--tokenizer", metavar="char|word|bpe:N|gpt2",
+              help="Tokenizer of --corpus: characters, words, a byte-level BPE of N >= 257 "
+                   "tokens trained on the train split, or GPT-2's (TIKTOKEN_CACHE_DIR offline).")
+@click.option("--order", default="1", show_default=True, metavar="N|full",
+              help="Context length: the previous N tokens ([BOS] before the start); full (a "
+                   "grammar's longest string) makes the relations exact.")
+@click.option("--dim", type=int, default=100, show_default=True,
+              help="Dimensions kept by the truncated SVD of the PPMI profiles (capped at the "
+                   "matrix size).")
+@click.option("--k", type=int,
+              help="Neighbours per token (self excluded).  [default: 10, capped at (tokens - 1) "
+                   "// 2 for small vocabularies]")
+@click.option("--tolerance", type=float, metavar="T",
+              help="Grammars: a pair is predicted in a relation when its distance is at most T "
+                   "(sem: weighted mean total variation; cnd: relative L1).  [default: 1e-9 for "
+                   "exact counts, 0.05 with --samples]")
+@click.option("--buckets", type=int, default=5, show_default=True,
+              help="Frequency buckets (equal numbers of tokens sorted by count).")
+@click.option("--top", type=int, default=10, show_default=True,
+              help="Most DH-violating pairs listed.")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of --samples' draws, the SVD start vector and the chance level.")
+@click.option("--out", metavar="DIR", type=click.Path(file_okay=False),
+              help="Also write DIR/report.md, DIR/corpus_dh.json, DIR/per_token.csv and "
+                   "DIR/figures/overlap_by_frequency.png.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the JSON document instead of the text (the overlap under "
+                   "input_output_knn_overlap).")
+def corpus_dh_cmd(order: str, out: str | None, as_json: bool, assignments: tuple[str, ...],
+                  **options: object) -> None:
+    """Estimate the distributional hypothesis from counts alone, without training a model.
+
+    \b
+    Counts N(context, next token) with the context the previous --order tokens. A token's input
+    profile is what follows it, p(y | u a); its output profile is how likely it is in each
+    context, p(a | c). Both are weighted by PPMI (context smoothing 0.75), reduced by SVD and
+    compared by cosine KNN match (overlap |N_in ∩ N_out| / k, Jaccard, chance level), overall,
+    by frequency bucket, and pair by pair (the pairs close in one space and far in the other).
+    For a grammar also: the pairs found semantically (sem) and conditionally (cnd) equivalent
+    from the counts, against the exact relations (precision, recall), and the estimated share
+    of DH-violating pairs beside the exact one.
+
+    \b
+    Examples:
+      dhwt corpus-dh --grammar four-cases --order full    # exact: one pair of each kind
+      dhwt corpus-dh --grammar parity --set classes.1.skew=0.4 --order full --samples 2000
+      dhwt corpus-dh --corpus ../shared/data --tokenizer char --out reports/wt2-char
+      TIKTOKEN_CACHE_DIR=../shared/data/gpt2/tiktoken_cache \\
+          dhwt corpus-dh --corpus ../shared/data --tokenizer gpt2 --json > gpt2-dh.json
+    """
+    from dhwt.commands.corpus_dh import CorpusDhOptions, corpus_dh_command, parse_order
+
+    settings = CorpusDhOptions(order=parse_order(order), assignments=assignments, **options)
+    click.echo(corpus_dh_command(settings, as_json=as_json, out=out))
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the CLI, turning user errors into `error: ...` and exit code 2."""
     args = sys.argv[1:] if argv is None else argv

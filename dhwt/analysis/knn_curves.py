@@ -28,7 +28,7 @@ from tqdm import tqdm
 from dhwt.analysis.knn import (BLOCK, METRICS, Neighbours, average_weights, check_k,
                                match_neighbours, nearest_neighbours, norm_matched_random,
                                select_tokens)
-from dhwt.analysis.similarity import linear_cka, mutual_knn, procrustes
+from dhwt.analysis.similarity import copy_residue, linear_cka, mutual_knn, procrustes
 from dhwt.runs.snapshots import Snapshot, read_snapshot, snapshot_paths
 from dhwt.errors import DhwtError
 
@@ -53,7 +53,7 @@ class Curve:
     kind "pair": a and b are two sources, side "input" or "output"; kind "dh": a == b, side
     "input-output". values: measure name -> (T,) array; names jaccard, overlap,
     chance_jaccard, chance_overlap (knn), cka, procrustes (relative error after alignment),
-    mutual_knn.
+    mutual_knn; copy_residue (dh: ||E_in - E_out||_F / ||E_out||_F, 0 right after an untie).
     """
 
     kind: str
@@ -190,6 +190,8 @@ def _value_names(measures: Sequence[str], chance: bool, kind: str) -> list[str]:
     names = []
     if "knn" in measures:
         names += ["jaccard", "overlap"] + (["chance_jaccard", "chance_overlap"] if chance else [])
+    if kind == "dh":
+        names.append("copy_residue")
     if kind == "pair":
         names += [{"cka": "cka", "procrustes": "procrustes", "mutual-knn": "mutual_knn"}[m]
                   for m in measures if m != "knn"]
@@ -208,9 +210,10 @@ def _fill(curve: Curve, t: int, work: _StepWork, a: tuple[int, str], b: tuple[in
                                      work.neighbours(*b, random=True), weights=w)
             curve.values["chance_jaccard"][t] = match.mean_jaccard
             curve.values["chance_overlap"][t] = match.mean_overlap
-    if curve.kind != "pair":
-        return
     x, y = work.matrix(*a), work.matrix(*b)
+    if curve.kind == "dh":
+        curve.values["copy_residue"][t] = copy_residue(x, y)
+        return
     if "cka" in measures:
         curve.values["cka"][t] = linear_cka(x, y)
     if "procrustes" in measures:

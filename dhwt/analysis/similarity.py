@@ -6,6 +6,8 @@
   transforms and isotropic scaling of either space.
 - Orthogonal Procrustes: the Q with orthonormal columns minimising ||X Q - Y||_F is U V^T from
   the SVD X^T Y = U S V^T; reported with the aligned relative error ||X Q - Y||_F / ||Y||_F.
+- Copy residue ||X - Y||_F / ||Y||_F of two matrices of one shape: 0 when one is a copy of the
+  other (an untie), about 1.41 for independent ones of equal norm.
 - Mutual k-NN alignment (Huh et al. 2024): mean |N_X(i) ∩ N_Y(i)| / k under cosine neighbours,
   i.e. KNN match overlap with metric "cos" (exact engine of dhwt.analysis.knn).
 """
@@ -128,3 +130,21 @@ def _squared_residual(x: np.ndarray, y: np.ndarray, rotation: np.ndarray | None)
             mapped = mapped @ rotation
         total += float(((mapped - y[s:s + CHUNK]) ** 2).sum())
     return total
+
+
+def copy_residue(x: np.ndarray, y: np.ndarray) -> float:
+    """||x - y||_F / ||y||_F (float64; inf when y is zero).
+
+    Examples:
+        >>> import numpy as np
+        >>> copy_residue(np.ones((3, 2)), np.ones((3, 2)))
+        0.0
+        >>> round(copy_residue(np.eye(2), np.array([[0.0, 1.0], [1.0, 0.0]])), 4)  # equal norms
+        1.4142
+    """
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    if x.shape != y.shape:
+        raise DhwtError(f"the copy residue compares matrices of one shape, got {x.shape} and "
+                        f"{y.shape}")
+    norm = float(np.linalg.norm(y))
+    return float(np.linalg.norm(x - y)) / norm if norm > 0 else float("inf")

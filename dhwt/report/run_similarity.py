@@ -21,6 +21,7 @@ from dhwt.runs.snapshots import read_snapshot, snapshot_paths
 from dhwt.errors import DhwtError, brief
 from dhwt.report.similarity_report import SCORES, similarity_section
 from dhwt.runs.layout import TOKEN_COUNTS
+from dhwt.runs.run import load_run
 
 TOKEN_CHOICES = ("all", "seen")
 
@@ -85,7 +86,9 @@ def similarity_lines(runs: Mapping[str, Path], out: Path,
     note = (f" seen in training (count > 0) of {vocab}"
             if options.tokens == "seen" else "")
     note += ", weighted by training counts" if options.weighted else ""
-    return similarity_section(result, out, score=options.score, k_note=k_note, tokens_note=note)
+    schedules = {s.name: load_run(s.run).config.tying.tie_schedule for s in sources}
+    return similarity_section(result, out, score=options.score, k_note=k_note, tokens_note=note,
+                              schedules=schedules)
 
 
 def select_sources(runs: Mapping[str, Path], members: str) -> list[Source]:

@@ -1,36 +1,24 @@
 """The similarity section of a runs report: KNN match between members over training, the DH
-diagnostic, their chance levels; figures, a CSV and a JSON of every number, markdown lines.
-
-The DH reading. An untied model's input rows tend to gather semantically equivalent tokens
-(proofs/T3: swap-symmetric data keeps equal input rows equal) and its output rows conditionally
-equivalent ones (proofs/T1, T2: at the optimum u1 - u2 is orthogonal to every h(r), and output
-rows of a ~cnd pair contract). Tying makes one vector serve both; where the two relations differ
-a tied model pays excess cross-entropy (proofs/T4, the price B(δ)). So when the input and output
-neighbourhoods of a trained untied model agree far above chance, the geometry the two relations
-induce is largely shared and tying is likely cheap; near chance, it is likely costly. The cut
-points (EXCESS_AGREE, EXCESS_PARTLY of the way from chance to identity) are a heuristic, not a
-theorem: neighbourhoods are a coarse, global proxy for "~sem and ~cnd coincide", and an output
-bias removes the price of violations that are frequency ratios alone (T4 c). Confirm with a tied
-run.
+diagnostic, their chance levels; figures, a CSV and a JSON of every number, markdown lines. The
+DH reading itself is dhwt.report.dh_reading's.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from dhwt.analysis.knn_curves import Curve, SimilarityCurves, excess_over_chance
+from dhwt.analysis.knn_curves import Curve, SimilarityCurves
+from dhwt.config.schedule import TieSchedule
+from dhwt.report.dh_reading import (EXCESS_AGREE, EXCESS_PARTLY, dh_reading, tie_history,
+                                    withheld)
 from dhwt.report.figures import new_figure, save, step_axis
 from dhwt.directories import atomic_write_bytes
 
-#: At least this share of the way from chance to identity: "largely agree".
-EXCESS_AGREE = 0.5
-#: Below this share: "disagree (near chance)"; in between: "partly agree".
-EXCESS_PARTLY = 0.15
 SCORES = ("overlap", "jaccard")
 OTHER = {"cka": "linear CKA", "procrustes": "Procrustes relative error",
          "mutual_knn": "mutual k-NN (cosine overlap)"}
@@ -38,29 +26,12 @@ CSV = "similarity.csv"
 JSON = "similarity.json"
 
 
-def dh_reading(value: float, chance: float, score: str = "overlap") -> str:
-    """One line on what an input/output KNN match of one untied model suggests about tying."""
-    excess = excess_over_chance(value, chance)
-    if not math.isfinite(excess):
-        return "no reading (no untied snapshot)"
-    head = (f"input and output neighbourhoods share {100 * value:.1f}% ({score}) vs chance "
-            f"{100 * chance:.1f}%")
-    if excess >= EXCESS_AGREE:
-        return (f"{head}: the semantic (input) and distributional (output) geometry largely "
-                "agree; tying is likely cheap")
-    if excess >= EXCESS_PARTLY:
-        return (f"{head}: the semantic and distributional geometry partly agree; tying will "
-                "likely cost something, compare with a tied run")
-    level = ("at chance level" if value < 2 * chance else
-             f"{value / chance:.0f}x chance but far from identity")
-    return (f"{head}: the semantic and distributional geometry mostly disagree ({level}); "
-            "tying is likely costly")
-
-
 def similarity_section(result: SimilarityCurves, out: Path, *, score: str = "overlap",
-                       k_note: str = "", tokens_note: str = "") -> list[str]:
+                       k_note: str = "", tokens_note: str = "",
+                       schedules: Mapping[str, TieSchedule] | None = None) -> list[str]:
     """Write out/figures/similarity_*.png, out/similarity.csv and .json; return the markdown.
-    k_note follows k (why it is what it is, see dhwt.analysis.knn.choose_k)."""
+    k_note follows k (why it is what it is, see dhwt.analysis.knn.choose_k); schedules: each
+    source's tie schedule, by name, for the DH reading's tie history (dhwt.report.dh_reading)."""
     write_numbers(result, out)
     pairs, dh = result.of_kind("pair"), result.of_kind("dh")
     lines = ["## Similarity of embedding spaces over training", "",
@@ -111,7 +82,7 @@ def similarity_section(result: SimilarityCurves, out: Path, *, score: str = "ove
             chance = c.values.get("chance_overlap", np.full(len(result.steps), np.nan))[t]
             lines.append(f"| {c.a} | {result.steps[t]} | {c.values['jaccard'][t]:.4f} | "
                          f"{c.values['overlap'][t]:.4f} | {_cell(c, 'chance_overlap', t)} | "
-                         f"{dh_reading(c.values['overlap'][t], chance)} |")
+                         f"{_reading(c, t, int(result.steps[t]), chance, schedules)} |")
         lines += ["", "![DH diagnostic](figures/similarity_dh.png)", "",
                   "Reading: input rows gather semantically equivalent tokens (proofs/T3), output "
                   "rows conditionally equivalent ones (proofs/T1, T2), and a tied model pays "
@@ -123,6 +94,18 @@ def similarity_section(result: SimilarityCurves, out: Path, *, score: str = "ove
 
 
 _METRIC = {"ip": "raw inner product", "cos": "cosine", "l2": "Euclidean distance"}
+
+
+def _reading(curve: Curve, t: int, step: int, chance: float,
+             schedules: Mapping[str, TieSchedule] | None) -> str:
+    """The DH reading of a dh curve at index t, withheld right after an untie."""
+    schedule = (schedules or {}).get(curve.a)
+    history = tie_history(schedule, step) if schedule is not None else None
+    if history is not None and "copy_residue" in curve.values:
+        reason = withheld(history, curve.values["copy_residue"][t])
+        if reason is not None:
+            return reason
+    return dh_reading(curve.values["overlap"][t], chance)
 
 
 def _has(curves: Sequence[Curve], score: str) -> bool:

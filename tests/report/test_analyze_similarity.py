@@ -124,7 +124,7 @@ def test_seen_tokens_default_to_the_runs_counts_file(text_run, tmp_path, cli):
     (0.082, 0.008, "mostly disagree (10x chance but far"),     # 0.075, 10x chance
 ])
 def test_the_dh_reading_follows_the_share_from_chance_to_identity(value, chance, words):
-    from dhwt.report.similarity_report import dh_reading
+    from dhwt.report.dh_reading import dh_reading
     line = dh_reading(value, chance)
     assert words in line and f"{100 * value:.1f}%" in line and f"{100 * chance:.1f}%" in line
 

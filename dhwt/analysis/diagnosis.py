@@ -1,0 +1,166 @@
+"""The DH diagnostic of one untied model: its input against its output embedding matrix.
+
+For every token (or a seeded sample of query tokens when the vocabulary is large), its exact k
+nearest neighbours among all tokens in the input space and in the output space, and their KNN
+match; the chance level of the same measure on norm-matched random stand-ins, estimated from a
+sample of queries (its interval says how well); linear CKA and the orthogonal Procrustes error
+of the two spaces; the mean match by token-frequency bucket when counts are given.
+
+Why the chance level is sampled even when the match is exact: it is a baseline, and an estimate
+with its interval costs a fraction of a second where the exact one would double the time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from dhwt.analysis.knn import (Neighbours, choose_k, match_neighbours, nearest_neighbours,
+                               norm_matched_random)
+from dhwt.analysis.knn_sample import Estimate, mean_estimate, sample_queries, sampled_neighbours
+from dhwt.analysis.similarity import linear_cka, procrustes
+from dhwt.errors import DhwtError
+
+#: Queries of the chance level's estimate unless asked otherwise.
+CHANCE_QUERIES = 1024
+#: Rows of the whole-space measures (CKA, Procrustes) in sampled mode: at least this, and 4 d.
+WHOLE_ROWS = 8192
+#: Frequency buckets of the tokens seen (quantiles of their counts), beside a never-seen one.
+BUCKETS = 5
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """Tokens whose count lies in [low, high], the least and most counts among them (never
+    seen: low = high = 0)."""
+
+    label: str
+    low: float
+    high: float
+    overlap: Estimate
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """Input vs output neighbourhoods of one model (see the module doc).
+
+    tokens: the query token ids (all tokens in exact mode); overlap_per_token: |N_in ∩ N_out| / k
+    of each query; input / output: the queries' neighbours in each space; whole_rows: how many
+    rows CKA and Procrustes used."""
+
+    k: int
+    k_note: str
+    metric: str
+    n_tokens: int
+    tokens: np.ndarray
+    overlap_per_token: np.ndarray
+    jaccard: float
+    overlap: Estimate
+    chance: Estimate | None
+    cka: float
+    procrustes: float
+    whole_rows: int
+    input: Neighbours
+    output: Neighbours
+    buckets: tuple[Bucket, ...] = ()
+
+    @property
+    def sampled(self) -> bool:
+        return len(self.tokens) < self.n_tokens
+
+
+def diagnose(e_in: np.ndarray, e_out: np.ndarray, *, k: int | None = None, metric: str = "ip",
+             queries: int | None = None, chance_queries: int = CHANCE_QUERIES, seed: int = 0,
+             counts: np.ndarray | None = None, progress: bool | None = False,
+             device: str = "cpu") -> Diagnosis:
+    """Diagnose the pair (e_in, e_out), (V, d_in) and (V, d_out) over the same tokens.
+
+    queries: None for every token (exact), else that many seeded query tokens; chance_queries:
+    queries of the chance estimate (0: none); counts: (V,) token counts for frequency buckets;
+    device: where the neighbour search runs ("cpu": the symmetric engine of dhwt.analysis.knn
+    for all tokens; a GPU: every query against all rows there).
+
+    Examples:
+        >>> import numpy as np
+        >>> rng = np.random.default_rng(0)
+        >>> e = rng.standard_normal((200, 16))
+        >>> same = diagnose(e, 3 * e, k=5)          # one space, scaled: every neighbour shared
+        >>> same.overlap.mean, round(same.cka, 6)
+        (1.0, 1.0)
+        >>> apart = diagnose(e, rng.standard_normal((200, 16)), k=5)  # independent: chance
+        >>> round(apart.overlap.mean, 3), round(apart.chance.mean, 3)
+        (0.028, 0.032)
+    """
+    if e_in.shape[0] != e_out.shape[0]:
+        raise DhwtError(f"the input matrix has {e_in.shape[0]} rows and the output matrix "
+                        f"{e_out.shape[0]}; they must hold the same tokens")
+    n = e_in.shape[0]
+    k, k_note = choose_k(k, n)
+    if (queries is None or queries >= n) and device == "cpu":
+        ids = np.arange(n)
+        near_in = nearest_neighbours(e_in, k, metric, progress=progress, name="input")
+        near_out = nearest_neighbours(e_out, k, metric, progress=progress, name="output")
+    else:
+        ids = sample_queries(n, n if queries is None else queries, seed)
+        near_in, near_out = (sampled_neighbours(e, ids, k, metric, progress=progress, name=side,
+                                                device=device)
+                             for e, side in ((e_in, "input"), (e_out, "output")))
+    match = match_neighbours(near_in, near_out, tokens=ids)
+    chance = None
+    if chance_queries:
+        chance = _chance(e_in, e_out, k, metric, chance_queries, seed, progress, device)
+    rows = (np.arange(n) if len(ids) == n else
+            sample_queries(n, max(WHOLE_ROWS, 4 * max(e_in.shape[1], e_out.shape[1])), seed + 2))
+    return Diagnosis(
+        k=k, k_note=k_note, metric=metric, n_tokens=n, tokens=ids,
+        overlap_per_token=match.overlap, jaccard=match.mean_jaccard,
+        overlap=mean_estimate(match.overlap, n), chance=chance,
+        cka=linear_cka(e_in[rows], e_out[rows]), procrustes=procrustes(e_in[rows], e_out[rows]).error,
+        whole_rows=len(rows), input=near_in, output=near_out,
+        buckets=() if counts is None else frequency_buckets(match.overlap, ids, counts),
+    )
+
+
+def _chance(e_in: np.ndarray, e_out: np.ndarray, k: int, metric: str, queries: int, seed: int,
+            progress: bool | None, device: str) -> Estimate:
+    """The KNN match of norm-matched random stand-ins, estimated from `queries` query tokens."""
+    n = e_in.shape[0]
+    generator = np.random.default_rng([seed, 1])
+    ids = sample_queries(n, queries, seed + 1)
+    near = [sampled_neighbours(norm_matched_random(e, generator), ids, k, metric,
+                               progress=progress, name=f"chance {side}", device=device)
+            for e, side in ((e_in, "input"), (e_out, "output"))]
+    return mean_estimate(match_neighbours(*near, tokens=ids).overlap, n)
+
+
+def frequency_buckets(overlap: np.ndarray, tokens: np.ndarray,
+                      counts: np.ndarray) -> tuple[Bucket, ...]:
+    """Mean overlap of the tokens never seen and of BUCKETS quantile buckets of the seen tokens'
+    counts (an estimate over the query tokens in each, out of all tokens in it).
+
+    Examples:
+        >>> import numpy as np
+        >>> counts = np.array([0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
+        >>> buckets = frequency_buckets(np.linspace(0, 1, 12), np.arange(12), counts)
+        >>> [b.label for b in buckets][:2], round(buckets[0].overlap.mean, 3)
+        (['never seen', '1-2'], 0.045)
+    """
+    counts = np.asarray(counts, np.float64)
+    if counts.ndim != 1 or not np.isfinite(counts).all() or (counts < 0).any():
+        raise DhwtError("token counts must be one finite, non-negative number per token")
+    seen = counts > 0
+    edges = np.unique(np.quantile(counts[seen], np.linspace(0, 1, BUCKETS + 1))) if seen.any() \
+        else np.array([])
+    limits = [(0.0, 0.0)] + [(lo, hi) for lo, hi in zip(edges[:-1], edges[1:])]
+    buckets, taken = [], ~seen
+    for i, (low, high) in enumerate(limits):
+        members = ~seen if i == 0 else seen & (counts >= low) & (counts <= high) & ~taken
+        taken = taken | members
+        chosen = members[tokens]
+        if chosen.any():
+            low, high = counts[members].min(), counts[members].max()
+            label = "never seen" if i == 0 else f"{low:,.0f}-{high:,.0f}"
+            buckets.append(Bucket(label, float(low), float(high),
+                                  mean_estimate(overlap[chosen], int(members.sum()))))
+    return tuple(buckets)

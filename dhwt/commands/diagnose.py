@@ -1,0 +1,229 @@
+"""`dhwt diagnose PATH`: the DH diagnostic of a dhwt run directory or a pretrained checkpoint.
+
+A run directory gives one subject per ensemble member at the chosen snapshot, each with its tie
+history (dhwt.report.dh_reading); a checkpoint folder in the Hugging Face layout
+(dhwt.pretrained) gives one. A tied subject is said to be tied and not measured: its input and
+output are one matrix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from dhwt.analysis.diagnosis import CHANCE_QUERIES, Diagnosis, diagnose
+from dhwt.analysis.matrices import read_weights
+from dhwt.analysis.similarity import copy_residue
+from dhwt.config.device import resolve_device
+from dhwt.errors import DhwtError
+from dhwt.report.dh_reading import TieHistory, dh_reading, tie_history, withheld
+
+#: Vocabularies up to this size are searched whole by default; larger ones by sampled queries.
+EXACT_UP_TO = 65_536
+#: Sampled queries by default above EXACT_UP_TO.
+QUERIES = 4_096
+
+
+@dataclass(frozen=True)
+class DiagnoseOptions:
+    """What `dhwt diagnose` can be asked (see its --help). queries: "auto", "all" or a count;
+    step: a snapshot step or "last" (run directories); counts: a file of one count per token;
+    corpus: a text file to count tokens in with the checkpoint's tokenizer."""
+
+    k: int | None = None
+    metric: str = "ip"
+    queries: str = "auto"
+    chance_queries: int = CHANCE_QUERIES
+    seed: int = 0
+    step: str = "last"
+    counts: str | None = None
+    corpus: str | None = None
+    top: int = 10
+    device: str = "cpu"
+
+
+@dataclass(frozen=True)
+class Subject:
+    """One model diagnosed. diagnosis None: tied (tied_because says how it was recognised)."""
+
+    name: str
+    history: str
+    diagnosis: Diagnosis | None
+    reading: str
+    tied_because: str | None = None
+    residue: float | None = None
+
+
+@dataclass(frozen=True)
+class DiagnoseResult:
+    """Everything the report shows: where the matrices came from, the subjects, how tokens
+    print (token(i)), and notes on how the source was read."""
+
+    source: str
+    kind: str
+    description: str
+    shape: tuple[int, int, int]
+    subjects: tuple[Subject, ...]
+    token: Callable[[int], str] = field(repr=False)
+    notes: tuple[str, ...] = ()
+    counts_source: str | None = None
+
+
+def diagnose_path(path: str, options: DiagnoseOptions) -> DiagnoseResult:
+    """Diagnose the run directory or checkpoint folder at `path`."""
+    from dhwt.pretrained import is_checkpoint
+    from dhwt.runs.layout import CONFIG
+
+    where = Path(path)
+    if not where.exists():
+        raise DhwtError(f"{path} does not exist")
+    if (where / CONFIG).is_file():
+        return _run(where, options)
+    if is_checkpoint(where):
+        return _checkpoint(where, options)
+    if not where.is_dir():
+        raise DhwtError(f"{path} is a file; give a run directory or a checkpoint folder")
+    raise DhwtError(f"{path} is neither a dhwt run directory (no {CONFIG}) nor a checkpoint "
+                    "folder (no config.json or .safetensors)")
+
+
+def check_out(out: str) -> None:
+    """Refuse a report directory that holds anything but an earlier diagnose report: the
+    report's files would replace a user's files of the same names.
+
+    Examples:
+        >>> check_out("a-new-directory")
+    """
+    from dhwt.report.diagnose_report import JSON
+
+    target = Path(out)
+    if target.exists() and not target.is_dir():
+        raise DhwtError(f"--out {out} is a file; give a directory for the report")
+    if target.is_dir() and any(target.iterdir()) and not (target / JSON).is_file():
+        raise DhwtError(f"--out {out} holds files but no earlier diagnose report ({JSON}); "
+                        "give a new or empty directory")
+
+
+def _settings(options: DiagnoseOptions, n: int) -> dict[str, object]:
+    """The keyword arguments of dhwt.analysis.diagnosis.diagnose for n tokens."""
+    if options.queries == "auto":
+        queries = None if n <= EXACT_UP_TO else QUERIES
+    elif options.queries == "all":
+        queries = None
+    else:
+        try:
+            queries = int(options.queries)
+        except ValueError:
+            queries = 0
+        if queries < 1:
+            raise DhwtError(f"queries must be 'auto', 'all' or a positive whole number, got "
+                            f"{options.queries!r}")
+    if options.chance_queries < 0:
+        raise DhwtError(f"chance queries must be 0 (none) or more, got {options.chance_queries}")
+    if options.top < 1:
+        raise DhwtError(f"top must be a positive whole number, got {options.top}")
+    device = str(resolve_device(options.device))
+    return dict(k=options.k, metric=options.metric, queries=queries,
+                chance_queries=options.chance_queries, seed=options.seed, progress=None,
+                device=device)
+
+
+def _run(path: Path, options: DiagnoseOptions) -> DiagnoseResult:
+    from dhwt.runs.layout import TOKEN_COUNTS
+    from dhwt.runs.run import load_run
+
+    run = load_run(path)
+    step = None if options.step == "last" else _step(options.step)
+    snap = run.embeddings(step)
+    members, n, d = snap.input.shape
+    counts, counts_source = None, None
+    if options.counts or (path / TOKEN_COUNTS).is_file():
+        counts_source = options.counts or str(path / TOKEN_COUNTS)
+        counts = _counts(read_weights(counts_source), n, counts_source)
+    settings = _settings(options, n)
+    history = tie_history(run.config.tying.tie_schedule, snap.step)
+    subjects = []
+    for m, seed in enumerate(snap.seeds):
+        name = f"seed {seed}" if members > 1 else f"seed {seed} (the only member)"
+        if history is None:
+            subjects.append(Subject(name, f"tied at step {snap.step}", None, "no reading: tied",
+                                    tied_because=f"the tie schedule "
+                                    f"{str(run.config.tying.tie_schedule)!r} ties it at step "
+                                    f"{snap.step}"))
+            continue
+        e_in, e_out = snap.input[m], snap.output[m]
+        residue = copy_residue(e_in, e_out)
+        diagnosis = diagnose(e_in, e_out, counts=counts, **settings)
+        subjects.append(Subject(name, history.describe(), diagnosis,
+                                _reading(diagnosis, history, residue), residue=residue))
+    vocab = snap.vocab
+    return DiagnoseResult(
+        source=str(path), kind="run",
+        description=f"dhwt run {path}, step {snap.step}, tie schedule "
+                    f"{str(run.config.tying.tie_schedule)!r}",
+        shape=(members, n, d), subjects=tuple(subjects),
+        token=lambda i: vocab[i] if i < len(vocab) else f"#{i}", counts_source=counts_source)
+
+
+def _checkpoint(path: Path, options: DiagnoseOptions) -> DiagnoseResult:
+    from dhwt.pretrained import read_checkpoint
+    from dhwt.pretrained.reader import count_tokens
+
+    ckpt = read_checkpoint(path)
+    n = ckpt.n_tokens
+    counts, counts_source = None, None
+    if options.counts and options.corpus:
+        raise DhwtError("give token counts (--counts) or a corpus to count them in (--corpus), "
+                        "not both")
+    if options.counts:
+        counts_source = options.counts
+        counts = _counts(read_weights(options.counts), n, options.counts)
+    elif options.corpus:
+        counts_source = f"{options.corpus}, tokenized with {path / 'tokenizer.json'}"
+        counts = count_tokens(path, options.corpus)[:n]
+    settings = _settings(options, n)
+    model = ckpt.model_type or ckpt.layout
+    name = path.name or str(path)
+    if ckpt.output is None:
+        subject = Subject(name, "tied", None, "no reading: the input and output matrices are one",
+                          tied_because=ckpt.tied_because)
+    else:
+        e_in, e_out = ckpt.input[:n], ckpt.output[:n]
+        diagnosis = diagnose(e_in, e_out, counts=counts, **settings)
+        history = TieHistory(step=0, untied_at=None)
+        residue = copy_residue(e_in, e_out) if e_in.shape == e_out.shape else None
+        subject = Subject(name, "untied (a pretrained checkpoint; its training history is not "
+                          "known)", diagnosis, _reading(diagnosis, history, residue),
+                          residue=residue)
+    outputs = f" / {ckpt.output_name}" if ckpt.output_name else " (no output matrix saved)"
+    return DiagnoseResult(
+        source=str(path), kind="checkpoint",
+        description=f"checkpoint {path} ({model}, {ckpt.layout} layout: {ckpt.input_name}"
+                    f"{outputs})",
+        shape=(1, *ckpt.input.shape), subjects=(subject,), token=ckpt.token, notes=ckpt.notes,
+        counts_source=counts_source)
+
+
+def _reading(diagnosis: Diagnosis, history: TieHistory, residue: float | None) -> str:
+    reason = withheld(history, residue) if residue is not None else None
+    if reason is not None:
+        return reason
+    chance = diagnosis.chance.mean if diagnosis.chance is not None else float("nan")
+    return dh_reading(diagnosis.overlap.mean, chance)
+
+
+def _step(text: str) -> int:
+    if not text.isdigit():
+        raise DhwtError(f"step must be a whole number or 'last', got {text!r}")
+    return int(text)
+
+
+def _counts(counts: np.ndarray, n: int, where: str) -> np.ndarray:
+    if len(counts) < n:
+        raise DhwtError(f"{where} holds {len(counts)} counts; the matrices have {n} tokens")
+    if not np.isfinite(counts).all() or (counts < 0).any():
+        raise DhwtError(f"{where}: counts must be finite and non-negative")
+    return counts[:n]

@@ -1,0 +1,217 @@
+"""A pretrained checkpoint in the Hugging Face layout, read offline: its input and output
+embedding matrices, whether they are tied, and its token strings.
+
+A checkpoint is a folder with config.json and its weights in safetensors: model.safetensors,
+several shards listed by model.safetensors.index.json, or any *.safetensors files. Only the two
+embedding tensors are read (safetensors maps the files; a 7B checkpoint's other weights are never
+loaded), in float32 whatever their stored dtype. transformers is not needed; tokenizer.json is
+read with the `tokenizers` package when both are present, else tokens are shown by id.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from dhwt.analysis.knn import check_matrix
+from dhwt.errors import DhwtError
+from dhwt.pretrained.layouts import find_layout
+
+CONFIG = "config.json"
+INDEX = "model.safetensors.index.json"
+TOKENIZER = "tokenizer.json"
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """The embeddings of a checkpoint. output is None when tied (one matrix serves both);
+    n_tokens: the rows that are tokens (the tokenizer's size when it has fewer than the matrix,
+    whose extra rows are padding); token(i): how to print token i; notes: what a reader should
+    know about how it was read."""
+
+    path: Path
+    model_type: str | None
+    layout: str
+    input_name: str
+    output_name: str | None
+    tied_because: str | None
+    input: np.ndarray
+    output: np.ndarray | None
+    n_tokens: int
+    token: Callable[[int], str] = field(repr=False)
+    notes: tuple[str, ...] = ()
+
+    @property
+    def tied(self) -> bool:
+        return self.output is None
+
+
+def is_checkpoint(path: Path) -> bool:
+    """Whether `path` looks like a Hugging Face checkpoint folder (config.json or safetensors)."""
+    return path.is_dir() and ((path / CONFIG).is_file() or any(path.glob("*.safetensors")))
+
+
+def read_checkpoint(path: str | Path) -> Checkpoint:
+    """Read the embeddings of the checkpoint folder `path` (see the module doc)."""
+    path = Path(path)
+    if not path.is_dir():
+        raise DhwtError(f"{path} is not a folder; a checkpoint is a folder with config.json and "
+                        "safetensors weights")
+    config = _config(path)
+    files = _tensor_files(path)
+    found = find_layout(files)
+    notes: list[str] = []
+    vectors = _read(files[found.input], found.input)
+    tie_config = config.get("tie_word_embeddings")
+    if found.output is None:
+        if tie_config is False or (tie_config is None and not found.layout.tied):
+            raise DhwtError(f"{path}: the config does not tie the embeddings, but no output "
+                            f"matrix was found (looked for {', '.join(found.layout.outputs)})")
+        tied_because = (f"no output matrix is saved ({found.layout.outputs[0]} absent) and "
+                        + ("config.json ties them (tie_word_embeddings true)" if tie_config
+                           else f"{found.layout.name} ties them by default"))
+        output = None
+    else:
+        output = _read(files[found.output], found.output)
+        if output.shape[0] != vectors.shape[0]:
+            raise DhwtError(f"{path}: the input matrix {found.input} has {vectors.shape[0]} rows "
+                            f"and the output matrix {found.output} {output.shape[0]}; they must "
+                            "hold the same tokens")
+        tied_because = None
+        if tie_config is True:
+            tied_because = (f"config.json ties them (tie_word_embeddings true): transformers uses "
+                            f"{found.input} for both")
+        elif output.shape == vectors.shape and np.array_equal(output, vectors):
+            tied_because = "the saved input and output matrices are equal"
+        if tied_because is not None:
+            output = None
+    token, size, note = _tokens(path)
+    n_tokens = vectors.shape[0]
+    if note:
+        notes.append(note)
+    if size is not None and size < n_tokens:
+        notes.append(f"rows {size}-{n_tokens - 1} of the {n_tokens}-row matrices have no token in "
+                     f"{TOKENIZER} (padding) and are left out")
+        n_tokens = size
+    return Checkpoint(path=path, model_type=config.get("model_type"), layout=found.layout.name,
+                      input_name=found.input, output_name=found.output,
+                      tied_because=tied_because, input=vectors, output=output,
+                      n_tokens=n_tokens, token=token, notes=tuple(notes))
+
+
+def _config(path: Path) -> dict[str, object]:
+    file = path / CONFIG
+    if not file.is_file():
+        return {}
+    try:
+        config = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DhwtError(f"cannot read {file} as JSON: {exc}") from None
+    if not isinstance(config, dict):
+        raise DhwtError(f"{file} must hold a JSON object, got {type(config).__name__}")
+    return config
+
+
+def _tensor_files(path: Path) -> dict[str, Path]:
+    """Tensor name -> the safetensors file holding it: the index's weight map, else the names
+    in every *.safetensors file of the folder."""
+    index = path / INDEX
+    if index.is_file():
+        try:
+            weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+            return {name: path / file for name, file in weight_map.items()}
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError,
+                AttributeError) as exc:
+            raise DhwtError(f"cannot read the weight map of {index}: {exc!r}") from None
+    files = sorted(path.glob("*.safetensors"))
+    if not files:
+        others = sorted(p.name for p in path.iterdir() if p.suffix in (".bin", ".pt", ".pth"))
+        if others:
+            raise DhwtError(f"{path} holds {', '.join(others)} but no .safetensors file; dhwt "
+                            "reads safetensors checkpoints (save_pretrained writes them by "
+                            "default)")
+        raise DhwtError(f"{path} is not a checkpoint: no .safetensors file (and not a dhwt run "
+                        "directory: no config.toml)")
+    from safetensors import safe_open
+
+    names: dict[str, Path] = {}
+    for file in files:
+        try:
+            with safe_open(str(file), framework="pt") as f:
+                names.update({name: file for name in f.keys()})
+        except Exception as exc:  # safetensors raises its own types for corrupt files
+            raise DhwtError(f"cannot read {file} as safetensors: {exc}") from None
+    return names
+
+
+def _read(file: Path, name: str) -> np.ndarray:
+    """One tensor as a finite float32 (V, d) matrix."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(file), framework="pt") as f:
+            tensor = f.get_tensor(name)
+    except FileNotFoundError:
+        raise DhwtError(f"{file} (listed as holding {name}) does not exist") from None
+    except Exception as exc:  # safetensors raises its own types for corrupt files
+        raise DhwtError(f"cannot read {name} from {file}: {exc}") from None
+    if tensor.ndim != 2:
+        raise DhwtError(f"{name} in {file.name} has shape {tuple(tensor.shape)}; an embedding "
+                        "matrix is (tokens, dimensions)")
+    return check_matrix(tensor.float().numpy(), name)
+
+
+def _tokens(path: Path) -> tuple[Callable[[int], str], int | None, str | None]:
+    """(token id -> printable string, the tokenizer's size or None, a note or None)."""
+    def by_id(i: int) -> str:
+        return f"#{i}"
+
+    file = path / TOKENIZER
+    if not file.is_file():
+        return by_id, None, f"no {TOKENIZER}: tokens are shown by id"
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:
+        return by_id, None, (f"{TOKENIZER} is present but the tokenizers package is not "
+                             "installed (pip install 'dhwt[text]'): tokens are shown by id")
+    try:
+        tokenizer = Tokenizer.from_file(str(file))
+    except Exception as exc:  # tokenizers raises its own exception type
+        return by_id, None, f"cannot read {TOKENIZER} ({exc}): tokens are shown by id"
+
+    def text(i: int) -> str:
+        return tokenizer.decode([i], skip_special_tokens=False) or tokenizer.id_to_token(i) or f"#{i}"
+
+    return text, tokenizer.get_vocab_size(with_added_tokens=True), None
+
+
+def count_tokens(path: str | Path, corpus: str | Path) -> np.ndarray:
+    """How often each token id occurs in the text file `corpus` tokenized by the checkpoint's
+    tokenizer.json, line by line (one count per id of the tokenizer)."""
+    file = Path(path) / TOKENIZER
+    if not file.is_file():
+        raise DhwtError(f"counting tokens in a corpus needs the checkpoint's {TOKENIZER}, and "
+                        f"{path} has none; give --counts FILE instead")
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:
+        raise DhwtError("counting tokens in a corpus needs the tokenizers package: pip install "
+                        "'dhwt[text]'") from None
+    tokenizer = Tokenizer.from_file(str(file))
+    try:
+        lines = Path(corpus).read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise DhwtError(f"corpus {corpus} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DhwtError(f"cannot read corpus {corpus} as UTF-8 text: {exc}") from None
+    size = tokenizer.get_vocab_size(with_added_tokens=True)
+    counts = np.zeros(size, np.int64)
+    for batch in range(0, len(lines), 4096):
+        encodings = tokenizer.encode_batch(lines[batch:batch + 4096], add_special_tokens=False)
+        ids = np.fromiter((i for e in encodings for i in e.ids), np.int64)
+        counts += np.bincount(ids[ids < size], minlength=size)
+    return counts
