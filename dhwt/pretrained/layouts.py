@@ -72,9 +72,9 @@ def find_layout(names: Collection[str]) -> Found:
             output = next((n for n in layout.outputs if n in present), None)
             return Found(layout, found_input, output)
     likely = sorted(n for n in present if any(w in n.lower() for w in _HINTS))
-    shown = brief(likely or sorted(present))
+    shown = brief(likely + sorted(present - set(likely)))
     raise DhwtError(f"no known embedding layout among the checkpoint's {len(present)} tensors "
-                    f"({'embedding-like: ' if likely else ''}{shown}); known layouts: {KNOWN}")
+                    f"({shown}, embedding-like names first); known layouts: {KNOWN}")
 
 
 #: Parts of tensor names that suggest an embedding or a head, shown first in errors.

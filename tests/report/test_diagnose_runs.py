@@ -1,0 +1,83 @@
+"""`dhwt diagnose RUN_DIR`: each member read at a snapshot with its tie history; the reading is
+withheld right after an untie (the two matrices are still one copy) and given for members
+untied from the start; `dhwt analyze` withholds it the same way."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from dhwt.commands import train
+from dhwt.commands.diagnose import DiagnoseOptions, diagnose_path
+from dhwt.config.run import TrainConfig
+from dhwt.languages.text_task import TextTask
+from dhwt.runs.snapshots import read_snapshot, snapshot_paths
+
+V = 40
+
+
+def make_run(root, name, schedule, lr):
+    rng = np.random.default_rng(0)
+    ids = {s: rng.integers(0, V - 5, n).astype(np.int32)
+           for s, n in (("train", 600), ("valid", 100), ("test", 100))}
+    task = TextTask(ids, tuple(f"t{i}" for i in range(V)), 8)
+    config = TrainConfig.from_dict(dict(
+        objective="clm", d_model=8, n_layers=1, n_heads=2, d_ff=16, seeds=[1, 2], steps=8,
+        batch_size=4, lr=lr, eval_every=4, snapshot_every=2, checkpoint_every=8,
+        tie_schedule=schedule), "test")
+    train(config, task, root / name)
+    return root / name
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("runs")
+    return {"untie": make_run(root, "untie", "untie@2", 1e-4),
+            "untied": make_run(root, "untied", "untied", 0.05),
+            "tied": make_run(root, "tied", "tied", 0.05)}
+
+
+def test_right_after_an_untie_the_reading_is_withheld(runs, cli):
+    snap = read_snapshot(snapshot_paths(runs["untie"])[2])  # step 4: 2 steps after the untie
+    assert snap.step == 4 and not snap.tied
+    result = diagnose_path(str(runs["untie"]), DiagnoseOptions(step="4", k=5))
+    for subject, m in zip(result.subjects, range(2)):
+        residue = np.linalg.norm(snap.input[m] - snap.output[m]) / np.linalg.norm(snap.output[m])
+        assert subject.residue == pytest.approx(residue, rel=1e-5) and residue < 0.5
+        assert subject.history == "untied at step 2, 2 steps before this snapshot"
+        assert subject.reading.startswith("withheld:")
+        assert subject.diagnosis.overlap.mean > 0.5  # the copy agrees with itself
+    code, out, _ = cli(["diagnose", runs["untie"], "--step", 4, "--k", 5, "--json"])
+    assert code == 0 and all(s["reading"].startswith("withheld") for s in
+                             json.loads(out)["subjects"])
+
+
+def test_untied_from_the_start_gets_a_reading_and_tied_is_said(runs):
+    result = diagnose_path(str(runs["untied"]), DiagnoseOptions(k=5))
+    assert [s.history for s in result.subjects] == ["untied from the start (independent "
+                                                    "matrices)"] * 2
+    assert all(s.reading.startswith("input and output neighbourhoods share")
+               for s in result.subjects)
+    tied = diagnose_path(str(runs["tied"]), DiagnoseOptions())
+    assert all(s.diagnosis is None and "ties it at step 8" in s.tied_because
+               for s in tied.subjects)
+
+
+def test_tied_before_the_untie_and_bad_steps(runs, cli):
+    before = diagnose_path(str(runs["untie"]), DiagnoseOptions(step="0"))
+    assert all(s.diagnosis is None for s in before.subjects)
+    code, _, err = cli(["diagnose", runs["untie"], "--step", 3])
+    assert code == 2 and "no snapshot of step 3" in err
+    code, _, err = cli(["diagnose", runs["untie"], "--step", "soon"])
+    assert code == 2 and "whole number or 'last'" in err
+
+
+def test_analyze_withholds_the_reading_after_an_untie(runs, tmp_path, cli):
+    # the untie run's last snapshot (step 8) is 6 steps after the untie at lr 1e-4: still a copy
+    assert cli(["analyze", runs["untie"], "--out", tmp_path / "rep", "--k", 5])[0] == 0
+    text = (tmp_path / "rep" / "report.md").read_text()
+    dh = text[text.index("### DH diagnostic"):]
+    rows = [line for line in dh.splitlines() if line.startswith("| seed")]
+    assert len(rows) == 2 and all("withheld: untied at step 2, 6 steps before" in r for r in rows)
