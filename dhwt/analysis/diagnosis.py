@@ -19,7 +19,7 @@ import numpy as np
 from dhwt.analysis.knn import (Neighbours, choose_k, match_neighbours, nearest_neighbours,
                                norm_matched_random)
 from dhwt.analysis.knn_sample import Estimate, mean_estimate, sample_queries, sampled_neighbours
-from dhwt.analysis.similarity import linear_cka, procrustes
+from dhwt.analysis.similarity import whole_space
 from dhwt.errors import DhwtError
 
 #: Queries of the chance level's estimate unless asked otherwise.
@@ -112,12 +112,12 @@ def diagnose(e_in: np.ndarray, e_out: np.ndarray, *, k: int | None = None, metri
         chance = _chance(e_in, e_out, k, metric, chance_queries, seed, progress, device)
     rows = (np.arange(n) if len(ids) == n else
             sample_queries(n, max(WHOLE_ROWS, 4 * max(e_in.shape[1], e_out.shape[1])), seed + 2))
+    whole = whole_space(e_in[rows], e_out[rows]) if len(rows) < n else whole_space(e_in, e_out)
     return Diagnosis(
         k=k, k_note=k_note, metric=metric, n_tokens=n, tokens=ids,
         overlap_per_token=match.overlap, jaccard=match.mean_jaccard,
-        overlap=mean_estimate(match.overlap, n), chance=chance,
-        cka=linear_cka(e_in[rows], e_out[rows]), procrustes=procrustes(e_in[rows], e_out[rows]).error,
-        whole_rows=len(rows), input=near_in, output=near_out,
+        overlap=mean_estimate(match.overlap, n), chance=chance, cka=whole.cka,
+        procrustes=whole.procrustes.error, whole_rows=len(rows), input=near_in, output=near_out,
         buckets=() if counts is None else frequency_buckets(match.overlap, ids, counts),
     )
 

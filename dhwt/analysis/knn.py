@@ -199,13 +199,14 @@ def norm_matched_random(x: np.ndarray, generator: np.random.Generator) -> np.nda
     copy of x is held."""
     x = np.asarray(x)
     torch_generator = torch.Generator().manual_seed(int(generator.integers(2**63 - 1)))
-    out = np.empty(x.shape, np.float32)
+    out = torch.empty(x.shape)
     for s in range(0, len(x), _CHUNK):
-        norms = np.linalg.norm(np.asarray(x[s:s + _CHUNK], np.float64), axis=1)
-        directions = torch.randn((len(norms), x.shape[1]), generator=torch_generator)
-        scale = norms / directions.double().norm(dim=1).numpy()
-        out[s:s + _CHUNK] = directions.numpy() * scale[:, None].astype(np.float32)
-    return out
+        rows = torch.from_numpy(np.asarray(x[s:s + _CHUNK], np.float32))
+        torch.randn(rows.shape, generator=torch_generator, out=out[s:s + _CHUNK])
+        out[s:s + _CHUNK] *= (torch.linalg.vector_norm(rows.double(), dim=1)
+                              / torch.linalg.vector_norm(out[s:s + _CHUNK], dim=1)
+                              ).float()[:, None]
+    return out.numpy()
 
 
 #: Rows per chunk of norm_matched_random.

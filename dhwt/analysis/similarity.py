@@ -35,6 +35,53 @@ class Procrustes:
     error_before: float
 
 
+@dataclass(frozen=True)
+class WholeSpace:
+    """Linear CKA and the Procrustes fit of two spaces, from one pass over their rows."""
+
+    cka: float
+    procrustes: Procrustes
+
+
+def whole_space(x: np.ndarray, y: np.ndarray) -> WholeSpace:
+    """CKA and Procrustes of x (n, d_x) and y (n, d_y) from the uncentred float64 Gram blocks
+    X^T X, Y^T Y, X^T Y (three n d^2 products, streamed over row chunks).
+
+    Centring is a rank-one correction, G - s s^T / n with s the column sums; the Procrustes
+    errors follow from the blocks too: ||X Q - Y||^2 = tr(Q^T X^T X Q) - 2 tr(S) + tr(Y^T Y)
+    with X^T Y = U S V^T and Q = U V^T.
+    """
+    x, y = _pair(x, y)
+    n = x.shape[0]
+    gxx, gyy, gxy = (np.zeros((a, b)) for a, b in
+                     ((x.shape[1],) * 2, (y.shape[1],) * 2, (x.shape[1], y.shape[1])))
+    sx, sy = np.zeros(x.shape[1]), np.zeros(y.shape[1])
+    for s in range(0, n, CHUNK):
+        a, b = x[s:s + CHUNK].astype(np.float64), y[s:s + CHUNK].astype(np.float64)
+        gxx += a.T @ a
+        gyy += b.T @ b
+        gxy += a.T @ b
+        sx += a.sum(axis=0)
+        sy += b.sum(axis=0)
+    cxx, cyy = gxx - np.outer(sx, sx) / n, gyy - np.outer(sy, sy) / n
+    cxy = gxy - np.outer(sx, sy) / n
+    denominator = np.linalg.norm(cxx) * np.linalg.norm(cyy)
+    cka = float(np.linalg.norm(cxy) ** 2 / denominator) if denominator > 0 else float("nan")
+    u, singular, vt = np.linalg.svd(gxy, full_matrices=False)
+    rotation = u @ vt
+    norm_y2 = float(np.trace(gyy))
+    residual = float(np.einsum("ij,ik,kj->", rotation, gxx, rotation)) - 2 * singular.sum() \
+        + norm_y2
+    before = (np.trace(gxx) - 2 * np.trace(gxy) + norm_y2 if x.shape[1] == y.shape[1]
+              else float("nan"))
+    norm_y = np.sqrt(norm_y2)
+    fit = Procrustes(rotation=rotation,
+                     error=float(np.sqrt(max(residual, 0.0)) / norm_y) if norm_y else float("nan"),
+                     error_before=float(np.sqrt(max(before, 0.0)) / norm_y) if norm_y
+                     else float("nan"))
+    return WholeSpace(cka=cka, procrustes=fit)
+
+
 def linear_cka(x: np.ndarray, y: np.ndarray) -> float:
     """Linear CKA of two spaces over the same rows (feature-space form, float64).
 
@@ -48,15 +95,10 @@ def linear_cka(x: np.ndarray, y: np.ndarray) -> float:
         >>> round(linear_cka(x, np.hstack([x, x])), 6)  # the same space, each feature twice
         1.0
     """
-    x, y = _pair(x, y)
-    mean_x, mean_y = x.mean(axis=0, dtype=np.float64), y.mean(axis=0, dtype=np.float64)
-    xx = _gram(x, x, mean_x, mean_x)
-    yy = _gram(y, y, mean_y, mean_y)
-    xy = _gram(x, y, mean_x, mean_y)
-    denominator = np.linalg.norm(xx) * np.linalg.norm(yy)
-    if denominator == 0:
+    cka = whole_space(x, y).cka
+    if not np.isfinite(cka):
         raise DhwtError("linear CKA is undefined when a space is constant (all rows equal)")
-    return float(np.linalg.norm(xy) ** 2 / denominator)
+    return cka
 
 
 def procrustes(x: np.ndarray, y: np.ndarray) -> Procrustes:
@@ -73,19 +115,10 @@ def procrustes(x: np.ndarray, y: np.ndarray) -> Procrustes:
         >>> fit.error_before > 0.1  # unaligned, the two differ
         True
     """
-    x, y = _pair(x, y)
-    zero = np.zeros(1)
-    cross = _gram(x, y, zero, zero)
-    u, _, vt = np.linalg.svd(cross, full_matrices=False)
-    rotation = u @ vt
-    norm_y = np.sqrt(_squared_norm(y))
-    if norm_y == 0:
+    fit = whole_space(x, y).procrustes
+    if not np.isfinite(fit.error):
         raise DhwtError("Procrustes error is undefined when Y is all zeros")
-    residual = _squared_residual(x, y, rotation)
-    before = (np.sqrt(_squared_residual(x, y, None)) / norm_y if x.shape[1] == y.shape[1]
-              else float("nan"))
-    return Procrustes(rotation=rotation, error=float(np.sqrt(residual) / norm_y),
-                      error_before=float(before))
+    return fit
 
 
 def mutual_knn(x: np.ndarray, y: np.ndarray, k: int = 10) -> float:
@@ -108,28 +141,9 @@ def _pair(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return x, y
 
 
-def _gram(a: np.ndarray, b: np.ndarray, mean_a: np.ndarray, mean_b: np.ndarray) -> np.ndarray:
-    """(a - mean_a)^T (b - mean_b) in float64, streamed over row chunks."""
-    out = np.zeros((a.shape[1], b.shape[1]))
-    for s in range(0, a.shape[0], CHUNK):
-        out += (a[s:s + CHUNK].astype(np.float64) - mean_a).T @ \
-            (b[s:s + CHUNK].astype(np.float64) - mean_b)
-    return out
-
-
 def _squared_norm(a: np.ndarray) -> float:
     return float(sum((a[s:s + CHUNK].astype(np.float64) ** 2).sum()
                      for s in range(0, a.shape[0], CHUNK)))
-
-
-def _squared_residual(x: np.ndarray, y: np.ndarray, rotation: np.ndarray | None) -> float:
-    total = 0.0
-    for s in range(0, x.shape[0], CHUNK):
-        mapped = x[s:s + CHUNK].astype(np.float64)
-        if rotation is not None:
-            mapped = mapped @ rotation
-        total += float(((mapped - y[s:s + CHUNK]) ** 2).sum())
-    return total
 
 
 def copy_residue(x: np.ndarray, y: np.ndarray) -> float:
@@ -142,9 +156,11 @@ def copy_residue(x: np.ndarray, y: np.ndarray) -> float:
         >>> round(copy_residue(np.eye(2), np.array([[0.0, 1.0], [1.0, 0.0]])), 4)  # equal norms
         1.4142
     """
-    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    x, y = np.asarray(x), np.asarray(y)
     if x.shape != y.shape:
         raise DhwtError(f"the copy residue compares matrices of one shape, got {x.shape} and "
                         f"{y.shape}")
-    norm = float(np.linalg.norm(y))
-    return float(np.linalg.norm(x - y)) / norm if norm > 0 else float("inf")
+    difference = sum(float(((x[s:s + CHUNK].astype(np.float64) - y[s:s + CHUNK]) ** 2).sum())
+                     for s in range(0, len(x), CHUNK))
+    norm = _squared_norm(y)
+    return float(np.sqrt(difference / norm)) if norm > 0 else float("inf")
