@@ -47,7 +47,7 @@ class Diagnosis:
 
     tokens: the query token ids (all tokens in exact mode); overlap_per_token: |N_in ∩ N_out| / k
     of each query; input / output: the queries' neighbours in each space; whole_rows: how many
-    rows CKA and Procrustes used."""
+    rows CKA and Procrustes used; counts: the queries' token counts when counts were given."""
 
     k: int
     k_note: str
@@ -64,6 +64,7 @@ class Diagnosis:
     input: Neighbours
     output: Neighbours
     buckets: tuple[Bucket, ...] = ()
+    counts: np.ndarray | None = None
 
     @property
     def sampled(self) -> bool:
@@ -119,6 +120,7 @@ def diagnose(e_in: np.ndarray, e_out: np.ndarray, *, k: int | None = None, metri
         overlap=mean_estimate(match.overlap, n), chance=chance, cka=whole.cka,
         procrustes=whole.procrustes.error, whole_rows=len(rows), input=near_in, output=near_out,
         buckets=() if counts is None else frequency_buckets(match.overlap, ids, counts),
+        counts=None if counts is None else np.asarray(counts)[ids],
     )
 
 

@@ -19,7 +19,7 @@ from dhwt.analysis.matrices import read_weights
 from dhwt.analysis.similarity import copy_residue
 from dhwt.config.device import resolve_device
 from dhwt.errors import DhwtError
-from dhwt.report.dh_reading import TieHistory, dh_reading, tie_history, withheld
+from dhwt.report.dh_reading import TieHistory, copy_flag, dh_reading, tie_history, withheld
 
 #: Vocabularies up to this size are searched whole by default; larger ones by sampled queries.
 EXACT_UP_TO = 65_536
@@ -212,7 +212,7 @@ def _reading(diagnosis: Diagnosis, history: TieHistory, residue: float | None) -
     if reason is not None:
         return reason
     chance = diagnosis.chance.mean if diagnosis.chance is not None else float("nan")
-    return dh_reading(diagnosis.overlap.mean, chance)
+    return dh_reading(diagnosis.overlap.mean, chance) + copy_flag(history)
 
 
 def _step(text: str) -> int:

@@ -109,11 +109,13 @@ def _markdown(result: DiagnoseResult, top: int, figure: bool) -> list[str]:
             lines.append("")
         for title, rows in (("disagree most", _ranked(d, top, False, result)),
                             ("agree most", _ranked(d, top, True, result))):
-            lines += [f"Tokens whose input and output neighbourhoods {title}:", "",
-                      "| token | overlap | nearest in input space | nearest in output space |",
-                      "|---|---|---|---|"]
+            ties = ", ties to the more frequent" if d.counts is not None else ""
+            lines += [f"Tokens whose input and output neighbourhoods {title}{ties}:", "",
+                      "| token | count | overlap | nearest in input space | nearest in output "
+                      "space |", "|---|---|---|---|---|"]
             for row in rows:
-                lines.append(f"| {_md(row['token'])} | {row['overlap']:.2f} | "
+                count = "—" if row["count"] is None else f"{row['count']:,.0f}"
+                lines.append(f"| {_md(row['token'])} | {count} | {row['overlap']:.2f} | "
                              f"{', '.join(_md(t) for t in row['input'][:SHOWN])} | "
                              f"{', '.join(_md(t) for t in row['output'][:SHOWN])} |")
             lines.append("")
@@ -142,12 +144,16 @@ def _subject_document(s: Subject, result: DiagnoseResult, top: int) -> dict[str,
 
 
 def _ranked(d: Diagnosis, top: int, agree: bool, result: DiagnoseResult) -> list[dict]:
-    """The `top` queries of least (agree False) or most overlap; ties to the lower token id."""
-    order = np.lexsort((d.tokens, -d.overlap_per_token if agree else d.overlap_per_token))
+    """The `top` queries of least (agree False) or most overlap; ties to the more frequent
+    token when counts are known, then to the lower token id."""
+    frequent = -d.counts if d.counts is not None else np.zeros(len(d.tokens))
+    order = np.lexsort((d.tokens, frequent,
+                        -d.overlap_per_token if agree else d.overlap_per_token))
     rows = []
     for i in order[:top]:
         rows.append({"id": int(d.tokens[i]), "token": result.token(int(d.tokens[i])),
                      "overlap": float(d.overlap_per_token[i]),
+                     "count": None if d.counts is None else float(d.counts[i]),
                      "input": [result.token(int(j)) for j in d.input.indices[i]],
                      "output": [result.token(int(j)) for j in d.output.indices[i]]})
     return rows

@@ -14,8 +14,8 @@ import numpy as np
 
 from dhwt.analysis.knn_curves import Curve, SimilarityCurves
 from dhwt.config.schedule import TieSchedule
-from dhwt.report.dh_reading import (EXCESS_AGREE, EXCESS_PARTLY, dh_reading, tie_history,
-                                    withheld)
+from dhwt.report.dh_reading import (EXCESS_AGREE, EXCESS_PARTLY, copy_flag, dh_reading,
+                                    tie_history, withheld)
 from dhwt.report.figures import new_figure, save, step_axis
 from dhwt.directories import atomic_write_bytes
 
@@ -105,7 +105,8 @@ def _reading(curve: Curve, t: int, step: int, chance: float,
         reason = withheld(history, curve.values["copy_residue"][t])
         if reason is not None:
             return reason
-    return dh_reading(curve.values["overlap"][t], chance)
+    flag = copy_flag(history) if history is not None else ""
+    return dh_reading(curve.values["overlap"][t], chance) + flag
 
 
 def _has(curves: Sequence[Curve], score: str) -> bool:

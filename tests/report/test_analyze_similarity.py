@@ -122,6 +122,7 @@ def test_seen_tokens_default_to_the_runs_counts_file(text_run, tmp_path, cli):
     (0.30, 0.10, "partly agree"),                              # 0.22
     (0.18, 0.10, "mostly disagree (at chance level)"),         # 0.09, under 2x chance
     (0.082, 0.008, "mostly disagree (10x chance but far"),     # 0.075, 10x chance
+    (0.025, 0.0, "mostly disagree (far from identity)"),       # a chance level of 0 (no hubs)
 ])
 def test_the_dh_reading_follows_the_share_from_chance_to_identity(value, chance, words):
     from dhwt.report.dh_reading import dh_reading
