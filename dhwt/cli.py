@@ -566,6 +566,10 @@ def diagnose_cmd(path: str, out: str | None, as_json: bool, **options: object) -
               help="Frequency buckets (equal numbers of tokens sorted by count).")
 @click.option("--top", type=int, default=10, show_default=True,
               help="Most DH-violating pairs listed.")
+@click.option("--min-count", type=float, metavar="N",
+              help="Tokens of the listed DH-violating pairs are counted at least N times (rarer "
+                   "ones have near-degenerate profiles).  [default: 100 for --corpus, 0 for "
+                   "--grammar]")
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Seed of --samples' draws, the SVD start vector and the chance level.")
 @click.option("--out", metavar="DIR", type=click.Path(file_okay=False),

@@ -18,6 +18,7 @@ import numpy as np
 
 from dhwt.analysis.knn import (Neighbours, choose_k, match_neighbours, nearest_neighbours,
                                norm_matched_random)
+from dhwt.analysis.frequency import frequency_groups
 from dhwt.analysis.knn_sample import Estimate, mean_estimate, sample_queries, sampled_neighbours
 from dhwt.analysis.similarity import whole_space
 from dhwt.errors import DhwtError
@@ -26,14 +27,14 @@ from dhwt.errors import DhwtError
 CHANCE_QUERIES = 1024
 #: Rows of the whole-space measures (CKA, Procrustes) in sampled mode: at least this, and 4 d.
 WHOLE_ROWS = 8192
-#: Frequency buckets of the tokens seen (quantiles of their counts), beside a never-seen one.
+#: Frequency buckets of the tokens seen (equal-size groups by count), beside a never-seen one.
 BUCKETS = 5
 
 
 @dataclass(frozen=True)
 class Bucket:
-    """Tokens whose count lies in [low, high], the least and most counts among them (never
-    seen: low = high = 0)."""
+    """Query tokens of one frequency group: the least and most counts among them (never seen:
+    low = high = 0) and their mean overlap."""
 
     label: str
     low: float
@@ -138,31 +139,30 @@ def _chance(e_in: np.ndarray, e_out: np.ndarray, k: int, metric: str, queries: i
 
 def frequency_buckets(overlap: np.ndarray, tokens: np.ndarray,
                       counts: np.ndarray) -> tuple[Bucket, ...]:
-    """Mean overlap of the tokens never seen and of BUCKETS quantile buckets of the seen tokens'
-    counts (an estimate over the query tokens in each, out of all tokens in it).
+    """Mean overlap of the query tokens never seen, and of the seen ones in BUCKETS equal-size
+    groups by count (dhwt.analysis.frequency): an estimate over the queries in each, out of the
+    tokens it stands for (all tokens seen, shared in proportion when the queries are a sample).
 
     Examples:
         >>> import numpy as np
         >>> counts = np.array([0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
         >>> buckets = frequency_buckets(np.linspace(0, 1, 12), np.arange(12), counts)
-        >>> [b.label for b in buckets][:2], round(buckets[0].overlap.mean, 3)
-        (['never seen', '1-2'], 0.045)
+        >>> [b.label for b in buckets], round(buckets[0].overlap.mean, 3)
+        (['never seen', '1-2', '3-4', '5-6', '7-8', '9-10'], 0.045)
     """
     counts = np.asarray(counts, np.float64)
     if counts.ndim != 1 or not np.isfinite(counts).all() or (counts < 0).any():
         raise DhwtError("token counts must be one finite, non-negative number per token")
-    seen = counts > 0
-    edges = np.unique(np.quantile(counts[seen], np.linspace(0, 1, BUCKETS + 1))) if seen.any() \
-        else np.array([])
-    limits = [(0.0, 0.0)] + [(lo, hi) for lo, hi in zip(edges[:-1], edges[1:])]
-    buckets, taken = [], ~seen
-    for i, (low, high) in enumerate(limits):
-        members = ~seen if i == 0 else seen & (counts >= low) & (counts <= high) & ~taken
-        taken = taken | members
-        chosen = members[tokens]
-        if chosen.any():
-            low, high = counts[members].min(), counts[members].max()
-            label = "never seen" if i == 0 else f"{low:,.0f}-{high:,.0f}"
-            buckets.append(Bucket(label, float(low), float(high),
-                                  mean_estimate(overlap[chosen], int(members.sum()))))
+    seen = counts[tokens] > 0
+    buckets = []
+    if (~seen).any():
+        buckets.append(Bucket("never seen", 0.0, 0.0,
+                              mean_estimate(overlap[~seen], int((counts == 0).sum()))))
+    seen_counts, seen_overlap = counts[tokens][seen], overlap[seen]
+    share = int((counts > 0).sum()) / max(int(seen.sum()), 1)
+    for group in frequency_groups(seen_counts, BUCKETS):
+        low, high = float(seen_counts[group].min()), float(seen_counts[group].max())
+        population = max(len(group), round(len(group) * share))
+        buckets.append(Bucket(f"{low:,.0f}-{high:,.0f}", low, high,
+                              mean_estimate(seen_overlap[group], population)))
     return tuple(buckets)

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from dhwt.analysis.diagnosis import CHANCE_QUERIES, Diagnosis, diagnose
+from dhwt.analysis.knn import check_k
 from dhwt.analysis.matrices import read_weights
 from dhwt.analysis.similarity import copy_residue
 from dhwt.config.device import resolve_device
@@ -125,6 +126,8 @@ def _settings(options: DiagnoseOptions, n: int) -> dict[str, object]:
         raise DhwtError(f"chance queries must be 0 (none) or more, got {options.chance_queries}")
     if options.top < 1:
         raise DhwtError(f"top must be a positive whole number, got {options.top}")
+    if options.k is not None:
+        check_k(options.k, n)
     device = str(resolve_device(options.device))
     return dict(k=options.k, metric=options.metric, queries=queries,
                 chance_queries=options.chance_queries, seed=options.seed, progress=None,

@@ -152,6 +152,28 @@ CASES = {
          "{nothere.txt} does not exist"),
         (["knn", "{a.npy}", "{a.npy}", "--per-token", "{file}/knn.csv"], "Not a directory"),
     ],
+    "diagnose": [
+        (["diagnose"], "Missing argument 'PATH'"),
+        (["diagnose", "{nothere}"], "{nothere} does not exist"),
+        (["diagnose", "{data}"], "is neither a dhwt run directory"),
+        (["diagnose", "{file}"], "is a file"),
+        (["diagnose", "{run}", "--step", "999"], "has no snapshot of step 999"),
+        (["diagnose", "{run}", "--queries", "few"], "queries must be 'auto', 'all' or a positive"),
+        (["diagnose", "{run}", "--k", "0"], "k must be an integer with 1 <= k"),
+        (["diagnose", "{run}", "--device", "tpu"], "device must be one of"),
+        (["diagnose", "{run}", "--out", "{file}"], "is a file"),
+    ],
+    "corpus-dh": [
+        (["corpus-dh"], "give one source of counts"),
+        (["corpus-dh", "--grammar", "parrot"], "unknown grammar 'parrot'"),
+        (["corpus-dh", "--grammar", "{cycle.toml}"], "has the cycle s -> t -> s"),
+        (["corpus-dh", "--grammar", "parity", "--order", "0"], "order must be an integer >= 1"),
+        (["corpus-dh", "--grammar", "parity", "--dim", "0"], "dim must be an integer >= 1"),
+        (["corpus-dh", "--corpus", "{file}", "--tokenizer", "chars"], "unknown tokenizer"),
+        (["corpus-dh", "--corpus", "{nothere}", "--tokenizer", "char"],
+         "is neither wikitext-2 nor an existing path"),
+        (["corpus-dh", "--grammar", "parity", "--out", "{file}/r"], "is not a directory"),
+    ],
 }
 
 

@@ -1,0 +1,44 @@
+"""Frequency buckets: tokens sorted by count and cut into groups of equal size, rarest first,
+the one grouping of every "by frequency" table (`dhwt corpus-dh`, `dhwt diagnose`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from dhwt.errors import DhwtError
+
+
+def frequency_groups(counts: np.ndarray, buckets: int) -> list[np.ndarray]:
+    """Positions into counts, sorted by count (ties by position) and cut into `buckets` groups
+    of equal size (np.array_split, rarest first; fewer groups when there are fewer tokens).
+
+    Examples:
+        >>> [g.tolist() for g in frequency_groups(np.array([5, 1, 9, 3]), 2)]
+        [[1, 3], [0, 2]]
+    """
+    if isinstance(buckets, bool) or not isinstance(buckets, int) or buckets < 1:
+        raise DhwtError(f"buckets must be an integer >= 1, got {buckets!r}")
+    order = np.argsort(counts, kind="stable")
+    return [g for g in np.array_split(order, min(buckets, len(order))) if len(g)]
+
+
+def frequency_buckets(counts: np.ndarray, values: Sequence[np.ndarray],
+                      buckets: int) -> list[dict]:
+    """Tokens sorted by count (ties by position) and cut into `buckets` groups of equal size
+    (np.array_split, rarest first): per group its count range, size and the mean of each of
+    `values` (per-token arrays aligned with counts).
+
+    Examples:
+        >>> frequency_buckets(np.array([5, 1, 9, 3]), [np.array([1.0, 0.0, 1.0, 0.5])], 2)
+        [{'bucket': 1, 'tokens': 2, 'count_min': 1.0, 'count_max': 3.0, 'means': [0.25]},
+         {'bucket': 2, 'tokens': 2, 'count_min': 5.0, 'count_max': 9.0, 'means': [1.0]}]
+    """
+    out = []
+    for i, group in enumerate(frequency_groups(counts, buckets)):
+        out.append({"bucket": i + 1, "tokens": len(group),
+                    "count_min": float(counts[group].min()),
+                    "count_max": float(counts[group].max()),
+                    "means": [float(v[group].mean()) for v in values]})
+    return out

@@ -1,0 +1,103 @@
+"""The tables of experiments/corpus_dh/README.md: `dhwt corpus-dh` on the built-in grammars and
+variants (exact and sampled counts) and on WikiText-2 under six tokenizers.
+
+    python experiments/corpus_dh/tables.py synthetic
+    DHWT_DATA=../shared/data TIKTOKEN_CACHE_DIR=../shared/data/gpt2/tiktoken_cache \
+        python experiments/corpus_dh/tables.py wikitext
+
+Each row is one `dhwt corpus-dh` call (printed above its table as the command line); the
+tables are printed as Markdown.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import numpy as np
+from scipy.stats import spearmanr
+
+from dhwt.commands.corpus_dh import CorpusDhOptions, corpus_dh
+
+PAIR_RATIO = "experiments/tying_price/pair-ratio.toml"
+LANGUAGES = [
+    ("parity", ()),
+    ("parity-dh", ()),
+    ("parity-nocnd", ()),
+    ("four-cases", ()),
+    ("parity", ("classes.1.skew=0.4",)),
+    ("parity", ("classes.0.skew=0.0",)),
+    ("parity-nocnd", ("classes.1.skew=0.0",)),
+    (PAIR_RATIO, ()),
+    (PAIR_RATIO, ("states.B.0.p=0.1", "states.B.1.p=0.9")),
+]
+#: (label, order, samples)
+MODES = [("exact, order full", "full", None), ("exact, order 1", 1, None),
+         ("exact, order 2", 2, None), ("1,000 strings, order full", "full", 1000),
+         ("100,000 strings, order full", "full", 100_000),
+         ("100,000 strings, order 2", 2, 100_000)]
+TOKENIZERS = ["char", "bpe:257", "bpe:1024", "bpe:4096", "gpt2", "word"]
+
+
+def _name(grammar: str, sets: tuple[str, ...]) -> str:
+    short = "pair-ratio" if grammar == PAIR_RATIO else grammar
+    return short + "".join(f" {s}" for s in sets)
+
+
+def _num(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.2f}"
+
+
+def synthetic() -> None:
+    for label, order, samples in MODES:
+        flags = f"--order {order}" + (f" --samples {samples} --seed 0" if samples else "")
+        print(f"\n#### {label}\n\n`dhwt corpus-dh --grammar G [--set ...] {flags}`\n")
+        print("| language | sem P | sem R | cnd P | cnd R | DH violation est. | exact | "
+              "KNN overlap (chance) |")
+        print("|---|---|---|---|---|---|---|---|")
+        est, exact = [], []
+        start = time.perf_counter()
+        for grammar, sets in LANGUAGES:
+            doc = corpus_dh(CorpusDhOptions(grammar=grammar, assignments=sets, order=order,
+                                            samples=samples), progress=False).document
+            rel, knn = doc["relations"], doc["input_output_knn_overlap"]
+            dh = rel["dh_violation"]
+            est.append(dh["estimated"])
+            exact.append(dh["exact"])
+            print(f"| {_name(grammar, sets)} | {_num(rel['sem']['precision'])} | "
+                  f"{_num(rel['sem']['recall'])} | {_num(rel['cnd']['precision'])} | "
+                  f"{_num(rel['cnd']['recall'])} | {dh['estimated']:.2f} "
+                  f"({dh['estimated_pairs']['in_one_relation']}/"
+                  f"{dh['estimated_pairs']['in_either']}) | {dh['exact']:.2f} "
+                  f"({dh['exact_pairs']['in_one_relation']}/{dh['exact_pairs']['in_either']}) | "
+                  f"{knn['mean_overlap']:.2f} ({knn['chance_overlap']:.2f}) |")
+        rho = spearmanr(est, exact).statistic if len(set(est)) > 1 else float("nan")
+        print(f"\nSpearman (estimated vs exact violation over the {len(est)} languages): "
+              f"{rho:.2f}; {time.perf_counter() - start:.1f} s")
+
+
+def wikitext() -> None:
+    print("| tokenizer | V | tokens seen | compared | overlap | chance | excess | "
+          "Jaccard | overlap by frequency bucket (rarest to most frequent) | wall s |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for tokenizer in TOKENIZERS:
+        start = time.perf_counter()
+        doc = corpus_dh(CorpusDhOptions(corpus=os.environ.get("DHWT_DATA", "wikitext-2"),
+                                        tokenizer=tokenizer), progress=False).document
+        wall = time.perf_counter() - start
+        tok, knn = doc["tokens"], doc["input_output_knn_overlap"]
+        buckets = " / ".join(f"{b['mean_overlap']:.3f}" for b in doc["frequency_buckets"])
+        print(f"| {tokenizer} | {tok['vocabulary']:,} | {tok['occurring']:,} | "
+              f"{tok['compared']:,} | {knn['mean_overlap']:.4f} | {knn['chance_overlap']:.4f} | "
+              f"{knn['excess_overlap']:+.4f} | {knn['mean_jaccard']:.4f} | {buckets} | "
+              f"{wall:.0f} |", flush=True)
+        top = ", ".join(f"{p['pair'][0]!r}~{p['pair'][1]!r} ({p['cos_in']:+.2f}/"
+                        f"{p['cos_out']:+.2f})" for p in doc["dh_violating_pairs"][:3])
+        print(f"<!-- {tokenizer}: top violating pairs (cos_in/cos_out): {top} -->",
+              file=sys.stderr)
+
+
+if __name__ == "__main__":
+    np.seterr(all="ignore")
+    {"synthetic": synthetic, "wikitext": wikitext}[sys.argv[1]]()

@@ -1,0 +1,119 @@
+"""`dhwt corpus-dh` through the real entry point: a grammar's exact relations, a text file and a
+corpus folder, the files of --out, and bad input (exit 2, one `error:` line) (#18)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections import Counter
+
+import pytest
+
+TEXT = "the cat sat on the mat\nthe dog sat on the log\na cat and a dog\n" * 20
+
+
+def test_four_cases_exact_relations_as_json(cli):
+    code, out, err = cli(["corpus-dh", "--grammar", "four-cases", "--order", "full", "--json"])
+    assert code == 0, err
+    doc = json.loads(out)
+    rel = doc["relations"]
+    assert rel["order_covers_strings"] and doc["order"] == 4  # c a f g: 4 symbols
+    assert rel["sem"]["predicted"] == [["a1", "a2"], ["b1", "b2"]]
+    assert rel["cnd"]["predicted"] == [["a1", "a2"], ["c", "d"]]
+    for name in ("sem", "cnd"):
+        assert rel[name]["precision"] == rel[name]["recall"] == 1.0
+    assert rel["dh_violation"]["estimated"] == rel["dh_violation"]["exact"] == pytest.approx(2 / 3)
+    knn = doc["input_output_knn_overlap"]
+    assert knn["tokens"] == 9 and knn["k"] == 4  # the 9 symbols; [EOS] is never a context
+    assert 0 <= knn["mean_overlap"] <= 1
+    assert sum(knn["intersection_histogram"]) == 9
+
+
+def test_parity_dh_estimate_is_zero_and_text_names_it(cli):
+    code, out, err = cli(["corpus-dh", "-g", "parity-dh", "--set", "n_bits=3", "--order",
+                          "full"])
+    assert code == 0, err
+    assert "estimated 0.000 (0 of 1), exact 0.000 (0 of 1)" in out
+    assert "sem: precision 1.000, recall 1.000" in out
+
+
+def test_sampled_counts_say_so(cli):
+    code, out, err = cli(["corpus-dh", "-g", "four-cases", "--samples", "5000", "--seed", "3",
+                          "--json"])
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["source"]["strings"] == 5000 and doc["relations"]["tolerance"] == 0.05
+    # every string of four-cases has 3 or 4 symbols, and one end: 4 or 5 positions each
+    assert 4 * 5000 <= doc["source"]["positions"] <= 5 * 5000
+
+
+def test_a_text_file_by_characters_with_out(cli, tmp_path):
+    text = tmp_path / "tiny.txt"
+    text.write_text(TEXT)
+    out_dir = tmp_path / "report"
+    code, out, err = cli(["corpus-dh", "--corpus", text, "--tokenizer", "char", "--dim", "5",
+                          "--out", out_dir])
+    assert code == 0, err
+    assert f"{len(TEXT):,} tokens" in out
+    doc = json.loads((out_dir / "corpus_dh.json").read_text())
+    characters = Counter(TEXT)
+    assert doc["tokens"]["vocabulary"] == len(characters) + 1  # + <unk>
+    assert doc["tokens"]["never_occur"] == 1  # <unk>
+    assert doc["vectors"]["dim"] == 5
+    with open(out_dir / "per_token.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == doc["input_output_knn_overlap"]["tokens"]
+    for row in rows:
+        assert float(row["count"]) == characters[row["token"]]
+    assert (out_dir / "figures" / "overlap_by_frequency.png").stat().st_size > 0
+    assert "overlap_by_frequency.png" in (out_dir / "report.md").read_text()
+
+
+def test_a_corpus_folder_by_words_uses_the_token_cache(cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("DHWT_CACHE", str(tmp_path / "cache"))
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    for split in ("train", "valid", "test"):
+        (folder / f"{split}.txt").write_text(TEXT if split == "train" else "the cat\n")
+    code, out, err = cli(["corpus-dh", "--corpus", folder, "--tokenizer", "word", "--json"])
+    assert code == 0, err
+    doc = json.loads(out)
+    words = len(TEXT.split()) + TEXT.count("\n")  # one <eos> per line
+    assert doc["source"]["positions"] == words and doc["source"]["split"] == "train"
+    assert (tmp_path / "cache" / "tokens").is_dir()
+
+
+def test_help_has_examples(cli):
+    code, out, _ = cli(["corpus-dh", "--help"])
+    assert code == 0 and "Examples:" in out and "--order" in out and "--samples" in out
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--corpus", "{text}", "--tokenizer", "chars"], "unknown tokenizer 'chars'"),
+    (["--corpus", "{missing}", "--tokenizer", "char"], "is neither wikitext-2 nor an existing"),
+    (["--grammar", "four-cases", "--order", "0"], "order must be an integer >= 1, got 0"),
+    (["--grammar", "four-cases", "--order", "two"], "order must be an integer >= 1 or 'full'"),
+    (["--grammar", "four-cases", "--dim", "0"], "dim must be an integer >= 1, got 0"),
+    (["--grammar", "parrot"], "unknown grammar 'parrot'"),
+    (["--grammar", "parity", "--set", "n_bits=0"], "'n_bits' must be an integer"),
+    ([], "give one source of counts"),
+    (["--grammar", "parity", "--corpus", "{text}"], "give one source of counts"),
+    (["--corpus", "{text}"], "--corpus needs --tokenizer"),
+    (["--corpus", "{text}", "--tokenizer", "char", "--order", "full"], "--order full"),
+    (["--corpus", "{text}", "--tokenizer", "char", "--samples", "5"], "--samples belongs to"),
+    (["--grammar", "four-cases", "--tokenizer", "char"], "--tokenizer belongs to --corpus"),
+    (["--grammar", "four-cases", "--samples", "0"], "samples must be an integer >= 1"),
+    (["--grammar", "four-cases", "--tolerance", "-1"], "tolerance must be a finite number"),
+    (["--grammar", "four-cases", "--out", "{text}/r"], "is not a directory"),
+])
+def test_bad_input_is_one_error_line(cli, tmp_path, args, fragment):
+    (tmp_path / "t.txt").write_text(TEXT)
+    places = {"{text}": str(tmp_path / "t.txt"), "{missing}": str(tmp_path / "nothere")}
+    for key, value in places.items():
+        args = [a.replace(key, value) for a in args]
+    before = sorted(tmp_path.rglob("*"))
+    code, out, err = cli(["corpus-dh", *args])
+    assert code == 2 and out == "", (code, out, err)
+    assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err, err
+    assert fragment in err, err
+    assert sorted(tmp_path.rglob("*")) == before
