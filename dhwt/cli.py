@@ -130,9 +130,10 @@ class _BatchSize(click.ParamType):
 @click.option("--corpus", metavar="wikitext-2|DIR",
               help="Natural text for causal LM (--objective clm): WikiText-2, or a folder with "
                    "train.txt, valid.txt, test.txt. Needs --tokenizer and --seq-len.")
-@click.option("--tokenizer", metavar="gpt2|bpe:N|word",
+@click.option("--tokenizer", metavar="gpt2|bpe:N|word|char",
               help="Tokenizer of --corpus: GPT-2 BPE (tiktoken; TIKTOKEN_CACHE_DIR offline), a "
-                   "byte-level BPE of N tokens trained on the train split, or words.")
+                   "byte-level BPE of N tokens trained on the train split, words, or "
+                   "characters.")
 @click.option("--seq-len", type=int, metavar="N",
               help="Context of --corpus runs: training windows of N tokens start anywhere; "
                    "valid/test are cut into consecutive windows of N (each token predicted once).")
