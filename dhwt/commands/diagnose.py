@@ -150,7 +150,7 @@ def _run(path: Path, options: DiagnoseOptions) -> DiagnoseResult:
     history = tie_history(run.config.tying.tie_schedule, snap.step)
     subjects = []
     for m, seed in enumerate(snap.seeds):
-        name = f"seed {seed}" if members > 1 else f"seed {seed} (the only member)"
+        name = f"seed {seed}"
         if history is None:
             subjects.append(Subject(name, f"tied at step {snap.step}", None, "no reading: tied",
                                     tied_because=f"the tie schedule "
@@ -215,7 +215,8 @@ def _reading(diagnosis: Diagnosis, history: TieHistory, residue: float | None) -
     if reason is not None:
         return reason
     chance = diagnosis.chance.mean if diagnosis.chance is not None else float("nan")
-    return dh_reading(diagnosis.overlap.mean, chance) + copy_flag(history)
+    return (dh_reading(diagnosis.overlap.mean, chance, k=diagnosis.k, metric=diagnosis.metric)
+            + copy_flag(history))
 
 
 def _step(text: str) -> int:

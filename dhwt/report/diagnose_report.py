@@ -78,9 +78,12 @@ def _markdown(result: DiagnoseResult, top: int, figure: bool) -> list[str]:
               "same measure on norm-matched random stand-ins (each row's norm kept, direction "
               "random), estimated from sampled queries. Intervals are 95% Student-t over the "
               "tokens (with the finite-population correction; exact when every token is a "
-              "query). The reading follows the overlap's share of the way from chance to "
-              f"identity (>= {EXCESS_AGREE}: agree, >= {EXCESS_PARTLY}: partly): a heuristic, "
-              "not a theorem (dhwt.report.dh_reading); a tied run decides.", ""]
+              "query). The words follow the overlap's share of the way from chance to "
+              f"identity (>= {EXCESS_AGREE}: agree, >= {EXCESS_PARTLY}: partly): a description, "
+              "not a verdict. What the overlap implies for DH and tying is stated only as far as "
+              "the calibration on synthetic languages supports it (experiments/dh_calibration: "
+              "at k 10 / inner product it does not move with the exact violation); a tied run "
+              "decides (dhwt.report.dh_reading).", ""]
     lines += ["| model | history | overlap [95% CI] | chance [95% CI] | excess over chance "
               "| CKA | Procrustes error | reading |", "|---|---|---|---|---|---|---|---|"]
     for s in result.subjects:
@@ -174,7 +177,8 @@ def _figure(subjects: list[Subject], path: Path) -> None:
         if d.chance is not None:
             axes[0].axvline(d.chance.mean, ls=":", color=line.get_color())
     axes[0].set_xlabel(f"overlap |N_in ∩ N_out| / k (k = {k}); dotted: chance mean")
-    axes[0].set_ylabel("share of tokens")
+    axes[0].set_ylabel("share of tokens (log)")
+    axes[0].set_yscale("log")
     axes[0].set_xlim(-0.5 / k, 1 + 0.5 / k)
     axes[0].grid(alpha=0.3)
     axes[0].legend(fontsize=7)
@@ -189,7 +193,7 @@ def _figure(subjects: list[Subject], path: Path) -> None:
             ax.errorbar(x, mean, yerr=np.where(np.isfinite(err), err, 0), marker="o", capsize=3,
                         label=s.name)
             ax.set_xticks(x, [b.label for b in bs], rotation=30, fontsize=7)
-        ax.set_xlabel("token count in the corpus")
+        ax.set_xlabel("token count (equal-size groups of the tokens seen)")
         ax.set_ylabel("mean overlap (95% CI)")
         ax.grid(alpha=0.3)
     save(fig, path)

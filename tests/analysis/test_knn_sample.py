@@ -4,6 +4,7 @@ with ties; the interval of the mean behaves as sampling theory says."""
 from __future__ import annotations
 
 import numpy as np
+import torch
 import pytest
 
 from dhwt.analysis.knn import nearest_neighbours
@@ -60,3 +61,14 @@ def test_finite_population_correction_and_bad_samples():
         mean_estimate(values, 50)
     with pytest.raises(DhwtError, match="positive integer"):
         sample_queries(10, 0, seed=0)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU: the CUDA path is run where one is")
+def test_a_gpu_search_equals_the_cpu_search():
+    x = np.random.default_rng(6).standard_normal((3000, 32)) * np.random.default_rng(7).lognormal(
+        0, 1, (3000, 1))
+    queries = sample_queries(3000, 300, seed=1)
+    for metric in ("ip", "cos", "l2"):
+        cpu = sampled_neighbours(x, queries, 10, metric)
+        gpu = sampled_neighbours(x, queries, 10, metric, device="cuda", block_size=1024)
+        np.testing.assert_array_equal(gpu.indices, cpu.indices)
