@@ -118,7 +118,7 @@ def test_seen_tokens_default_to_the_runs_counts_file(text_run, tmp_path, cli):
 
 
 @pytest.mark.parametrize("value, chance, words", [
-    (0.60, 0.10, "largely agree; tying is likely cheap"),      # (0.6 - 0.1) / 0.9 = 0.56
+    (0.60, 0.10, "largely agree; what this implies"),          # (0.6 - 0.1) / 0.9 = 0.56
     (0.30, 0.10, "partly agree"),                              # 0.22
     (0.18, 0.10, "mostly disagree (at chance level)"),         # 0.09, under 2x chance
     (0.082, 0.008, "mostly disagree (10x chance but far"),     # 0.075, 10x chance
