@@ -467,7 +467,7 @@ def knn_cmd(a_spec: str, b_spec: str, **options: object) -> None:
               help="Tokens whose neighbours are searched: all (exact), or N seeded query "
                    "tokens, each exact against all rows, with a 95% interval on the mean; auto: "
                    "all up to 65,536 tokens, else 4,096.")
-@click.option("--chance-queries", type=int, default=1024, show_default=True,
+@click.option("--chance-queries", type=int, default=512, show_default=True,
               help="Query tokens of the chance level's estimate (norm-matched random "
                    "stand-ins); 0 skips it.")
 @click.option("--seed", type=int, default=0, show_default=True,

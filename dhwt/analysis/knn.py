@@ -33,6 +33,7 @@ benchmark).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -238,14 +239,18 @@ def check_matrix(x: object, name: str) -> np.ndarray:
         raise DhwtError(f"{name} must hold numbers, got dtype {x.dtype}")
     if x.shape[0] < 2 or x.shape[1] < 1:
         raise DhwtError(f"{name} needs at least 2 rows and 1 column, got shape {x.shape}")
-    finite = np.isfinite(x).all(axis=1)
-    if not finite.all():
+    values = torch.from_numpy(x) if x.dtype in (np.float32, np.float64) else \
+        torch.from_numpy(x.astype(np.float64))
+    low, high = torch.aminmax(values)  # NaN propagates; torch's threads: 2 GB in a fraction of s
+    largest = max(abs(float(low)), abs(float(high)))
+    if not math.isfinite(largest):
+        finite = np.isfinite(x).all(axis=1)
         row = int(np.flatnonzero(~finite)[0])
         raise DhwtError(f"{name} has NaN or infinite values ({int((~finite).sum())} rows, "
                         f"first row {row})")
-    if float(np.abs(x).max()) ** 2 * x.shape[1] > 1e36:
+    if largest ** 2 * x.shape[1] > 1e36:
         raise DhwtError(f"{name} has values too large for float32 scores "
-                        f"(max |value| {float(np.abs(x).max()):.3g})")
+                        f"(max |value| {largest:.3g})")
     return x
 
 
@@ -580,12 +585,18 @@ def _rerank(exact: _Exact, cand: np.ndarray, bound: np.ndarray, k: int, metric: 
     return Neighbours(metric=metric, indices=indices, scores=scores)
 
 
-def _brute_scores(exact: _Exact, rows: np.ndarray, metric: str) -> np.ndarray:
-    """float64 scores of `rows` against every row, self set to -inf."""
-    everything = exact[:]
-    score = everything[rows] @ everything.T
-    if metric == "l2":
-        sq = (everything**2).sum(axis=1)
-        score = 2 * score - sq[rows, None] - sq[None, :]
+def _brute_scores(exact: _Exact, rows: np.ndarray, metric: str,
+                  chunk: int = 16384) -> np.ndarray:
+    """float64 scores of `rows` against every row, self set to -inf (the other rows made
+    float64 a chunk at a time: no float64 copy of the whole matrix)."""
+    mine = exact[rows]
+    n = len(exact.x)
+    score = np.empty((len(rows), n))
+    for s in range(0, n, chunk):
+        others = exact[slice(s, s + chunk)]
+        score[:, s:s + chunk] = mine @ others.T
+        if metric == "l2":
+            score[:, s:s + chunk] = (2 * score[:, s:s + chunk] - (mine**2).sum(axis=1)[:, None]
+                                     - (others**2).sum(axis=1)[None, :])
     score[np.arange(len(rows)), rows] = -np.inf
     return score

@@ -27,10 +27,11 @@ CHUNK = 8192
 
 @dataclass(frozen=True)
 class Procrustes:
-    """rotation: (d_x, d_y) with orthonormal columns (rows if d_x < d_y); error: ||X Q - Y||_F /
-    ||Y||_F after alignment; error_before: ||X - Y||_F / ||Y||_F (equal widths only, else nan)."""
+    """rotation: (d_x, d_y) with orthonormal columns (rows if d_x < d_y), None when not asked
+    for; error: ||X Q - Y||_F / ||Y||_F after alignment; error_before: ||X - Y||_F / ||Y||_F
+    (equal widths only, else nan)."""
 
-    rotation: np.ndarray
+    rotation: np.ndarray | None
     error: float
     error_before: float
 
@@ -43,13 +44,17 @@ class WholeSpace:
     procrustes: Procrustes
 
 
-def whole_space(x: np.ndarray, y: np.ndarray) -> WholeSpace:
+def whole_space(x: np.ndarray, y: np.ndarray, *, rotation: bool = True) -> WholeSpace:
     """CKA and Procrustes of x (n, d_x) and y (n, d_y) from the uncentred float64 Gram blocks
     X^T X, Y^T Y, X^T Y (three n d^2 products, streamed over row chunks).
 
     Centring is a rank-one correction, G - s s^T / n with s the column sums; the Procrustes
     errors follow from the blocks too: ||X Q - Y||^2 = tr(Q^T X^T X Q) - 2 tr(S) + tr(Y^T Y)
-    with X^T Y = U S V^T and Q = U V^T.
+    with X^T Y = U S V^T and Q = U V^T, where tr(Q^T X^T X Q) = tr(X^T X) when d_x = d_y.
+    rotation True: the residuals in a second pass over the rows (exact to rounding). False: the
+    fit's rotation is left out (None), the errors come from the closed form (absolute error about
+    1e-8 of ||Y||: cancellation) and, for equal widths, only the singular values are computed (a
+    4,096-wide SVD: seconds instead of 18 s).
     """
     x, y = _pair(x, y)
     n = x.shape[0]
@@ -67,15 +72,22 @@ def whole_space(x: np.ndarray, y: np.ndarray) -> WholeSpace:
     cxy = gxy - np.outer(sx, sy) / n
     denominator = np.linalg.norm(cxx) * np.linalg.norm(cyy)
     cka = float(np.linalg.norm(cxy) ** 2 / denominator) if denominator > 0 else float("nan")
-    u, singular, vt = np.linalg.svd(gxy, full_matrices=False)
-    rotation = u @ vt
+    square = x.shape[1] == y.shape[1]
     norm_y2 = float(np.trace(gyy))
-    residual = float(np.einsum("ij,ik,kj->", rotation, gxx, rotation)) - 2 * singular.sum() \
-        + norm_y2
-    before = (np.trace(gxx) - 2 * np.trace(gxy) + norm_y2 if x.shape[1] == y.shape[1]
-              else float("nan"))
+    before = (np.trace(gxx) - 2 * np.trace(gxy) + norm_y2 if square else float("nan"))
+    if rotation or not square:
+        u, singular, vt = np.linalg.svd(gxy, full_matrices=False)
+        q = u @ vt
+    else:
+        singular, q = np.linalg.svd(gxy, compute_uv=False), None
+    if rotation:  # a second pass, exact to rounding (the closed form loses half the digits)
+        residual = _squared_residual(x, y, q)
+        before = _squared_residual(x, y, None) if square else before
+    else:
+        mapped = float(np.trace(gxx)) if square else float(((gxx @ q) * q).sum())
+        residual = mapped - 2 * singular.sum() + norm_y2
     norm_y = np.sqrt(norm_y2)
-    fit = Procrustes(rotation=rotation,
+    fit = Procrustes(rotation=q if rotation else None,
                      error=float(np.sqrt(max(residual, 0.0)) / norm_y) if norm_y else float("nan"),
                      error_before=float(np.sqrt(max(before, 0.0)) / norm_y) if norm_y
                      else float("nan"))
@@ -139,6 +151,17 @@ def _pair(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         raise DhwtError(f"X has {x.shape[0]} rows and Y has {y.shape[0]}; both must hold the "
                         "same tokens")
     return x, y
+
+
+def _squared_residual(x: np.ndarray, y: np.ndarray, rotation: np.ndarray | None) -> float:
+    """||x Q - y||_F^2 (Q None: ||x - y||_F^2), float64, streamed over row chunks."""
+    total = 0.0
+    for s in range(0, x.shape[0], CHUNK):
+        mapped = x[s:s + CHUNK].astype(np.float64)
+        if rotation is not None:
+            mapped = mapped @ rotation
+        total += float(((mapped - y[s:s + CHUNK]) ** 2).sum())
+    return total
 
 
 def _squared_norm(a: np.ndarray) -> float:

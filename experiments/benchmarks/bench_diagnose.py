@@ -9,7 +9,7 @@
    `knn_match(A, B)` of the same matrices already in memory, timed alternately in this run.
    Target ratio <= 1.2.
 2. Sampled: a 131,072 x 4,096 untied pair (bfloat16 on disk, 2 GiB), 4,096 query tokens, each
-   exact against all rows, plus 1,024 chance queries. Target < 120 s wall.
+   exact against all rows, plus 512 chance queries. Target < 120 s wall.
 
 Prints the CPU model and torch's thread count beside every figure.
 """

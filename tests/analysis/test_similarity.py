@@ -8,7 +8,7 @@ import pytest
 from scipy.stats import ortho_group
 
 from dhwt.analysis import similarity
-from dhwt.analysis.similarity import linear_cka, mutual_knn, procrustes
+from dhwt.analysis.similarity import linear_cka, mutual_knn, procrustes, whole_space
 from dhwt.errors import DhwtError
 
 
@@ -97,3 +97,13 @@ def test_bad_input():
         linear_cka(np.ones((5, 2)), np.eye(5))
     with pytest.raises(DhwtError, match="NaN"):
         procrustes(np.full((5, 2), np.nan), np.ones((5, 2)))
+
+
+def test_the_closed_form_without_rotation_agrees_with_the_exact_pass():
+    rng = np.random.default_rng(9)
+    x, y = rng.standard_normal((300, 6)), rng.standard_normal((300, 6))
+    for other in (y, rng.standard_normal((300, 4))):  # equal widths, and 6 -> 4
+        fast, exact = whole_space(x, other, rotation=False), whole_space(x, other)
+        assert fast.procrustes.rotation is None and exact.procrustes.rotation is not None
+        assert fast.cka == exact.cka == pytest.approx(linear_cka(x, other), rel=1e-12)
+        assert fast.procrustes.error == pytest.approx(exact.procrustes.error, abs=1e-7)
