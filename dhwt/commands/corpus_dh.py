@@ -300,7 +300,8 @@ def _pairs(relation: np.ndarray, names: Sequence[str]) -> list[list[str]]:
 
 def format_report(document: dict) -> str:
     """The readable text report of a corpus_dh document."""
-    source, tokens, knn = document["source"], document["tokens"], document["input_output_knn_overlap"]
+    source, tokens = document["source"], document["tokens"]
+    knn = document["input_output_knn_overlap"]
     grammar = "grammar" in source
     show = str if grammar else repr
     if grammar:

@@ -17,9 +17,9 @@ Tie history. After an untie the two matrices start as one copy, so their neighbo
 because of the copy, not the data: an untie@20 run read at step 40 shares 88% of its
 neighbourhoods. Measured on WikiText-2 (bpe:2048, d 64, experiments/tying_wikitext, 3 seeds
 each): untied at step 800, the overlap falls from 1 to 0.46-0.51 200 steps later (copy residue
-0.38), 0.30 at 400 (0.58), 0.13 at 800 (0.79); untied at 400 or 160 and read at 1,600, it is
-0.06-0.09 (residue 1.03) and 0.05-0.06 (1.16), against 0.017-0.027 for models untied from the
-start (residue 1.35-1.37). So the reading is withheld while the copy residue
+0.38), 0.26-0.33 at 400 (0.58), 0.12-0.16 at 800 (0.79); untied at 400 or 160 and read at
+1,600, it is 0.06-0.09 (residue 1.03) and 0.05-0.06 (1.16), against 0.017-0.027 for models
+untied from the start (residue 1.35-1.37). So the reading is withheld while the copy residue
 (dhwt.analysis.similarity.copy_residue) is below COPY_RESIDUE, and flagged after it: the copy
 still inflates the overlap two- to fourfold there.
 """

@@ -63,7 +63,8 @@ def test_finite_population_correction_and_bad_samples():
         sample_queries(10, 0, seed=0)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU: the CUDA path is run where one is")
+@pytest.mark.skipif(not torch.cuda.is_available(),
+                    reason="no GPU: the CUDA path is run where one is")
 def test_a_gpu_search_equals_the_cpu_search():
     x = np.random.default_rng(6).standard_normal((3000, 32)) * np.random.default_rng(7).lognormal(
         0, 1, (3000, 1))
