@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -39,9 +40,16 @@ def spawn():
     def start(args: list[object], code: str | None = None, **kwargs) -> subprocess.Popen:
         head = ["-c", code] if code else ["-m", "dhwt"]
         env = dict(os.environ, MPLBACKEND="Agg", **kwargs.pop("env", {}))
+        then = kwargs.pop("preexec_fn", None)
+
+        def before() -> None:
+            _default_sigint()
+            if then is not None:
+                then()
+
         started.append(subprocess.Popen([sys.executable, *head, *map(str, args)], cwd=ROOT,
                                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                        text=True, **kwargs))
+                                        text=True, preexec_fn=before, **kwargs))
         return started[-1]
 
     yield start
@@ -49,6 +57,13 @@ def spawn():
         if proc.poll() is None:
             proc.kill()
         proc.communicate()
+
+
+def _default_sigint() -> None:
+    """Ctrl-C's default in the child: a suite started in the background by a shell without job
+    control runs with SIGINT ignored, which children inherit, and the Ctrl-C tests would then
+    see a run that never stops."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 class RunDirs:
