@@ -48,7 +48,8 @@ def whole_space(x: np.ndarray, y: np.ndarray, *, rotation: bool = True) -> Whole
     """CKA and Procrustes of x (n, d_x) and y (n, d_y) from the uncentred float64 Gram blocks
     X^T X, Y^T Y, X^T Y (three n d^2 products, streamed over row chunks).
 
-    Centring is a rank-one correction, G - s s^T / n with s the column sums; the Procrustes
+    Centring is a rank-one correction, G - s s^T / n with s the column sums (a space whose
+    centred block is below 1e-12 of its uncentred one counts as constant: CKA nan); the Procrustes
     errors follow from the blocks too: ||X Q - Y||^2 = tr(Q^T X^T X Q) - 2 tr(S) + tr(Y^T Y)
     with X^T Y = U S V^T and Q = U V^T, where tr(Q^T X^T X Q) = tr(X^T X) when d_x = d_y.
     rotation True: the residuals in a second pass over the rows (exact to rounding). False: the
@@ -70,8 +71,9 @@ def whole_space(x: np.ndarray, y: np.ndarray, *, rotation: bool = True) -> Whole
         sy += b.sum(axis=0)
     cxx, cyy = gxx - np.outer(sx, sx) / n, gyy - np.outer(sy, sy) / n
     cxy = gxy - np.outer(sx, sy) / n
-    denominator = np.linalg.norm(cxx) * np.linalg.norm(cyy)
-    cka = float(np.linalg.norm(cxy) ** 2 / denominator) if denominator > 0 else float("nan")
+    spread_x, spread_y = np.linalg.norm(cxx), np.linalg.norm(cyy)
+    constant = (spread_x <= 1e-12 * np.linalg.norm(gxx) or spread_y <= 1e-12 * np.linalg.norm(gyy))
+    cka = float("nan") if constant else float(np.linalg.norm(cxy) ** 2 / (spread_x * spread_y))
     square = x.shape[1] == y.shape[1]
     norm_y2 = float(np.trace(gyy))
     before = (np.trace(gxx) - 2 * np.trace(gxy) + norm_y2 if square else float("nan"))
@@ -107,7 +109,7 @@ def linear_cka(x: np.ndarray, y: np.ndarray) -> float:
         >>> round(linear_cka(x, np.hstack([x, x])), 6)  # the same space, each feature twice
         1.0
     """
-    cka = whole_space(x, y).cka
+    cka = whole_space(x, y, rotation=False).cka
     if not np.isfinite(cka):
         raise DhwtError("linear CKA is undefined when a space is constant (all rows equal)")
     return cka
