@@ -181,6 +181,11 @@ class _BatchSize(click.ParamType):
               help="Where to train: cpu (bit-exact resume), cuda (cuda:0; under torchrun each "
                    "process takes cuda:LOCAL_RANK and nccl), cuda:N (one process), auto (cuda if "
                    "a GPU is seen, else cpu). --resume may change it.  [default: cpu]")
+@click.option("--tensorboard/--no-tensorboard", default=None,
+              help="Also log metrics.jsonl's numbers (loss, accuracy, perplexity per split; lr, "
+                   "tied, gap) as TensorBoard scalars in RUN_DIR/tensorboard, a folder per seed "
+                   "(needs pip install 'dhwt[tensorboard]'). --resume may change it.  "
+                   "[default: off]")
 @click.option("--config", "config_file", metavar="FILE.toml",
               type=click.Path(dir_okay=False),
               help="A TOML of TrainConfig keys (flat, or one table per section as in a run's "
@@ -221,11 +226,11 @@ def train_cmd(config_file: str | None, out: str, overwrite: bool, resume: bool,
 
     A killed or interrupted run continues with `--out RUN_DIR --resume` and ends exactly as an
     uninterrupted one would (on the CPU); flags given with --resume may repeat the run's values,
-    not change them, except --device, and --steps M beyond the run's steps, which extends a
-    run (finished or not) to M steps. Over an extension the constant and periodic-cosine lr
-    schedules go on as in a run of M steps from the start; cosine (one decay over the run) is
-    recomputed for M steps, so its lr rises again at the resume step. A finished run resumed
-    without a larger --steps is left untouched.
+    not change them, except --device and --tensorboard (where it runs and logs), and --steps M
+    beyond the run's steps, which extends a run (finished or not) to M steps. Over an extension
+    the constant and periodic-cosine lr schedules go on as in a run of M steps from the start;
+    cosine (one decay over the run) is recomputed for M steps, so its lr rises again at the
+    resume step. A finished run resumed without a larger --steps is left untouched.
 
     --overwrite replaces only a run directory that dhwt made (it holds a .dhwt marker) and that
     holds none of the command's inputs; never the working directory or an ancestor of it. While

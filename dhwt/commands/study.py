@@ -17,7 +17,8 @@ A study file:
                        relative path that exists beside the study file is taken from there,
                        else from the working directory
     [train]            TrainConfig fields shared by every run (see `dhwt train --help`), e.g.
-                       device = "cuda"
+                       device = "cuda", tensorboard = true (TensorBoard logs in each run's
+                       RUN_DIR/tensorboard)
     [[runs]]           name, plus the TrainConfig fields in which this run differs;
                        `init_from = "NAME[@STEP]"` may name an earlier run of the study, or a
                        run directory elsewhere by a path with a `/`: a relative path is taken

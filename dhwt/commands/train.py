@@ -14,8 +14,8 @@ grammar, dataset or option leaves nothing behind.
 
 `--resume` continues RUN_DIR as its config.toml says; flags may repeat its values but not change
 them, except `--device` (a run may continue on another device; dhwt.training.trainer says what
-carries over) and `--steps` upwards (an extension), and `--config` is refused (the run's own
-config.toml is the config).
+carries over), `--tensorboard` (where it also logs) and `--steps` upwards (an extension), and
+`--config` is refused (the run's own config.toml is the config).
 
 Under torchrun every process runs this; rank 0 creates RUN_DIR (the others wait for it) and is
 the only one to write (dhwt.training.distributed).
@@ -54,7 +54,7 @@ from dhwt.report.run_report import write_run_report
 from dhwt.runs import layout
 from dhwt.runs.checkpoints import checkpoint_step, latest_checkpoint, list_checkpoints
 from dhwt.runs.metrics import read_metrics
-from dhwt.runs.run import run_task
+from dhwt.runs.run import check_task, run_task
 from dhwt.training.distributed import Parallel, launch
 from dhwt.training.group import PER_RUN, group_key
 from dhwt.training.trainer import Trainer
@@ -101,7 +101,8 @@ def train(config, task, run_dir=None, *, resume=False, overwrite=False, inputs=(
     dhwt.training.lr for what each lr schedule does then); a finished run is left untouched. A
     run directory is locked while this writes (dhwt.directories). `parallel`: this process's
     place in a torchrun launch and its device (dhwt.training.distributed.launch); only rank 0
-    writes. None: one process, on the device the config asks for.
+    writes. None: one process, on the device the config asks for. A task given must be the
+    data the config names, if it names any: the data is given once (dhwt.runs.run.check_task).
     """
     if isinstance(config, TrainConfig):
         if run_dir is None:
@@ -124,6 +125,8 @@ def _train(runs: list[tuple[TrainConfig, Path]], task: Task | None, resume: bool
                             f"{' and '.join(PER_RUN)}, start from their own seeds (no "
                             "init_from) and vary all weights")
     config, run_dir = runs[0]
+    if task is not None:
+        check_task(config, run_dir, task, fresh=not resume)  # the data given once
     if parallel is None:
         parallel = Parallel(device=resolve_device(config.placement.device))  # before any write
     started = time.perf_counter()

@@ -76,6 +76,11 @@ def check_choice(name: str, value: object, allowed: tuple[str, ...]) -> None:
         raise DhwtError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
 
 
+def check_bool(name: str, value: object) -> None:
+    if not isinstance(value, bool):
+        raise DhwtError(f"{name} must be true or false, got {value!r}")
+
+
 def check_int(name: str, value: object, *, low: int) -> None:
     if not isinstance(value, int) or isinstance(value, bool):
         raise DhwtError(f"{name} must be an integer, got {value!r}")

@@ -5,7 +5,7 @@
     members     seeds and what members share (vary, init_from, redraw, freeze)
     tying       the tie schedule, parsed (a TieSchedule, written in its canonical form)
     optim       steps, batch, AdamW and the lr schedule
-    record      how often the run evaluates, snapshots and checkpoints
+    record      how often the run evaluates, snapshots and checkpoints; TensorBoard logging
     placement   where it computes: device and CPU threads
 
 Each section holds its fields' defaults and checks; TrainConfig checks what spans sections.
@@ -39,8 +39,8 @@ import tomllib
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from dhwt.config.checks import (check_choice, check_float, check_int, format_seeds,
-                                parse_seeds, split_init_from)
+from dhwt.config.checks import (check_bool, check_choice, check_float, check_int,
+                                format_seeds, parse_seeds, split_init_from)
 from dhwt.config.device import check_device
 from dhwt.config.schedule import TieSchedule
 from dhwt.errors import DhwtError
@@ -57,9 +57,10 @@ FULL_BATCH = "full"
 VARY = ("all", "embeddings")
 REDRAW = ("both", "input", "output")
 FREEZE = ("none", "non-embedding", "loaded")
-# Fields that say where a run computes, not what: a resume may change them (dhwt.config.device).
-# threads stays: another thread count may sum floats in another order.
-PLACEMENT = ("device",)
+# Fields that say where a run computes or logs, not what: a resume may change them
+# (dhwt.config.device; tensorboard only adds a view of metrics.jsonl). threads stays: another
+# thread count may sum floats in another order.
+PLACEMENT = ("device", "tensorboard")
 #: Fields a resume may raise (an extension: `--resume --steps M`).
 EXTENDABLE = ("steps",)
 
@@ -229,16 +230,21 @@ class RecordConfig:
     always (dhwt.training.trainer). `population_every` N > 0 (a multiple of eval_every; synthetic
     languages only) adds the exact population fit to those evaluations (split "population":
     cross-entropy and expected accuracy over every context of the language, no sampling;
-    dhwt.analysis.population); 0 never."""
+    dhwt.analysis.population); 0 never. `tensorboard`: also write metrics.jsonl's numbers as
+    TensorBoard scalars into RUN_DIR/tensorboard (dhwt.runs.metrics.MetricsWriter; needs the
+    optional tensorboard package); it says where the run logs, not what it computes, so a resume
+    may turn it on or off, as it may change the device (PLACEMENT)."""
 
     eval_every: int = 100
     snapshot_every: int = 100
     checkpoint_every: int = 1000
     population_every: int = 0
+    tensorboard: bool = False
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            check_int(f.name, getattr(self, f.name), low=0 if f.name == "population_every" else 1)
+        for name in ("eval_every", "snapshot_every", "checkpoint_every", "population_every"):
+            check_int(name, getattr(self, name), low=0 if name == "population_every" else 1)
+        check_bool("tensorboard", self.tensorboard)
         if self.population_every % self.eval_every:
             raise DhwtError(f"population_every must be a multiple of eval_every "
                             f"({self.eval_every}), got {self.population_every}")

@@ -1,8 +1,8 @@
 """The run directory, created all at once or not at all.
 
 Layout (DESIGN.md): config.toml (the resolved config, written first), metrics.jsonl,
-checkpoints/, embeddings/, figures/, report.md, and data/ when the dataset was built from a
-grammar for this run.
+checkpoints/, embeddings/, figures/, report.md, data/ when the dataset was built from a
+grammar for this run, and tensorboard/ when the run logs to TensorBoard.
 
 `create_run_dir` fills a hidden staging directory beside the target and renames it into place
 only when everything in it (config, dataset, validation) succeeded, so a run that fails before
@@ -30,6 +30,8 @@ DATA = "data"
 FIGURE = "figures/training.png"
 #: Training count per token id (text runs), for analysis over the tokens seen in training.
 TOKEN_COUNTS = "token_counts.npy"
+#: TensorBoard event files (record.tensorboard): metrics.jsonl's numbers, a folder per member.
+TENSORBOARD = "tensorboard"
 
 
 EXISTS = "pass --overwrite to replace it or --resume to continue it"

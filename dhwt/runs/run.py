@@ -44,8 +44,11 @@ from dataclasses import asdict, dataclass
 from functools import cached_property
 from pathlib import Path
 
+import numpy as np
+import torch
+
 from dhwt.config import TrainConfig
-from dhwt.errors import DhwtError
+from dhwt.errors import DhwtError, brief
 from dhwt.models import EnsembleLM, ModelConfig, build_model
 from dhwt.runs import layout
 from dhwt.runs.checkpoints import checkpoint_path, checkpoint_step, latest_checkpoint, \
@@ -155,6 +158,68 @@ def run_task(config: TrainConfig, run_dir: Path):  # noqa: ANN201 (see Run.task)
         problem = "is not a directory" if data.exists() else "does not exist"
         raise DhwtError(f"dataset directory {data} {problem}")
     return load_task(data, config.data.objective)
+
+
+def check_task(config: TrainConfig, run_dir: Path, task, *,  # noqa: ANN001 (a Task)
+               fresh: bool) -> None:
+    """DhwtError unless `task`, given to train a run, is the data `config` names: the trainer
+    uses the task, while the run's report, `--resume`, `dhwt analyze` and `Run.task` read the
+    config's data back (run_task), so the two must be one data set. A config that names no data
+    (grammar, data and corpus unset) leaves the task as the run's only data. The contents are
+    compared, not paths: objective, vocabulary, sequence length, then the language's spec and
+    split (a synthetic dataset) or the training token counts and evaluation windows (a text
+    corpus). A grammar is built into RUN_DIR/data only when no task is given, so a `fresh` run
+    (not a resume) with a grammar and a task is refused."""
+    data = config.data
+    if data.grammar is None and data.data is None and data.corpus is None:
+        return
+    once = "give the data once: no task (the config's data is read) or a config that names "
+    if data.grammar is not None and (fresh or not (run_dir / layout.DATA).is_dir()):
+        raise DhwtError(f"the config names grammar {data.grammar!r}, which is built into "
+                        f"{run_dir / layout.DATA} only when no task is given; {once}the task's "
+                        "dataset directory (data) or no data")
+    named = (f"corpus {data.corpus!r} with tokenizer {data.tokenizer}" if data.corpus else
+             f"grammar {data.grammar!r} ({run_dir / layout.DATA})" if data.grammar else
+             f"data {data.data}")
+    if task.objective != data.objective:
+        differs = f"objective is {task.objective!r}, the config's {data.objective!r}"
+    else:
+        differs = _difference(task, run_task(config, run_dir))
+    if differs is not None:
+        raise DhwtError(f"the task given is not the {named} the config names: its {differs}; "
+                        f"{once}the task's data or none")
+
+
+def _difference(given, named) -> str | None:  # noqa: ANN001 (Tasks or TextTasks)
+    """What differs between two tasks of one objective, in words, or None."""
+    from dhwt.languages import Task
+    from dhwt.languages.splits import SPLITS
+
+    synthetic = isinstance(given, Task)
+    if synthetic != isinstance(named, Task):
+        kinds = ("a synthetic dataset", "a text corpus")[::1 if synthetic else -1]
+        return f"data is {kinds[0]}, the config's {kinds[1]}"
+    if given.vocab != named.vocab:
+        return (f"vocabulary is {brief(given.vocab)} ({len(given.vocab):,} tokens), the "
+                f"config's {brief(named.vocab)} ({len(named.vocab):,})")
+    if given.seq_len != named.seq_len:
+        return f"sequence length is {given.seq_len}, the config's {named.seq_len}"
+    if synthetic and given.language.spec != named.language.spec:
+        return (f"language {given.language.name!r} has another spec than the config's "
+                f"{named.language.name!r}")
+    if synthetic and any(not torch.equal(given.indices(s), named.indices(s)) for s in SPLITS):
+        counts = ["/".join(str(t.n_strings(s)) for s in SPLITS) for t in (given, named)]
+        if counts[0] == counts[1]:
+            return f"split differs (other strings in train/valid/test, {counts[0]} in both)"
+        return (f"split differs (train/valid/test strings {counts[0]}, the config's "
+                f"{counts[1]})")
+    if not synthetic and not np.array_equal(given.token_counts(), named.token_counts()):
+        return "training tokens differ (other counts of the same vocabulary)"
+    if not synthetic and any(given.n_strings(s) != named.n_strings(s) for s in SPLITS):
+        counts = ["/".join(str(t.n_strings(s)) for s in SPLITS) for t in (given, named)]
+        return (f"evaluation windows differ (train/valid/test {counts[0]}, the config's "
+                f"{counts[1]})")
+    return None
 
 
 def load_config_text(config: TrainConfig):  # noqa: ANN201 (see Run.task)

@@ -234,14 +234,14 @@ def trained(seed: int, schedule: str, output_bias: bool, weight_decay: float,
     from dhwt.runs import load_run
 
     steps = int(TRAINING["steps"])
-    config = TrainConfig(grammar="parity", valid_fraction=0.0, test_fraction=0.0, seeds=[42 + seed],
-                         tie_schedule=schedule, output_bias=output_bias, weight_decay=weight_decay,
-                         eval_every=steps,
-                         snapshot_every=steps, checkpoint_every=steps, **TRAINING)
     with tempfile.TemporaryDirectory(prefix="dhwt-verify-") as tmp:
         write_dataset(load_language("parity", {"n_bits": N_BITS}), Path(tmp) / "data",
                       valid_fraction=0.0, test_fraction=0.0, seed=14)
         task = load_task(Path(tmp) / "data", "mlm")
+        config = TrainConfig(data=str(Path(tmp) / "data"), seeds=[42 + seed],
+                             tie_schedule=schedule, output_bias=output_bias,
+                             weight_decay=weight_decay, eval_every=steps, snapshot_every=steps,
+                             checkpoint_every=steps, **TRAINING)
         model = load_run(train(config, task, Path(tmp) / "run").run_dir).model()
     return read_members(model, exor_contexts())[0]
 

@@ -23,11 +23,15 @@ loss position; "test" likewise, at the last step only; "train_fresh": a new trai
 the member's draw stream; "population", where record.population_every asks for it: the exact
 fit over every context of the language, dhwt.analysis.population), loss
 (sum of weights * CE), accuracy (sum of weights * [argmax == target]), lr (the lr of the next
-update, lr_at(step)), tied, and gap (||E_in - E_out||^2 of the member).
+update, lr_at(step)), tied, and gap (||E_in - E_out||^2 of the member). With record.tensorboard,
+the same writer logs those numbers as TensorBoard scalars in RUN_DIR/tensorboard
+(dhwt.runs.metrics.MetricsWriter); a missing tensorboard package stops the run when the Trainer
+is built, before anything is trained or written.
 
 Resume. A checkpoint holds the model (with its tying state), the optimizer, the step and every RNG
 state (dhwt.training.state). Resuming from step N cuts metrics.jsonl back to the lines of steps <= N and deletes
-snapshots of later steps, then runs on; the result equals an uninterrupted run bit for bit.
+snapshots of later steps (TensorBoard events of later steps are purged: MetricsWriter), then runs
+on; the result equals an uninterrupted run bit for bit.
 
 Several processes (torchrun; dhwt.training.distributed): every process draws the same batches,
 computes its block of rows with the rows' global loss weights, and DDP sums the gradients, so the
@@ -81,7 +85,7 @@ from dhwt.models.init import member_generator
 from dhwt.runs import layout
 from dhwt.runs.checkpoints import (checkpoint_path, checkpoint_step, common_step,
                                    latest_checkpoint, remove_stray_temporaries, save_checkpoint)
-from dhwt.runs.metrics import MetricsWriter, truncate_metrics
+from dhwt.runs.metrics import MetricsWriter, summary_writer, truncate_metrics
 from dhwt.runs.snapshots import remove_snapshots_after, save_snapshot
 from dhwt.training import state
 from dhwt.training.distributed import SINGLE, Parallel
@@ -128,6 +132,8 @@ class Trainer:
     def __init__(self, runs: Sequence[tuple[TrainConfig, Path]], task: Task,
                  parallel: Parallel = SINGLE) -> None:
         configs = [config for config, _ in runs]
+        if any(c.record.tensorboard for c in configs):
+            summary_writer()  # every process, so that none goes on alone if the package is missing
         self.runs = [_Run(c, Path(d), rows)
                      for (c, d), rows in zip(runs, member_rows(configs))]
         config, self.seeds = configs[0], [s for c in configs for s in c.members.seeds]
@@ -206,8 +212,9 @@ class Trainer:
                 truncate_metrics(run.run_dir / layout.METRICS, self.step)
                 remove_snapshots_after(run.run_dir / layout.EMBEDDINGS, self.step)
         self.net = self.parallel.wrap(self.model)  # a collective: after every rank has restored
-        writers = ([MetricsWriter(r.run_dir / layout.METRICS) for r in self.runs]
-                   if self.parallel.writes else None)
+        writers = ([MetricsWriter(r.run_dir / layout.METRICS, r.run_dir / layout.TENSORBOARD
+                                  if r.config.record.tensorboard else None, start=self.step)
+                    for r in self.runs] if self.parallel.writes else None)
         start = self.step
         try:
             if not resume:

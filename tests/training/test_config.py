@@ -190,7 +190,8 @@ def test_the_cli_states_the_config_defaults_and_choices():
                 assert float(text) == value, option.name
             else:
                 expected = ("full" if value is None else ",".join(map(str, value))
-                            if isinstance(value, list) else str(value))
+                            if isinstance(value, list) else ("off", "on")[value]
+                            if isinstance(value, bool) else str(value))
                 assert text == expected, option.name
             checked += 1
         if isinstance(option.type, click.Choice):

@@ -31,8 +31,7 @@ def text_task(seq_len: int = 6) -> TextTask:
 def config(**changes) -> TrainConfig:
     values = dict(objective="clm", d_model=8, n_layers=1, n_heads=2, d_ff=16, dropout=0.1,
                   positions="sinusoidal", tie_schedule="untied", seeds=[3, 4], steps=3,
-                  batch_size=4, lr=1e-2, eval_every=3, snapshot_every=3, checkpoint_every=3,
-                  data="<text>")
+                  batch_size=4, lr=1e-2, eval_every=3, snapshot_every=3, checkpoint_every=3)
     return TrainConfig(**{**values, **changes})
 
 
