@@ -20,7 +20,7 @@ from dhwt.analysis.matrices import read_weights
 from dhwt.analysis.similarity import copy_residue
 from dhwt.config.device import resolve_device
 from dhwt.errors import DhwtError
-from dhwt.report.dh_reading import TieHistory, copy_flag, dh_reading, tie_history, withheld
+from dhwt.report.dh_reading import TieHistory, member_reading, tie_history
 
 #: Vocabularies up to this size are searched whole by default; larger ones by sampled queries.
 EXACT_UP_TO = 65_536
@@ -211,12 +211,9 @@ def _checkpoint(path: Path, options: DiagnoseOptions) -> DiagnoseResult:
 
 
 def _reading(diagnosis: Diagnosis, history: TieHistory, residue: float | None) -> str:
-    reason = withheld(history, residue) if residue is not None else None
-    if reason is not None:
-        return reason
     chance = diagnosis.chance.mean if diagnosis.chance is not None else float("nan")
-    return (dh_reading(diagnosis.overlap.mean, chance, k=diagnosis.k, metric=diagnosis.metric)
-            + copy_flag(history))
+    return member_reading(diagnosis.overlap.mean, chance, k=diagnosis.k,
+                          metric=diagnosis.metric, history=history, residue=residue)
 
 
 def _step(text: str) -> int:

@@ -145,3 +145,21 @@ def copy_flag(history: TieHistory) -> str:
     return (f" [flag: {history.describe()}; the copy still inflates the overlap (2-4x an "
             "independent start at a residue of 1-1.2 on WikiText-2): an upper bound on what the "
             "data alone gives]")
+
+
+def member_reading(value: float, chance: float, *, k: int | None = None,
+                   metric: str | None = None, history: TieHistory | None = None,
+                   residue: float | None = None) -> str:
+    """The reading of one member: withheld right after an untie (when its history and copy
+    residue are known), else dh_reading with the copy flag of its history.
+
+    Examples:
+        >>> member_reading(0.9, 0.02, history=TieHistory(40, 20), residue=0.1)[:9]
+        'withheld:'
+    """
+    if history is not None and residue is not None:
+        reason = withheld(history, residue)
+        if reason is not None:
+            return reason
+    flag = copy_flag(history) if history is not None else ""
+    return dh_reading(value, chance, k=k, metric=metric) + flag

@@ -14,8 +14,7 @@ import numpy as np
 
 from dhwt.analysis.knn_curves import Curve, SimilarityCurves
 from dhwt.config.schedule import TieSchedule
-from dhwt.report.dh_reading import (EXCESS_AGREE, EXCESS_PARTLY, copy_flag, dh_reading,
-                                    tie_history, withheld)
+from dhwt.report.dh_reading import EXCESS_AGREE, EXCESS_PARTLY, member_reading, tie_history
 from dhwt.report.figures import new_figure, save, step_axis
 from dhwt.directories import atomic_write_bytes
 
@@ -104,13 +103,10 @@ def _reading(curve: Curve, t: int, step: int, chance: float,
              schedules: Mapping[str, TieSchedule] | None, k: int, metric: str) -> str:
     """The DH reading of a dh curve at index t, withheld right after an untie."""
     schedule = (schedules or {}).get(curve.a)
-    history = tie_history(schedule, step) if schedule is not None else None
-    if history is not None and "copy_residue" in curve.values:
-        reason = withheld(history, curve.values["copy_residue"][t])
-        if reason is not None:
-            return reason
-    flag = copy_flag(history) if history is not None else ""
-    return dh_reading(curve.values["overlap"][t], chance, k=k, metric=metric) + flag
+    residue = curve.values["copy_residue"][t] if "copy_residue" in curve.values else None
+    return member_reading(curve.values["overlap"][t], chance, k=k, metric=metric,
+                          history=tie_history(schedule, step) if schedule is not None else None,
+                          residue=residue)
 
 
 def _has(curves: Sequence[Curve], score: str) -> bool:
