@@ -56,7 +56,7 @@ def test_study_runs_reports_and_continues(tmp_path):
     assert "| tied: tied matrix | 0a-0b | sem only |" in text
     assert "| untie: output | 1a-1b | sem and cnd |" in text
     assert "| untie: input |" in text and "| tied: input |" not in text
-    for figure in ("closeness.png", "closeness_raw.png", "accuracy.png", "loss.png"):
+    for figure in ("closeness.png", "fit.png"):
         assert (out / "figures" / figure).stat().st_size > 0
     assert (out / "data" / "truth.json").is_file()
     # running again keeps finished runs untouched

@@ -194,7 +194,7 @@ def _create(runs: list[tuple[TrainConfig, Path]], task: Task | None, overwrite: 
 def _reports(trainer: Trainer, parallel: Parallel) -> list[list[dict[str, object]]]:
     """Each run's figure and report.md (rank 0); the metric lines of their last step."""
     def write() -> list[list[dict[str, object]]]:
-        return [write_run_report(r.run_dir, r.config, trainer.task.truth) for r in trainer.runs]
+        return [write_run_report(r.run_dir, r.config, trainer.task) for r in trainer.runs]
 
     dirs = ", ".join(str(r.run_dir) for r in trainer.runs)
     try:

@@ -1,8 +1,11 @@
-"""Figures people would rather look at than read: pair closeness and accuracy over training.
+"""Figures people would rather look at than read: pair closeness, loss and accuracy over training.
 
-Every curve over training is the mean over ensemble members with a 95% Student-t band
-(dhwt.analysis.intervals.mean_band; no band with fewer than 3 members; a cosine's band clipped to
-[-1, 1]); survival curves are Kaplan-Meier with their own band. Figures are written atomically
+A mean over ensemble members carries its 95% Student-t band (dhwt.analysis.intervals.mean_band;
+none with fewer than 3 members; a cosine's clipped to [-1, 1]), and the legend says so; where
+seeds split between the plateau and the optimum the fit is drawn one line per seed instead;
+survival curves are Kaplan-Meier with their own band. Tie switches are marked on every figure
+over time, one legend sits below the panels, and runs identical up to an untie stay visible
+(distinct dashes, thinner lines drawn later). Figures are written atomically
 (temp file, then rename) as PNG, through matplotlib's object API with the Agg canvas, so no
 global backend is switched in the caller's process.
 """
@@ -17,7 +20,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from dhwt.analysis.closeness import Closeness
 from dhwt.analysis.intervals import mean_band
@@ -52,6 +55,18 @@ def step_axis(ax: Axes) -> None:
     ax.xaxis.set_major_formatter(FuncFormatter(_compact))
 
 
+def log_y(ax: Axes) -> None:
+    """A logarithmic y axis with plain-number labels (0.5, 2, 10; not 5x10^-1), the minor ticks
+    labelled too when the data span less than two decades (else the axis has too few labels).
+    Call after plotting."""
+    ax.set_yscale("log")
+    low, high = ax.get_ylim()
+    plain = FuncFormatter(lambda value, _position=None: f"{value:.3g}")
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_formatter(plain if high / low < 100 else NullFormatter())
+    ax.tick_params(axis="y", which="minor", labelsize=7)
+
+
 def _compact(value: float, _position: int | None = None) -> str:
     """12 -> '12', 25000 -> '25k', 1500000 -> '1.5M'."""
     for scale, suffix in ((1e6, "M"), (1e3, "k")):
@@ -60,12 +75,40 @@ def _compact(value: float, _position: int | None = None) -> str:
     return f"{value:g}"
 
 
-def _band(ax: Axes, x: np.ndarray, values: np.ndarray, label: str,
-          bounds: tuple[float, float] | None = None) -> None:
-    """The mean over seeds with its 95% t band (none with fewer than 3 seeds), clipped to
-    `bounds` (a cosine's [-1, 1])."""
+def mark_events(ax: Axes, events: Sequence[object]) -> None:
+    """Tie-schedule switches (dhwt.config.schedule.TieEvent, or any object whose str() names it
+    and whose .step is its step) as dotted verticals labelled at the foot of the axes."""
+    for event in events:
+        ax.axvline(event.step, color="tab:purple", ls=":", lw=1.1, zorder=1)
+        ax.annotate(str(event), (event.step, 0.02), xycoords=("data", "axes fraction"),
+                    xytext=(3, 0), textcoords="offset points", fontsize=7,
+                    color="tab:purple", rotation=90, ha="left", va="bottom")
+
+
+def _distinct(events: Mapping[str, Sequence[object]] | None) -> list[object]:
+    """The tie switches of several runs, each (step, name) once, in step order."""
+    found = {(e.step, str(e)): e for run in (events or {}).values() for e in run}
+    return [found[key] for key in sorted(found)]
+
+
+def legend_below(fig: Figure, axes: Sequence[Axes], title: str | None = None) -> None:
+    """One legend for the whole figure, below the panels (so it covers no data): the labelled
+    artists of `axes`, each label once."""
+    seen: dict[str, object] = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(label, handle)
+    columns = max(1, min(len(seen), int(fig.get_figwidth() / 2.9)))  # about 2.9 in per label
+    fig.legend(seen.values(), seen.keys(), loc="outside lower center", fontsize=8,
+               ncols=columns, title=title, title_fontsize=8, frameon=False)
+
+
+def _band(ax: Axes, x: np.ndarray, values: np.ndarray, label: str | None,
+          bounds: tuple[float, float] | None = None, **style) -> None:
+    """The mean over seeds (values (T, S)) with its 95% t band (none with fewer than 3 seeds),
+    clipped to `bounds` (a cosine's [-1, 1]); `style`: the line's matplotlib keywords."""
     mean, half = mean_band(values, axis=1)
-    (line,) = ax.plot(x, mean, label=label, lw=1.4)
+    (line,) = ax.plot(x, mean, label=label, **{"lw": 1.4, **style})
     if np.isnan(half).all():
         return
     low, high = mean - half, mean + half
@@ -74,31 +117,62 @@ def _band(ax: Axes, x: np.ndarray, values: np.ndarray, label: str,
     ax.fill_between(x, low, high, color=line.get_color(), alpha=0.2, lw=0)
 
 
+#: How each matrix of a closeness panel is drawn: distinct colour and dash, so none hides another.
+SIDE_STYLE = {
+    "tied matrix": dict(color="tab:purple", ls="-"),
+    "input": dict(color="tab:blue", ls="-"),
+    "output": dict(color="tab:orange", ls="--"),
+}
+
+
 def closeness_figure(
-    panels: Sequence[tuple[str, Closeness]],
+    runs: Mapping[str, Mapping[str, Closeness]],
     path: str | Path,
     measure: str = "normalised",
     pair_labels: Mapping[tuple[str, str], str] | None = None,
+    keep: Mapping[str, np.ndarray] | None = None,
+    events: Mapping[str, Sequence[object]] | None = None,
 ) -> Path:
-    """One panel per (title, Closeness), one curve per pair: the paper's figure layout."""
-    cols = min(3, len(panels))
-    rows = -(-len(panels) // cols)
-    fig = new_figure(4.2 * cols, 3.1 * rows)
-    axes = fig.subplots(rows, cols, squeeze=False, sharey=measure != "raw").ravel()
-    for ax in axes[len(panels):]:
-        ax.set_visible(False)
-    for ax, (title, closeness) in zip(axes, panels):
-        values = getattr(closeness, measure)
-        for p, pair in enumerate(closeness.pairs):
-            label = (pair_labels or {}).get(pair, f"{pair[0]}-{pair[1]}")
-            _band(ax, closeness.steps, values[:, :, p], label,
-                  (-1.0, 1.0) if measure == "cosine" else None)
-        ax.set_title(title, fontsize=10)
-        step_axis(ax)
-        ax.grid(alpha=0.3)
-        if ax.get_subplotspec().is_first_col():
-            ax.set_ylabel(MEASURE_LABELS[measure])
-    axes[0].legend(fontsize=8)
+    """Pair closeness over training as small multiples: one row per pair, one column per run;
+    in each panel the run's matrices (`runs`: name -> {"tied matrix" | "input" | "output":
+    Closeness}) as mean lines with 95% t bands over seeds. `keep` (name -> (S,) bool) restricts a
+    run to some seeds (e.g. those off the plateau; all when none is kept), named in the column's
+    title; `events` (name -> tie switches) are marked in that run's panels."""
+    first = next(iter(next(iter(runs.values())).values()))
+    pairs = first.pairs
+    fig = new_figure(3.4 * len(runs) + 0.6, 2.5 * len(pairs) + 0.9)
+    axes = fig.subplots(len(pairs), len(runs), squeeze=False, sharex=True,
+                        sharey=measure != "raw")
+    for col, (name, sides) in enumerate(runs.items()):
+        seeds = next(iter(sides.values())).seeds
+        mask = np.ones(len(seeds), bool) if keep is None else np.asarray(keep[name], bool)
+        if keep is None:
+            title = f"{name}\n{len(seeds)} seeds"
+        elif mask.any():
+            title = f"{name}\n{int(mask.sum())} of {len(seeds)} seeds off the plateau"
+        else:
+            title, mask = f"{name}\nall {len(seeds)} seeds on the plateau", ~mask
+        for row, pair in enumerate(pairs):
+            ax = axes[row, col]
+            for side, closeness in sides.items():
+                values = getattr(closeness, measure)[:, mask, closeness.pairs.index(pair)]
+                _band(ax, closeness.steps, values, side,
+                      (-1.0, 1.0) if measure == "cosine" else None, **SIDE_STYLE[side])
+            if measure == "normalised":
+                ax.axhline(1.0, color="grey", lw=0.8, label="1 = the baseline pairs' distance")
+            mark_events(ax, (events or {}).get(name, ()))
+            ax.grid(alpha=0.3)
+            if row == 0:
+                ax.set_title(title, fontsize=9)
+            if row == len(pairs) - 1:
+                step_axis(ax)
+            if col == 0:
+                label = (pair_labels or {}).get(pair, f"{pair[0]}-{pair[1]}")
+                ax.set_ylabel(f"{label}\n{MEASURE_LABELS[measure]}", fontsize=9)
+    if measure != "cosine":
+        axes[0, 0].set_ylim(bottom=0)
+    legend_below(fig, axes.ravel(), "line: mean over the column's seeds; band: its 95% "
+                 "t-interval (3 or more seeds)")
     return save(fig, path)
 
 
@@ -108,21 +182,80 @@ def metric_figure(
     optimum: float | None = None,
     ylabel: str = "accuracy",
     log: bool = False,
+    events: Mapping[str, Sequence[object]] | None = None,
 ) -> Path:
-    """A metric over steps, one curve per run: name -> (steps (T,), values (T, S)); the Bayes
-    optimum as a dashed line; `log` for a logarithmic y axis (losses that start far above it)."""
-    fig = new_figure(5.5, 3.5)
+    """A metric over steps, one curve per run: name -> (steps (T,), values (T, S)), the mean over
+    members with its 95% t band, each run in its own dash and a thinner line than the one
+    before (so that runs identical up to an untie stay visible); the Bayes optimum as a dashed
+    line; `log` for a logarithmic y axis; `events` (name -> tie switches) marked."""
+    fig = new_figure(5.8, 4.0)
     ax = fig.subplots()
-    for name, (steps, values) in curves.items():
-        _band(ax, steps, values, name)
+    dashes = ("-", "--", "-.", ":")
+    for i, (name, (steps, values)) in enumerate(curves.items()):
+        _band(ax, steps, values, f"{name} ({values.shape[1]} members)",
+              ls=dashes[i % len(dashes)], lw=max(2.6 - 0.6 * i, 1.0))
+    mark_events(ax, _distinct(events))
     if optimum is not None:
         ax.axhline(optimum, ls="--", color="k", lw=1, label=f"Bayes optimum {optimum:.3f}")
     if log:
-        ax.set_yscale("log")
+        log_y(ax)
     step_axis(ax)
     ax.set_ylabel(ylabel)
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    legend_below(fig, [ax], "line: mean over members; band: its 95% t-interval")
+    return save(fig, path)
+
+
+def fit_figure(
+    runs: Mapping[str, tuple[np.ndarray, np.ndarray, np.ndarray]],
+    path: str | Path,
+    truth,
+    exact: bool,
+    off: Mapping[str, np.ndarray],
+    events: Mapping[str, Sequence[object]] | None = None,
+) -> Path:
+    """Loss and accuracy over training against the task's ground truth, one column per run and
+    one thin line per seed (the outcome is bimodal: a mean would sit where no seed is), coloured
+    by whether the seed is off the plateau at the end (`off`: name -> (S,) bool). `runs`: name ->
+    (steps (T,), cross-entropy (T, S), accuracy (T, S)). `exact`: the values are the population
+    fit (dhwt.analysis.population), so the loss is drawn as the excess over the Bayes optimum on
+    a log axis; else they come from an evaluation set, drawn as they are."""
+    fig = new_figure(3.4 * len(runs) + 0.6, 5.6)
+    axes = fig.subplots(2, len(runs), squeeze=False, sharex=True, sharey="row")
+    bayes, plateau = truth.bayes_cross_entropy, truth.marginal_entropy
+    for col, (name, (steps, loss, accuracy)) in enumerate(runs.items()):
+        top, bottom = axes[:, col]
+        for s in range(loss.shape[1]):  # plateau seeds on top: they lie on the plateau line
+            style = (dict(color="tab:blue", label="seed off the plateau at the end", zorder=2)
+                     if off[name][s] else
+                     dict(color="dimgrey", label="seed on the plateau at the end", zorder=3))
+            top.plot(steps, loss[:, s] - bayes if exact else loss[:, s], lw=1, alpha=0.7, **style)
+            bottom.plot(steps, accuracy[:, s], lw=1, alpha=0.7, **style)
+        top.axhline(plateau - bayes if exact else plateau, color="k", ls=":", lw=1, zorder=1,
+                    label=f"unigram plateau ({plateau:.3f} nats, accuracy "
+                          f"{truth.marginal_accuracy:.2f})")
+        if not exact:
+            top.axhline(bayes, color="k", ls="--", lw=1, zorder=1, label=f"Bayes optimum ({bayes:.3f} "
+                        f"nats, accuracy {truth.bayes_accuracy:.2f})")
+        bottom.axhline(truth.marginal_accuracy, color="k", ls=":", lw=1, zorder=1)
+        bottom.axhline(truth.bayes_accuracy, color="k", ls="--", lw=1, zorder=1,
+                       label=f"Bayes optimum ({bayes:.3f} nats, accuracy "
+                             f"{truth.bayes_accuracy:.2f})")
+        for ax in (top, bottom):
+            mark_events(ax, (events or {}).get(name, ()))
+            ax.grid(alpha=0.3)
+        top.set_title(f"{name}\n{int(np.sum(off[name]))} of {loss.shape[1]} seeds off the "
+                      "plateau at the end", fontsize=9)
+        step_axis(bottom)
+    axes[0, 0].set_ylabel("cross-entropy - Bayes optimum\n(nats, exact)" if exact
+                          else "cross-entropy, nats\n(train evaluation set)", fontsize=9)
+    axes[1, 0].set_ylabel("expected accuracy (exact)" if exact
+                          else "accuracy\n(train evaluation set)", fontsize=9)
+    axes[1, 0].set_ylim(0, 1)
+    for ax in axes[0]:
+        log_y(ax)
+    legend_below(fig, axes.ravel(), "exact over every context of the language (no sampling)"
+                 if exact else "sampled: an evaluation set drawn once, noisy near the optimum")
     return save(fig, path)
 
 
@@ -130,26 +263,25 @@ def survival_figure(
     curves: Mapping[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
     path: str | Path,
     horizon: float,
-    events: Mapping[str, Sequence[int]] | None = None,
+    events: Mapping[str, Sequence[object]] | None = None,
 ) -> Path:
     """Kaplan-Meier curves, one per run: name -> (steps, survival, low, high) from
     dhwt.analysis.escape.kaplan_meier, drawn as steps from 1 at step 0 to `horizon`, with the
-    95% band; `events` (name -> steps) marks tie switches as dotted verticals."""
-    fig = new_figure(6, 3.8)
+    95% band; `events` (name -> tie switches) marked."""
+    fig = new_figure(6, 4.2)
     ax = fig.subplots()
     styles = ("-", "--", "-.", ":")
     for i, (name, (steps, survival, low, high)) in enumerate(curves.items()):
         x = np.r_[0, steps, horizon]
         (line,) = ax.step(x, np.r_[1, survival, survival[-1]], where="post", label=name,
-                          lw=1.6, ls=styles[i % len(styles)])
+                          lw=max(2.8 - 0.7 * i, 1.0), ls=styles[i % len(styles)])
         ax.fill_between(x, np.r_[1, low, low[-1]], np.r_[1, high, high[-1]], step="post",
                         color=line.get_color(), alpha=0.15, lw=0)
-        for step in (events or {}).get(name, ()):
-            ax.axvline(step, color=line.get_color(), ls=":", lw=1)
+    mark_events(ax, _distinct(events))
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlim(0, horizon)
     ax.set_ylabel("share still on the plateau")
     step_axis(ax)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, title="Kaplan-Meier, 95% band (log-log)", title_fontsize=8)
+    legend_below(fig, [ax], "Kaplan-Meier estimate; band: its 95% interval (log-log)")
     return save(fig, path)

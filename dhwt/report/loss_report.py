@@ -11,7 +11,7 @@ from pathlib import Path
 
 from dhwt.analysis.intervals import summarise
 from dhwt.report.figures import metric_figure
-from dhwt.runs import layout
+from dhwt.runs import layout, load_run
 from dhwt.runs.metrics import metric_table, read_metrics
 
 SPLITS = ("valid", "test", "train")  # rows of the table, one run's next to each other
@@ -22,6 +22,7 @@ def loss_lines(runs: Mapping[str, Path], out: Path) -> list[str]:
     """Write out/figures/loss_SPLIT.png and accuracy_SPLIT.png; return the markdown section:
     per run, the last evaluation of each split (test perplexity once the run has finished)."""
     records = {name: read_metrics(Path(run) / layout.METRICS) for name, run in runs.items()}
+    events = {name: load_run(run).config.tying.tie_schedule.events for name, run in runs.items()}
     lines = ["## Loss (last evaluation; over members: mean ± 95% t-interval, median [quartiles] "
              "where bimodal, the values where fewer than 3; dhwt.analysis.intervals)", "",
              "| run | split | step | cross-entropy (nats) | perplexity | accuracy |",
@@ -43,9 +44,10 @@ def loss_lines(runs: Mapping[str, Path], out: Path) -> list[str]:
             continue
         accuracy = {name: metric_table(records[name], split, "accuracy") for name in curves}
         metric_figure(curves, out / layout.FIGURES / f"loss_{split}.png",
-                      ylabel=f"cross-entropy, nats ({split} evaluation set)")
+                      ylabel=f"cross-entropy, nats ({split} set)", log=True,
+                      events=events)
         metric_figure(accuracy, out / layout.FIGURES / f"accuracy_{split}.png",
-                      ylabel=f"next-token accuracy ({split} evaluation set)")
+                      ylabel=f"next-token accuracy ({split} set)", events=events)
         figures += [f"![loss ({split})](figures/loss_{split}.png)", "",
                     f"![accuracy ({split})](figures/accuracy_{split}.png)", ""]
     if not figures:

@@ -1,5 +1,5 @@
 """The end of a run: figures/training.png (loss and accuracy curves) and a short report.md,
-read from the run's metrics.jsonl.
+read from the run's metrics.jsonl (and its last checkpoint, for the exact fit).
 
 Both are written to a temporary file and renamed. dhwt.report.figures (matplotlib) is imported
 when a figure is drawn, not with this module.
@@ -11,6 +11,7 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
+from dhwt.analysis.population import run_population_fit
 from dhwt.config.checks import format_seeds
 from dhwt.config.run import TrainConfig
 from dhwt.config.schedule import TieEvent
@@ -19,66 +20,87 @@ from dhwt.languages import GroundTruth
 from dhwt.runs import layout
 from dhwt.runs.metrics import read_metrics
 
-#: test: the last step only; population: exact, where record.population_every asks for it.
-SPLITS = ("train", "valid", "test", "train_fresh", "population")
+#: Evaluation sets drawn from data (test: the last step only); "population" is the exact fit.
+SPLITS = ("train", "valid", "test", "train_fresh")
+POPULATION = "population"
+#: The figure's lines: the exact fit where recorded, else the fixed evaluation sets (train_fresh,
+#: a new draw each time, stays in the table: in the figure it only adds noise).
+FIGURE_SPLITS = (POPULATION, "train", "valid")
+COLOURS = {POPULATION: "tab:blue", "train": "tab:blue", "valid": "tab:orange"}
 
 
-def write_run_report(run_dir: Path, config: TrainConfig,
-                     truth: GroundTruth | None) -> list[dict[str, object]]:
-    """Write the figure and report.md of the run in `run_dir` (trained to config.optim.steps); return
-    the metric lines of its last step."""
+def write_run_report(run_dir: Path, config: TrainConfig, task) -> list[dict[str, object]]:
+    """Write the figure and report.md of the run in `run_dir` (trained to config.optim.steps) on
+    `task`; return the metric lines of its last step. Where the task has ground truth, the
+    report's comparison with the Bayes optimum is the exact fit (dhwt.analysis.population) of
+    the last step: recorded by the trainer, or computed here from the last checkpoint."""
     records = read_metrics(run_dir / layout.METRICS)
     final = [r for r in records if r["step"] == config.optim.steps]
-    events = config.tying.tie_schedule.events
-    write_figure(records, run_dir / layout.FIGURE, truth, events)
-    write_report(run_dir / layout.REPORT, config, final, truth)
+    exact = [r for r in final if r["split"] == POPULATION]
+    if task.truth is not None and not exact:
+        fit = run_population_fit(run_dir, task)
+        exact = [{"seed": seed, "loss": float(ce), "accuracy": float(acc)}
+                 for seed, ce, acc in zip(fit.seeds, fit.cross_entropy, fit.accuracy)]
+    write_figure(records, run_dir / layout.FIGURE, task.truth, config.tying.tie_schedule.events)
+    write_report(run_dir / layout.REPORT, config, final, task.truth, exact)
     return final
 
 
 def write_figure(records: list[dict[str, object]], path: Path, truth: GroundTruth | None,
                  events: tuple[TieEvent, ...] = ()) -> None:
-    """Loss and accuracy against step: one line per member and split; the task's Bayes optimum
-    (dashed), the unigram baseline of always predicting the target marginal (dotted) and the
-    tie-schedule switches (vertical lines)."""
-    from dhwt.report.figures import new_figure, save, step_axis
+    """Loss (log axis: the first steps sit far above the rest) and accuracy against step, one
+    line per member of the exact population fit where recorded, else of the fixed evaluation
+    sets; the task's Bayes optimum (dashed), the unigram baseline of always predicting the
+    target marginal (dotted) and the tie-schedule switches (dotted verticals, labelled)."""
+    from dhwt.report.figures import legend_below, log_y, mark_events, new_figure, save, step_axis
 
     curves: dict[tuple[str, str], dict[int, list[tuple[int, float]]]] = defaultdict(
         lambda: defaultdict(list))
     for r in records:
         for metric in ("loss", "accuracy"):
             curves[(metric, r["split"])][r["member"]].append((r["step"], r[metric]))
-    fig = new_figure(10, 4)
-    colours = dict(zip(SPLITS, ("tab:blue", "tab:orange", "tab:red", "tab:green", "black")))
-    for ax, metric in zip(fig.subplots(1, 2), ("loss", "accuracy")):
-        for split in SPLITS:
+    shown = ((POPULATION,) if any(split == POPULATION for _, split in curves)
+             else FIGURE_SPLITS[1:])
+    fig = new_figure(10, 4.4)
+    axes = fig.subplots(1, 2)
+    for ax, metric in zip(axes, ("loss", "accuracy")):
+        for split in shown:
             members = curves.get((metric, split), {})
             for i, points in sorted(members.items()):
                 steps, values = zip(*points)
-                ax.plot(steps, values, color=colours[split], alpha=0.8 if len(members) == 1 else 0.35,
-                        linewidth=1, label=split if i == 0 else None)
+                ax.plot(steps, values, color=COLOURS[split], lw=1,
+                        alpha=0.8 if len(members) == 1 else 0.4,
+                        label=(f"{'exact fit' if split == POPULATION else split} "
+                               f"({len(members)} member{'s' * (len(members) > 1)})")
+                        if i == min(members) else None)
         if truth is not None:  # text tasks have no exact ground truth
             bayes, marginal = ((truth.bayes_cross_entropy, truth.marginal_entropy)
                                if metric == "loss" else (truth.bayes_accuracy,
                                                          truth.marginal_accuracy))
             ax.axhline(bayes, color="black", linestyle="--", linewidth=1,
-                       label=f"Bayes optimum {bayes:.3f}")
+                       label=f"Bayes optimum ({truth.bayes_cross_entropy:.3f} nats, accuracy "
+                             f"{truth.bayes_accuracy:.2f})")
             ax.axhline(marginal, color="grey", linestyle=":", linewidth=1,
-                       label=f"unigram baseline {marginal:.3f}")
-        for event in events:
-            ax.axvline(event.step, color="purple", linewidth=0.8, alpha=0.6)
-            ax.annotate(str(event), (event.step, 1), xycoords=("data", "axes fraction"),
-                        fontsize="small", color="purple", rotation=90, va="top", ha="right")
+                       label=f"unigram baseline ({truth.marginal_entropy:.3f} nats, accuracy "
+                             f"{truth.marginal_accuracy:.2f})")
+        mark_events(ax, events)
         step_axis(ax)
-        ax.set_ylabel(metric)
-        ax.legend(fontsize="small")
-    fig.suptitle("one line per member; train/valid: fixed evaluation sets, train_fresh: new draws")
+        ax.grid(alpha=0.3)
+    log_y(axes[0])
+    axes[0].set_ylabel("cross-entropy, nats")
+    axes[1].set_ylabel("accuracy")
+    axes[1].set_ylim(0, 1)
+    legend_below(fig, axes, "one line per member: " + (
+        "the exact fit over every context of the language" if shown == (POPULATION,) else
+        "train / valid: evaluation sets drawn once"))
     save(fig, path)
 
 
 def write_report(path: Path, config: TrainConfig, final: list[dict[str, object]],
-                 truth: GroundTruth | None) -> None:
-    """report.md: the config in brief, final metrics per member against the task's Bayes optimum
-    (from its ground truth), pointers to the figure and the files."""
+                 truth: GroundTruth | None, exact: list[dict[str, object]] = ()) -> None:
+    """report.md: the config in brief; where the task has ground truth, each member's exact fit
+    (`exact`: seed, loss, accuracy) against the Bayes optimum; the final evaluation-set metrics;
+    pointers to the figure and the files."""
     data = (f"grammar `{config.data.grammar}` (dataset in `data/`)" if config.data.grammar is not None
             else f"corpus `{config.data.corpus}`, tokenizer `{config.data.tokenizer}`, windows of "
                  f"{config.data.seq_len} tokens" if config.data.corpus is not None
@@ -93,25 +115,37 @@ def write_report(path: Path, config: TrainConfig, final: list[dict[str, object]]
         f"- {config.optim.steps} steps, batch {config.optim.batch_size or 'full'}, AdamW lr {config.optim.lr} "
         f"({config.optim.lr_schedule}, warmup {config.optim.warmup_steps}), weight decay {config.optim.weight_decay}",
         "- full config: `config.toml`", "",
-        f"## Final metrics (step {config.optim.steps})", "",
+    ]
+    if truth is not None:
+        lines += [
+            f"## Exact fit (step {config.optim.steps})", "",
+            "Over every context of the language, weighted by its probability "
+            "(dhwt.analysis.population): no sampling noise, never below the optimum. The "
+            f"task's Bayes optimum: cross-entropy **{truth.bayes_cross_entropy:.4f}** nats, "
+            f"accuracy **{truth.bayes_accuracy:.4f}**; always predicting the target marginal "
+            f"gives {truth.marginal_entropy:.4f} nats, accuracy {truth.marginal_accuracy:.4f}.",
+            "", "| seed | cross-entropy | excess over Bayes | expected accuracy | "
+            "accuracy - Bayes |", "|---:|---:|---:|---:|---:|"]
+        lines += [f"| {r['seed']} | {r['loss']:.4f} | {r['loss'] - truth.bayes_cross_entropy:+.4f}"
+                  f" | {r['accuracy']:.4f} | {r['accuracy'] - truth.bayes_accuracy:+.4f} |"
+                  for r in exact]
+        lines.append("")
+    lines += [
+        f"## Evaluation sets (step {config.optim.steps})", "",
         "Accuracy is the probability-weighted share of loss positions predicted right; "
-        "`train_fresh` is a new draw of training batches (fresh variants and masks).",
+        "`train_fresh` is a new draw of training batches (fresh variants and masks)"
+        + ("; all are samples, which scatter around the exact fit above (valid and test: "
+           "held-out strings)." if truth is not None else "."),
     ]
     if truth is None:  # a text task: no exact optimum to compare with; perplexity = exp(loss)
         lines += ["", "| seed | split | loss | perplexity | accuracy |", "|---:|---|---:|---:|---:|"]
     else:
-        lines += [
-            f"The task's Bayes optimum: accuracy **{truth.bayes_accuracy:.4f}**, cross-entropy "
-            f"**{truth.bayes_cross_entropy:.4f}** nats; always predicting the target marginal "
-            f"gives accuracy {truth.marginal_accuracy:.4f}, cross-entropy "
-            f"{truth.marginal_entropy:.4f}.",
-            "", "| seed | split | loss | accuracy | accuracy - Bayes |", "|---:|---|---:|---:|---:|"]
-    for r in sorted(final, key=lambda r: (r["member"], SPLITS.index(r["split"]))):
-        gap = "" if truth is None else f" {r['accuracy'] - truth.bayes_accuracy:+.4f} |"
+        lines += ["", "| seed | split | loss | accuracy |", "|---:|---|---:|---:|"]
+    for r in sorted((r for r in final if r["split"] in SPLITS),
+                    key=lambda r: (r["member"], SPLITS.index(r["split"]))):
         ppl = f" {math.exp(r['loss']):.2f} |" if truth is None else ""
-        lines.append(f"| {r['seed']} | {r['split']} | {r['loss']:.4f} |{ppl} {r['accuracy']:.4f} |"
-                     + gap)
-    lines += ["", f"Curves: `{layout.FIGURE}`. Metrics per evaluation: `metrics.jsonl`. Embedding "
-              "snapshots (input and output, per step): `embeddings/`. Checkpoints: `checkpoints/`.",
-              ""]
+        lines.append(f"| {r['seed']} | {r['split']} | {r['loss']:.4f} |{ppl} {r['accuracy']:.4f} |")
+    lines += ["", f"![loss and accuracy over training]({layout.FIGURE})", "",
+              "Metrics per evaluation: `metrics.jsonl`. Embedding snapshots (input and output, "
+              "per step): `embeddings/`. Checkpoints: `checkpoints/`.", ""]
     atomic_write_bytes(path, "\n".join(lines).encode("utf-8"))

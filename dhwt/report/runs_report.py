@@ -23,7 +23,7 @@ from dhwt.analysis.escape import SPLIT as POPULATION, escapes, kaplan_meier, log
 from dhwt.analysis.intervals import count_text, summarise
 from dhwt.analysis.population import run_population_fit
 from dhwt.runs.snapshots import read_run
-from dhwt.report.figures import closeness_figure, metric_figure, survival_figure
+from dhwt.report.figures import MEASURE_LABELS, closeness_figure, fit_figure, survival_figure
 from dhwt.runs import layout, load_run
 from dhwt.directories import atomic_write_bytes
 from dhwt.runs.metrics import metric_table, read_metrics
@@ -55,29 +55,32 @@ def write_runs_report(
     relation = {(r.first, r.second): r for r in truth.pairs()}
     labels = {p: f"{p[0]}-{p[1]} ({_kind(relation, p)})" for p in pairs}
 
-    panels: list[tuple[str, Closeness]] = []
-    panel_runs: list[str] = []  # the run of each panel
+    matrices: dict[str, dict[str, Closeness]] = {}  # run -> {"tied matrix" | side: closeness}
     records: dict[str, list[dict]] = {}
-    curves: dict[str, dict[str, tuple[np.ndarray, np.ndarray]]] = {"accuracy": {}, "loss": {}}
+    fits = {name: run_population_fit(run_dir, task) for name, run_dir in runs.items()}
+    plateau = truth.marginal_entropy - truth.bayes_cross_entropy
+    off = {name: fit.excess < plateau / 2 for name, fit in fits.items()}  # (S,) at the end
     for name, run_dir in runs.items():
         snapshots = read_run(run_dir)
         sides = ("input",) if all(s.tied for s in snapshots) else ("input", "output")
-        for side in sides:
-            panel = f"{name}: tied matrix" if len(sides) == 1 else f"{name}: {side}"
-            panels.append((panel, pair_closeness(snapshots, side, pairs, baseline)))
-            panel_runs.append(name)
+        matrices[name] = {"tied matrix" if len(sides) == 1 else side:
+                          pair_closeness(snapshots, side, pairs, baseline) for side in sides}
         records[name] = read_metrics(run_dir / layout.METRICS)
-        for metric in curves:
-            curves[metric][name] = metric_table(records[name], EVAL_SPLIT, metric)
+    events = {name: load_run(run_dir).config.tying.tie_schedule.events
+              for name, run_dir in runs.items()}
+    exact = all(any(r["split"] == POPULATION for r in rows) for rows in records.values())
+    curve_split = POPULATION if exact else EVAL_SPLIT
+    fit_curves = {name: (*metric_table(rows, curve_split, "loss"),
+                         metric_table(rows, curve_split, "accuracy")[1])
+                  for name, rows in records.items()}
 
     more = list(extra()) if extra is not None else []
     figures = out / layout.FIGURES
-    closeness_figure(panels, figures / "closeness.png", measure, labels)
-    closeness_figure(panels, figures / "closeness_raw.png", "raw", labels)
-    metric_figure(curves["accuracy"], figures / "accuracy.png", truth.bayes_accuracy,
-                  ylabel="accuracy (train evaluation set)")
-    metric_figure(curves["loss"], figures / "loss.png", truth.bayes_cross_entropy,
-                  ylabel="cross-entropy, nats (train evaluation set)", log=True)
+    closeness_figure(matrices, figures / "closeness.png", measure, labels, off, events)
+    fit_figure(fit_curves, figures / "fit.png", truth, exact, off, events)
+    panels = [(f"{name}: {side}", c) for name, sides in matrices.items()
+              for side, c in sides.items()]
+    panel_runs = [name for name, sides in matrices.items() for _ in sides]
 
     lines = [
         f"# {title}",
@@ -101,12 +104,8 @@ def write_runs_report(
         "off plateau |",
         "|---|---|---|---|---|---|",
     ]
-    plateau = truth.marginal_entropy - truth.bayes_cross_entropy
     split: dict[str, bool] = {}  # name -> its seeds split between plateau and learned
-    off: dict[str, np.ndarray] = {}  # name -> (S,) off the plateau at the end
-    for name, run_dir in runs.items():
-        fit = run_population_fit(run_dir, task)
-        off[name] = fit.excess < plateau / 2
+    for name, fit in fits.items():
         learned, n = int(off[name].sum()), len(fit.seeds)
         split[name] = 0 < learned < n
         cells = [summarise(v, bimodal=split[name] or None).text()
@@ -115,8 +114,14 @@ def write_runs_report(
     lines += [
         "",
         f"Bayes optimum: cross-entropy {truth.bayes_cross_entropy:.4f} nats, accuracy "
-        f"{truth.bayes_accuracy:.4f}. The curves in the figures are on the run's fixed `train` "
-        "evaluation set (variants drawn once), which can dip below the optimum by chance.",
+        f"{truth.bayes_accuracy:.4f}. "
+        + ("The figure draws the exact fit recorded during training (record.population_every), "
+           "one line per seed." if exact else
+           "The figure draws each run's fixed `train` evaluation set (variants drawn once; "
+           "set record.population_every for the exact fit), which can dip below the optimum "
+           "by chance; one line per seed."),
+        "",
+        "![loss and accuracy over training](figures/fit.png)",
     ]
     lines += [
         "",
@@ -132,16 +137,16 @@ def write_runs_report(
         lines += ["", "Over the seeds off the plateau at the end only (the picture of models "
                   "that learned; runs with none are left out):", "",
                   *_closeness_rows(panels, panel_runs, relation, split, off)]
-    lines += _escape_lines(runs, records, truth, figures)
     lines += [
         "",
+        f"The figure: {MEASURE_LABELS[measure]} over training, over the seeds off the plateau "
+        "at the end (all seeds of a run with none), since the predictions are about models "
+        "that fit the language; the tables above give every seed.",
+        "",
         f"![closeness ({measure})](figures/closeness.png)",
-        "",
-        "![closeness (raw distance)](figures/closeness_raw.png)",
-        "",
-        "![loss](figures/loss.png)",
-        "",
-        "![accuracy](figures/accuracy.png)",
+    ]
+    lines += _escape_lines(runs, records, truth, figures)
+    lines += [
         "",
         *more,
         "Each run's own directory holds its metrics, snapshots, checkpoints and a per-run report "
@@ -195,8 +200,7 @@ def _escape_lines(runs: Mapping[str, Path], records: Mapping[str, list[dict]], t
     if not found:
         return []
     horizon = max(e.last for e in found.values())
-    events = {name: [ev.step for ev in load_run(runs[name]).config.tying.tie_schedule.events]
-              for name in found}
+    events = {name: load_run(runs[name]).config.tying.tie_schedule.events for name in found}
     label = {name: f"{name} ({len(e.seeds)} seeds)" for name, e in found.items()}
     survival_figure({label[name]: kaplan_meier(e) for name, e in found.items()},
                     figures / "survival.png", horizon,
