@@ -206,8 +206,9 @@ def train_cmd(config_file: str | None, out: str, overwrite: bool, resume: bool,
     \b
     RUN_DIR gets: config.toml (resolved config, written first), metrics.jsonl (per evaluation,
     member and split: loss, accuracy, lr, tied, gap), embeddings/step_XXXXXXX.safetensors
-    (input and output matrices, (S, V, d)), checkpoints/, figures/training.png, report.md, and
-    for a corpus token_counts.npy (training count per token id, for `dhwt analyze --tokens seen`).
+    (input and output matrices, (S, V, d)), checkpoints/, figures/training.png, report.md
+    (report.html: the same page with its figure, for a browser), and for a corpus
+    token_counts.npy (training count per token id, for `dhwt analyze --tokens seen`).
     Defaults are the paper's EXor setting: 1 layer, 1 head, d_model 4, d_ff 4, gelu, post-LN,
     no positions, N(0,1) embeddings, full batch, AdamW lr 5e-4 (betas 0.9/0.999, eps 1e-12,
     weight decay 0.1), periodic cosine (T_max 10000, eta_min 1e-5). Every other setting (model
@@ -293,7 +294,8 @@ def verify_theorems_cmd(full: bool, only: str | None, seed: int) -> int:
 @click.argument("study_file", metavar="STUDY.toml", type=click.Path(dir_okay=False))
 @click.option("--out", required=True, metavar="DIR", type=click.Path(file_okay=False),
               help="Study directory: study.toml, data/ (grammar studies), runs/NAME/, "
-                   "analysis/NAME/ (text studies), figures/, report.md.")
+                   "analysis/NAME/ (text studies), figures/, report.md and report.html "
+                   "(the same report as one self-contained page).")
 @click.option("--overwrite", is_flag=True,
               help="Replace an existing study directory instead of continuing it (only a study "
                    "dhwt made that holds none of the study's inputs).")
@@ -340,7 +342,8 @@ def study_cmd(study_file: str, out: str, overwrite: bool) -> None:
 @click.argument("run_dirs", nargs=-1, required=True, metavar="RUN_DIR...",
                 type=click.Path(file_okay=False))
 @click.option("--out", required=True, metavar="DIR", type=click.Path(file_okay=False),
-              help="Where report.md, figures/ and similarity.csv/.json go.")
+              help="Where report.md, report.html (the same, one page with its figures), "
+                   "figures/ and similarity.csv/.json go.")
 @click.option("--pairs", metavar="A:B,C:D",
               help="Symbol pairs to track (synthetic runs; default: every pair of variants of "
                    "one class).")
@@ -491,7 +494,8 @@ def knn_cmd(a_spec: str, b_spec: str, **options: object) -> None:
               help="Where the neighbour search runs (a GPU searches every query against all "
                    "rows there; the re-rank stays float64 on the CPU).")
 @click.option("--out", metavar="DIR", type=click.Path(file_okay=False),
-              help="Write DIR/report.md, DIR/diagnose.json and DIR/figures/diagnose.png: a new "
+              help="Write DIR/report.md (and .html), DIR/diagnose.json, "
+                   "DIR/figures/diagnose.png: a new "
                    "or empty directory, or the report of an earlier diagnose (replaced).")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the JSON document instead of the summary (the overlap under "
@@ -579,8 +583,10 @@ def diagnose_cmd(path: str, out: str | None, as_json: bool, **options: object) -
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Seed of --samples' draws, the SVD start vector and the chance level.")
 @click.option("--out", metavar="DIR", type=click.Path(file_okay=False),
-              help="Also write DIR/report.md, DIR/corpus_dh.json, DIR/per_token.csv and "
-                   "DIR/figures/overlap_by_frequency.png.")
+              help="Also write DIR/report.md (and .html), DIR/corpus_dh.json, "
+                   "DIR/per_token.csv and "
+                   "DIR/figures/overlap_by_frequency.png: a new or empty directory, or the "
+                   "report of an earlier corpus-dh (replaced).")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the JSON document instead of the text (the overlap under "
                    "input_output_knn_overlap).")

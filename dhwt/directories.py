@@ -229,6 +229,23 @@ def create(target: Path, kind: str, fill: Callable[[Path], Any] | None = None, *
     return held
 
 
+def check_report_dir(out: str | Path, command: str, earlier: str) -> None:
+    """Refuse `out` as the report folder of `command` unless it is new, empty, or holds an
+    earlier report of that command (its file `earlier`, which only that command writes): the
+    report's files would replace a user's files of the same names.
+
+    Examples:
+        >>> check_report_dir("a-new-directory", "diagnose", "diagnose.json")
+    """
+    target = Path(out)
+    blocker = next((p for p in (target, *target.parents) if p.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        raise DhwtError(f"--out {out}: {blocker} exists and is not a directory")
+    if target.is_dir() and any(target.iterdir()) and not (target / earlier).is_file():
+        raise DhwtError(f"--out {out} holds files but no earlier {command} report ({earlier}); "
+                        "give a new or empty directory")
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write `data` to `path` via a fsynced temporary file in the same directory and os.replace."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")

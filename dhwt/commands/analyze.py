@@ -18,7 +18,8 @@ from dhwt.languages import load_task
 from dhwt.report.loss_report import loss_lines
 from dhwt.report.run_similarity import SimilarityOptions, similarity_lines
 from dhwt.report.runs_report import write_runs_report
-from dhwt.directories import atomic_write_bytes, kind_of
+from dhwt.directories import kind_of
+from dhwt.report.document import write_report
 from dhwt.runs import layout
 from dhwt.config.run import TrainConfig
 
@@ -69,9 +70,7 @@ def analyze(run_dirs: Sequence[str | Path], out: str | Path, *, pairs: str | Non
                             "trained on one")
         section = similarity_lines(runs, out, options)
         lines = ["# Runs report", "", intro, "", *loss_lines(runs, out), *section]
-        path = out / layout.REPORT
-        atomic_write_bytes(path, "\n".join(lines).encode("utf-8"))
-        return path
+        return write_report(out / layout.REPORT, "\n".join(lines))
     return write_runs_report(
         runs, load_task(data, config.data.objective), out,
         title="Closeness of symbol pairs", intro=[intro],

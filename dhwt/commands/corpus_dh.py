@@ -26,7 +26,8 @@ import numpy as np
 
 from dhwt.analysis import corpus_dh as cdh
 from dhwt.analysis.frequency import frequency_buckets
-from dhwt.directories import atomic_write_bytes, kind_of
+from dhwt.directories import atomic_write_bytes, check_report_dir
+from dhwt.report.document import write_report
 from dhwt.errors import DhwtError
 
 #: Default tolerance on the relation distances with exact counts (float error only).
@@ -397,25 +398,19 @@ def corpus_dh_command(options: CorpusDhOptions, *, as_json: bool = False,
         return json.dumps(result.document, indent=1)
     text = format_report(result.document)
     if out is not None:
-        text += f"\nwrote {out}: report.md, corpus_dh.json, per_token.csv, {FIGURE}"
+        text += f"\nwrote {out}: report.md, report.html, corpus_dh.json, per_token.csv, {FIGURE}"
     return text
 
 
 def check_out(out: str | Path) -> None:
-    """DhwtError unless `out` may hold the report: a new or existing directory that is not a
-    run, study or dataset (whose files are not this command's to replace)."""
-    out = Path(out)
-    kind = kind_of(out)
-    if kind is not None:
-        raise DhwtError(f"--out {out} is a {kind} directory; give another directory")
-    blocker = next((p for p in (out, *out.parents) if p.exists()), None)
-    if blocker is not None and not blocker.is_dir():
-        raise DhwtError(f"--out {out}: {blocker} exists and is not a directory")
+    """DhwtError unless `out` may hold the report: new, empty, or an earlier corpus-dh report
+    (dhwt.directories.check_report_dir)."""
+    check_report_dir(out, "corpus-dh", "corpus_dh.json")
 
 
 def write_out(result: Result, out: str | Path) -> list[Path]:
-    """out/report.md, out/corpus_dh.json, out/per_token.csv and the figure, each written
-    atomically (check_out first)."""
+    """out/report.md (and report.html), out/corpus_dh.json, out/per_token.csv and the figure,
+    each written atomically (check_out first); the paths written."""
     out = Path(out)
     check_out(out)
     try:
@@ -430,8 +425,8 @@ def write_out(result: Result, out: str | Path) -> list[Path]:
     report = ["# dhwt corpus-dh", "", "```", format_report(document), "```", "",
               f"![mean overlap by frequency bucket]({FIGURE})", "",
               "Machine-readable: corpus_dh.json; per token: per_token.csv.", ""]
-    atomic_write_bytes(paths[3], "\n".join(report).encode("utf-8"))
-    return paths
+    write_report(paths[3], "\n".join(report))
+    return [*paths, paths[3].with_suffix(".html")]
 
 
 def _per_token_csv(rows: list[dict]) -> str:

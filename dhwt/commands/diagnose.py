@@ -19,6 +19,7 @@ from dhwt.analysis.knn import check_k
 from dhwt.analysis.matrices import read_weights
 from dhwt.analysis.similarity import copy_residue
 from dhwt.config.device import resolve_device
+from dhwt.directories import check_report_dir
 from dhwt.errors import DhwtError
 from dhwt.report.dh_reading import TieHistory, member_reading, tie_history
 
@@ -92,20 +93,11 @@ def diagnose_path(path: str, options: DiagnoseOptions) -> DiagnoseResult:
 
 
 def check_out(out: str) -> None:
-    """Refuse a report directory that holds anything but an earlier diagnose report: the
-    report's files would replace a user's files of the same names.
-
-    Examples:
-        >>> check_out("a-new-directory")
-    """
+    """Refuse a report directory that holds anything but an earlier diagnose report
+    (dhwt.directories.check_report_dir)."""
     from dhwt.report.diagnose_report import JSON
 
-    target = Path(out)
-    if target.exists() and not target.is_dir():
-        raise DhwtError(f"--out {out} is a file; give a directory for the report")
-    if target.is_dir() and any(target.iterdir()) and not (target / JSON).is_file():
-        raise DhwtError(f"--out {out} holds files but no earlier diagnose report ({JSON}); "
-                        "give a new or empty directory")
+    check_report_dir(out, "diagnose", JSON)
 
 
 def _settings(options: DiagnoseOptions, n: int) -> dict[str, object]:

@@ -29,7 +29,8 @@ Examples:
     >>> config = TrainConfig(grammar="parity", seeds=[1, 2], steps=3, eval_every=3)
     >>> result = train(config, None, out)      # builds out/data from the grammar, then trains
     >>> result.step, sorted(p.name for p in out.iterdir() if not p.name.startswith("."))
-    (3, ['checkpoints', 'config.toml', 'data', 'embeddings', 'figures', 'metrics.jsonl', 'report.md'])
+    (3, ['checkpoints', 'config.toml', 'data', 'embeddings', 'figures', 'metrics.jsonl',
+         'report.html', 'report.md'])
     >>> train(config, None, out, resume=True).touched     # finished: left as it was
     False
 """

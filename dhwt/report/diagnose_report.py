@@ -14,6 +14,7 @@ from dhwt.analysis.knn_curves import excess_over_chance
 from dhwt.analysis.knn_sample import Estimate
 from dhwt.commands.diagnose import DiagnoseResult, Subject
 from dhwt.directories import atomic_write_bytes
+from dhwt.report.document import write_report
 from dhwt.report.dh_reading import EXCESS_AGREE, EXCESS_PARTLY
 from dhwt.report.figures import new_figure, save
 
@@ -57,16 +58,15 @@ def document(result: DiagnoseResult, top: int) -> dict[str, object]:
 
 
 def write(result: DiagnoseResult, out: str | Path, top: int) -> Path:
-    """out/report.md, out/diagnose.json and out/figures/diagnose.png; the report's path."""
+    """out/report.md (and report.html), out/diagnose.json and out/figures/diagnose.png; the
+    report's path."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     measured = [s for s in result.subjects if s.diagnosis is not None]
     if measured:
         _figure(measured, out / FIGURE)
     atomic_write_bytes(out / JSON, json.dumps(document(result, top), indent=1).encode("utf-8"))
-    atomic_write_bytes(out / REPORT, "\n".join(_markdown(result, top, bool(measured)))
-                       .encode("utf-8"))
-    return out / REPORT
+    return write_report(out / REPORT, "\n".join(_markdown(result, top, bool(measured))))
 
 
 def _markdown(result: DiagnoseResult, top: int, figure: bool) -> list[str]:

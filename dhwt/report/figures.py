@@ -85,7 +85,7 @@ def mark_events(ax: Axes, events: Sequence[object]) -> None:
                     color="tab:purple", rotation=90, ha="left", va="bottom")
 
 
-def _distinct(events: Mapping[str, Sequence[object]] | None) -> list[object]:
+def distinct_events(events: Mapping[str, Sequence[object]] | None) -> list[object]:
     """The tie switches of several runs, each (step, name) once, in step order."""
     found = {(e.step, str(e)): e for run in (events or {}).values() for e in run}
     return [found[key] for key in sorted(found)]
@@ -194,7 +194,7 @@ def metric_figure(
     for i, (name, (steps, values)) in enumerate(curves.items()):
         _band(ax, steps, values, f"{name} ({values.shape[1]} members)",
               ls=dashes[i % len(dashes)], lw=max(2.6 - 0.6 * i, 1.0))
-    mark_events(ax, _distinct(events))
+    mark_events(ax, distinct_events(events))
     if optimum is not None:
         ax.axhline(optimum, ls="--", color="k", lw=1, label=f"Bayes optimum {optimum:.3f}")
     if log:
@@ -235,8 +235,9 @@ def fit_figure(
                     label=f"unigram plateau ({plateau:.3f} nats, accuracy "
                           f"{truth.marginal_accuracy:.2f})")
         if not exact:
-            top.axhline(bayes, color="k", ls="--", lw=1, zorder=1, label=f"Bayes optimum ({bayes:.3f} "
-                        f"nats, accuracy {truth.bayes_accuracy:.2f})")
+            top.axhline(bayes, color="k", ls="--", lw=1, zorder=1,
+                        label=f"Bayes optimum ({bayes:.3f} nats, accuracy "
+                              f"{truth.bayes_accuracy:.2f})")
         bottom.axhline(truth.marginal_accuracy, color="k", ls=":", lw=1, zorder=1)
         bottom.axhline(truth.bayes_accuracy, color="k", ls="--", lw=1, zorder=1,
                        label=f"Bayes optimum ({bayes:.3f} nats, accuracy "
@@ -277,7 +278,7 @@ def survival_figure(
                           lw=max(2.8 - 0.7 * i, 1.0), ls=styles[i % len(styles)])
         ax.fill_between(x, np.r_[1, low, low[-1]], np.r_[1, high, high[-1]], step="post",
                         color=line.get_color(), alpha=0.15, lw=0)
-    mark_events(ax, _distinct(events))
+    mark_events(ax, distinct_events(events))
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlim(0, horizon)
     ax.set_ylabel("share still on the plateau")

@@ -15,7 +15,7 @@ from dhwt.analysis.population import run_population_fit
 from dhwt.config.checks import format_seeds
 from dhwt.config.run import TrainConfig
 from dhwt.config.schedule import TieEvent
-from dhwt.directories import atomic_write_bytes
+from dhwt.report.document import write_report as write_document
 from dhwt.languages import GroundTruth
 from dhwt.runs import layout
 from dhwt.runs.metrics import read_metrics
@@ -148,4 +148,4 @@ def write_report(path: Path, config: TrainConfig, final: list[dict[str, object]]
     lines += ["", f"![loss and accuracy over training]({layout.FIGURE})", "",
               "Metrics per evaluation: `metrics.jsonl`. Embedding snapshots (input and output, "
               "per step): `embeddings/`. Checkpoints: `checkpoints/`.", ""]
-    atomic_write_bytes(path, "\n".join(lines).encode("utf-8"))
+    write_document(path, "\n".join(lines))

@@ -23,6 +23,7 @@ from dhwt.analysis.escape import SPLIT as POPULATION, escapes, kaplan_meier, log
 from dhwt.analysis.intervals import count_text, summarise
 from dhwt.analysis.population import run_population_fit
 from dhwt.runs.snapshots import read_run
+from dhwt.report.document import write_report
 from dhwt.report.figures import MEASURE_LABELS, closeness_figure, fit_figure, survival_figure
 from dhwt.runs import layout, load_run
 from dhwt.directories import atomic_write_bytes
@@ -153,9 +154,7 @@ def write_runs_report(
         "with loss curves.",
         "",
     ]
-    path = out / layout.REPORT
-    atomic_write_bytes(path, "\n".join(lines).encode("utf-8"))
-    return path
+    return write_report(out / layout.REPORT, "\n".join(lines))
 
 
 def default_pairs(language) -> tuple[tuple[str, str], ...]:

@@ -15,7 +15,8 @@ import numpy as np
 from dhwt.analysis.knn_curves import Curve, SimilarityCurves
 from dhwt.config.schedule import TieSchedule
 from dhwt.report.dh_reading import EXCESS_AGREE, EXCESS_PARTLY, member_reading, tie_history
-from dhwt.report.figures import new_figure, save, step_axis
+from dhwt.report.figures import (distinct_events, legend_below, mark_events, new_figure, save,
+                                  step_axis)
 from dhwt.directories import atomic_write_bytes
 
 SCORES = ("overlap", "jaccard")
@@ -33,6 +34,7 @@ def similarity_section(result: SimilarityCurves, out: Path, *, score: str = "ove
     source's tie schedule, by name, for the DH reading's tie history (dhwt.report.dh_reading)."""
     write_numbers(result, out)
     pairs, dh = result.of_kind("pair"), result.of_kind("dh")
+    events = distinct_events({name: s.events for name, s in (schedules or {}).items()})
     lines = ["## Similarity of embedding spaces over training", "",
              f"KNN Match Similarity: for each token its k = {result.k}{k_note} nearest neighbours "
              f"by {_METRIC[result.metric]}, self excluded, exact; Jaccard |A∩B|/|A∪B| and overlap "
@@ -43,7 +45,7 @@ def similarity_section(result: SimilarityCurves, out: Path, *, score: str = "ove
         sides = sorted({c.side for c in pairs}, key=("input", "output").index)
         names = ["tied matrix"] if result.tied_everywhere else sides
         _curves_figure([[c for c in pairs if c.side == s] for s in sides], names, result.steps,
-                       score, out / "figures" / "similarity_knn.png")
+                       score, out / "figures" / "similarity_knn.png", events)
         lines += ["### Between members", "",
                   "| pair | side | step | jaccard | overlap | chance overlap "
                   "| peak overlap (step) |",
@@ -61,7 +63,7 @@ def similarity_section(result: SimilarityCurves, out: Path, *, score: str = "ove
         lines += ["", "![KNN match between members](figures/similarity_knn.png)", ""]
     others = [m for m in OTHER if pairs and m in pairs[0].values]
     if others:
-        _others_figure(pairs, others, result, out / "figures" / "similarity_other.png")
+        _others_figure(pairs, others, result, out / "figures" / "similarity_other.png", events)
         lines += ["| pair | side | " + " | ".join(OTHER[m] for m in others) + " (last step) |",
                   "|---|---|" + "---|" * len(others)]
         for c in pairs:
@@ -72,7 +74,7 @@ def similarity_section(result: SimilarityCurves, out: Path, *, score: str = "ove
         lines += ["", "![other measures](figures/similarity_other.png)", ""]
     if dh and _has(dh, score):
         _curves_figure([dh], ["input vs output (DH diagnostic)"], result.steps, score,
-                       out / "figures" / "similarity_dh.png")
+                       out / "figures" / "similarity_dh.png", events)
         lines += ["### DH diagnostic: each untied member's input vs output neighbourhoods", "",
                   "| member | step | jaccard | overlap | chance overlap | reading |",
                   "|---|---|---|---|---|---|"]
@@ -148,9 +150,10 @@ def _num(value: float) -> str:
 
 
 def _curves_figure(panels: Sequence[Sequence[Curve]], titles: Sequence[str], steps: np.ndarray,
-                   score: str, path: Path) -> None:
-    """One panel per group of curves: each curve solid, its chance level dotted, same colour."""
-    fig = new_figure(4.8 * len(panels), 3.4)
+                   score: str, path: Path, events: Sequence[object]) -> None:
+    """One panel per group of curves: each curve solid, its chance level dotted, same colour;
+    the tie switches of the runs marked."""
+    fig = new_figure(4.8 * len(panels) + 0.6, 3.8)
     axes = fig.subplots(1, len(panels), squeeze=False, sharey=True)[0]
     for ax, curves, title in zip(axes, panels, titles):
         for c in curves:
@@ -160,21 +163,26 @@ def _curves_figure(panels: Sequence[Sequence[Curve]], titles: Sequence[str], ste
                 ax.plot(steps, c.values[f"chance_{score}"], ls=":", lw=1.2,
                         color=line.get_color())
         ax.set_title(title, fontsize=10)
+        mark_events(ax, events)
         step_axis(ax)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    axes[0].set_ylabel(f"KNN match ({score}); dotted: chance")
+    axes[0].set_ylabel(f"KNN match ({score})")
+    legend_below(fig, axes, "solid: measured; dotted, same colour: its chance level "
+                 "(norm-matched random stand-ins)")
     save(fig, path)
 
 
 def _others_figure(pairs: Sequence[Curve], measures: Sequence[str], result: SimilarityCurves,
-                   path: Path) -> None:
-    fig = new_figure(4.4 * len(measures), 3.2)
-    for ax, m in zip(fig.subplots(1, len(measures), squeeze=False)[0], measures):
+                   path: Path, events: Sequence[object]) -> None:
+    """One panel per whole-space measure, one line per pair; the tie switches marked."""
+    fig = new_figure(4.4 * len(measures) + 0.6, 3.6)
+    axes = fig.subplots(1, len(measures), squeeze=False)[0]
+    for ax, m in zip(axes, measures):
         for c in pairs:
             ax.plot(result.steps, c.values[m], marker=".", lw=1.2, label=c.label)
         ax.set_title(OTHER[m], fontsize=10)
+        mark_events(ax, events)
         step_axis(ax)
         ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    legend_below(fig, axes)
     save(fig, path)

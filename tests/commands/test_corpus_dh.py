@@ -67,6 +67,20 @@ def test_a_text_file_by_characters_with_out(cli, tmp_path):
         assert float(row["count"]) == characters[row["token"]]
     assert (out_dir / "figures" / "overlap_by_frequency.png").stat().st_size > 0
     assert "overlap_by_frequency.png" in (out_dir / "report.md").read_text()
+    assert (out_dir / "report.html").is_file()
+    again = cli(["corpus-dh", "--corpus", text, "--tokenizer", "char", "--dim", "5",
+                 "--out", out_dir])  # an earlier report of this command is replaced
+    assert again[0] == 0, again[2]
+
+
+def test_out_refuses_a_folder_of_the_users_files(cli, tmp_path):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "report.html").write_text("my page")
+    code, _, err = cli(["corpus-dh", "--grammar", "four-cases", "--out", mine])
+    assert code == 2 and "no earlier corpus-dh report (corpus_dh.json)" in err, err
+    assert [p.name for p in mine.iterdir()] == ["report.html"]
+    assert (mine / "report.html").read_text() == "my page"
 
 
 def test_a_corpus_folder_by_words_uses_the_token_cache(cli, tmp_path, monkeypatch):

@@ -34,7 +34,9 @@ def test_population_lines_match_the_checkpointed_model(tmp_path):
     np.testing.assert_allclose([r["loss"] for r in last], cross_entropy, rtol=1e-6)
     np.testing.assert_allclose([r["accuracy"] for r in last], accuracy, rtol=1e-6)
     assert all(r["loss"] > task.truth.bayes_cross_entropy for r in lines)
-    assert (tmp_path / "run" / "report.md").read_text().count("| population |") == 2
+    exact = (tmp_path / "run" / "report.md").read_text().split("## Exact fit")[1]
+    for r in last:  # the report's exact table is the recorded lines
+        assert f"| {r['seed']} | {r['loss']:.4f} | " in exact.split("## Evaluation sets")[0]
 
 
 def test_population_every_must_be_a_multiple_of_eval_every():
