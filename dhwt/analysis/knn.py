@@ -34,7 +34,9 @@ benchmark).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+import os
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -52,6 +54,11 @@ TILE = 32
 BLOCK = 6144
 #: Extra float32 candidates per row re-ranked in float64 (guards against float32 rounding).
 SLACK = 4
+#: Extra candidates per row in a bfloat16 pass (at least), whose scores are upper bounds about
+#: 1.6% of |x_i||x_j| above the exact ones (see _widened).
+WIDE_SLACK = 12
+#: Precisions of the candidate pass; candidate_precision() chooses one per process.
+PRECISIONS = ("float32", "bfloat16")
 #: Neighbours per token unless asked otherwise (the reference study's k), see default_k.
 DEFAULT_K = 10
 _LOWEST = float(np.finfo(np.float32).min)
@@ -130,13 +137,21 @@ def nearest_neighbours(x: np.ndarray, k: int, metric: str = "ip", *, block_size:
         raise DhwtError(f"block_size must be an integer >= {TILE}, got {block_size!r}")
     if isinstance(slack, bool) or not isinstance(slack, int) or slack < 0:
         raise DhwtError(f"slack must be a non-negative integer, got {slack!r}")
-    m = min(k + slack, n - 1)
-    left, right, exact, error = _work_matrices(x, metric, name)
-    # inner products: the longest rows first, so that every row meets its likely neighbours (the
-    # long rows, "hubs") in its first block and later blocks offer few candidates
-    order = np.argsort(-np.einsum("ij,ij->i", x, x), kind="stable") if metric == "ip" else None
-    cand, kth = _candidates(left, right, n, m, block_size - block_size % TILE, progress, order)
-    return _rerank(exact, cand, kth + error, k, metric)
+    # bfloat16 bounds are relative to |left_i| |right_j|: loose for l2's augmented rows
+    wide = metric != "l2" and candidate_precision() == "bfloat16"
+    m = min(k + (max(slack, WIDE_SLACK) if wide else slack), n - 1)
+    with _phase("other"):
+        left, right, exact, error = _work_matrices(x, metric, name)
+        if wide:
+            left, right, scale = _widened(left, right)
+        # inner products: the longest rows first, so that every row meets its likely neighbours
+        # (the long rows, "hubs") in its first block and later blocks offer few candidates
+        order = (np.argsort(-np.einsum("ij,ij->i", x, x), kind="stable") if metric == "ip"
+                 else None)
+    cand, kth = _candidates(left, right, n, m, block_size - block_size % TILE, progress, order,
+                            _gemm_bfloat16 if wide else _gemm)
+    with _phase("rerank"):
+        return _rerank(exact, cand, kth / scale if wide else kth + error, k, metric)
 
 
 def knn_match(a: np.ndarray, b: np.ndarray, k: int = DEFAULT_K, metric: str = "ip", *,
@@ -311,20 +326,76 @@ def average_weights(weights: np.ndarray | None, n: int, ids: np.ndarray) -> np.n
 
 # --- the engine ---------------------------------------------------------------------------------
 
+#: Seconds per phase while phase_times() collects them, else None.
+_PHASES: dict[str, float] | None = None
+
+
+@contextmanager
+def phase_times() -> Iterator[dict[str, float]]:
+    """Seconds the neighbour searches run inside spend per phase: "gemm" (the Gram blocks),
+    "filter" (tile maxima and the entries that pass), "merge" (into each row's best m),
+    "rerank" (float64 scores, certificate, brute force of uncertified rows), "other" (setup).
+    For benchmarks; phases add up over every search inside.
+
+    Examples:
+        >>> import numpy as np
+        >>> with phase_times() as seconds:
+        ...     _ = nearest_neighbours(np.eye(40), 3)
+        >>> sorted(seconds)
+        ['filter', 'gemm', 'merge', 'other', 'rerank']
+    """
+    global _PHASES
+    saved, _PHASES = _PHASES, dict.fromkeys(("gemm", "filter", "merge", "rerank", "other"), 0.0)
+    try:
+        yield _PHASES
+    finally:
+        _PHASES = saved
+
+
+@contextmanager
+def _phase(name: str) -> Iterator[None]:
+    """Add the time spent inside to phase `name` while phase_times() collects."""
+    if _PHASES is None:
+        yield
+        return
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        _PHASES[name] += time.perf_counter() - start
+
+
 #: Unit roundoff of float32.
 _U32 = 2.0**-24
 
 
+#: A float64 copy of the matrix up to this size is kept for the re-rank (gathering float64
+#: rows is 1.5-2x faster than gathering and converting); larger matrices convert on demand.
+_COPY_BYTES = 512 * 2**20
+
+
 class _Exact:
     """Rows of the matrix in float64 as the final scores use them (cosine: divided by their
-    norm), made on demand so that no float64 copy of the whole matrix is kept."""
+    norm): from a float64 copy of the whole matrix where that is at most _COPY_BYTES, else
+    made on demand."""
 
     def __init__(self, x: np.ndarray, norms: np.ndarray | None) -> None:
         self.x, self.norms = x, norms
+        small = x.shape[0] * x.shape[1] * 8 <= _COPY_BYTES
+        self.whole = torch.from_numpy(self._made(slice(None))) if small else None
 
-    def __getitem__(self, rows: np.ndarray | slice) -> np.ndarray:
+    def _made(self, rows: np.ndarray | slice) -> np.ndarray:
         values = self.x[rows].astype(np.float64)
         return values if self.norms is None else values / self.norms[rows][..., None]
+
+    def __getitem__(self, rows: np.ndarray | slice) -> np.ndarray:
+        return self.rows(rows).numpy()
+
+    def rows(self, rows: np.ndarray | slice) -> torch.Tensor:
+        """The float64 rows `rows` (an index array of any shape, or a slice) as a tensor."""
+        if self.whole is None:
+            return torch.from_numpy(self._made(rows))
+        return self.whole[rows if isinstance(rows, slice) else torch.from_numpy(rows)]
 
 
 def _work_matrices(x: np.ndarray, metric: str,
@@ -410,11 +481,12 @@ def _descending(v: np.ndarray) -> np.ndarray:
 
 
 def _candidates(left: np.ndarray, right: np.ndarray, n: int, m: int, block: int,
-                progress: bool | None,
-                order: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                progress: bool | None, order: np.ndarray | None = None,
+                gemm: Callable[..., None] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(n, m) row ids of the best m other rows of every row under the float32 score
-    left_i . right_j (symmetric in i, j), ties to the lower index; and (n,) the float32 score
-    of each row's m-th candidate (every other row scores at most that).
+    left_i . right_j (symmetric in i, j) as `gemm` (default _gemm) computes it, ties to the
+    lower index; and (n,) the score of each row's m-th candidate (every other row scores at
+    most that).
 
     order: a permutation of the rows to scan them in (blocks of consecutive rows in that order;
     the block pairs row-major, so that block 0 is every row's first block). Ties among float32
@@ -433,18 +505,23 @@ def _candidates(left: np.ndarray, right: np.ndarray, n: int, m: int, block: int,
     for i, j in tqdm(pairs, desc="knn blocks", disable=None if progress else True):
         (r0, r1), (c0, c1) = bounds[i], bounds[j]
         g_t = buffer[: (r1 - r0) * (c1 - c0)].view(r1 - r0, c1 - c0)
-        _gemm(left_t[r0:r1], right_t[c0:c1], g_t)
+        with _phase("gemm"):
+            (gemm or _gemm)(left_t[r0:r1], right_t[c0:c1], g_t)
         g = g_t.numpy()
-        g[max(n - r0, 0):] = -np.inf  # padding rows and columns never qualify
-        g[:, max(n - c0, 0):] = -np.inf
-        if i == j:
-            np.fill_diagonal(g, -np.inf)  # self is never a neighbour
-        rows, cols, vals = _row_candidates(g, best.threshold(r0, r1), 0 if i in seen else m)
-        best.merge(r0, rows, cols + c0, vals)
+        with _phase("filter"):
+            g[max(n - r0, 0):] = -np.inf  # padding rows and columns never qualify
+            g[:, max(n - c0, 0):] = -np.inf
+            if i == j:
+                np.fill_diagonal(g, -np.inf)  # self is never a neighbour
+            rows, cols, vals = _row_candidates(g, best.threshold(r0, r1), 0 if i in seen else m)
+        with _phase("merge"):
+            best.merge(r0, rows, cols + c0, vals)
         if i != j:
-            rows, cols, vals = _column_candidates(g, best.threshold(c0, c1),
-                                                  0 if j in seen else m)
-            best.merge(c0, rows, cols + r0, vals)
+            with _phase("filter"):
+                rows, cols, vals = _column_candidates(g, best.threshold(c0, c1),
+                                                      0 if j in seen else m)
+            with _phase("merge"):
+                best.merge(c0, rows, cols + r0, vals)
         seen |= {i, j}
     index, kth = best.index[:n], best.values[:n, -1].astype(np.float64)
     if order is None:
@@ -517,6 +594,123 @@ def _onednn_is_float32(shape: tuple[int, int, int], out: torch.Tensor) -> bool:
     return exact - tolerance <= out.amin().item() and out.amax().item() <= exact + tolerance
 
 
+# --- the bfloat16 candidate pass ----------------------------------------------------------------
+
+#: Unit roundoff of bfloat16 (8 significant bits, round to nearest).
+_U16 = 2.0**-8
+#: The precision chosen by candidate_precision() in this process (None: not yet).
+_PRECISION: str | None = None
+#: Whether oneDNN multiplies bfloat16 values exactly into float32 sums here (None: not probed).
+_ONEDNN_BFLOAT16: bool | None = None
+
+
+def candidate_precision() -> str:
+    """The precision of the candidate pass in this process, chosen at its first use by probes,
+    not by the CPU's vendor: "bfloat16" where oneDNN's bfloat16 matmul computes bfloat16 values
+    into exact float32 sums (a precision probe) and a block of Gram entries at least twice as
+    fast as the float32 path (a speed probe of about a tenth of a second), else "float32".
+    Either way the neighbours are exact (the float64 re-rank and its certificate); bfloat16 only
+    trades a faster Gram for more candidates. DHWT_KNN_PRECISION=float32|bfloat16 forces one."""
+    global _PRECISION
+    if _PRECISION is None:
+        forced = os.environ.get("DHWT_KNN_PRECISION")
+        if forced is not None and forced not in PRECISIONS:
+            raise DhwtError(f"DHWT_KNN_PRECISION must be one of {', '.join(PRECISIONS)}, got "
+                            f"{forced!r}")
+        _PRECISION = forced or ("bfloat16" if _onednn_bfloat16() and _bfloat16_speedup() >= 2
+                                else "float32")
+    return _PRECISION
+
+
+def _onednn_bfloat16() -> bool:
+    """Whether oneDNN's matmul with bfloat16 allowed multiplies bfloat16 values (as float32
+    tensors) exactly and sums in float32: on random bfloat16 values every entry must lie within
+    the float32 summation bound of the float64 product (cached)."""
+    global _ONEDNN_BFLOAT16
+    if _ONEDNN_BFLOAT16 is None:
+        _ONEDNN_BFLOAT16 = False
+        if torch.backends.mkldnn.is_available() and hasattr(torch.backends.mkldnn, "matmul"):
+            generator = torch.Generator().manual_seed(0)
+            a, b = (torch.randn(256, 512, generator=generator).bfloat16().float()
+                    for _ in range(2))
+            out = torch.empty(256, 256)
+            with _onednn_matmul():
+                torch.mm(a, b.T, out=out)
+            exact = a.double() @ b.double().T
+            bound = 2 * 514 * _U32 * (a.double().abs() @ b.double().abs().T)
+            _ONEDNN_BFLOAT16 = bool(((out.double() - exact).abs() <= bound).all())
+    return _ONEDNN_BFLOAT16
+
+
+def _bfloat16_speedup(size: int = 2048, width: int = 512) -> float:
+    """How many times faster a size x size x width Gram block is with bfloat16 allowed in
+    oneDNN than on the float32 path (_gemm); the best of three runs each."""
+    generator = torch.Generator().manual_seed(0)
+    a = torch.randn(size, width, generator=generator).bfloat16().float()
+    out = torch.empty(size, size)
+    seconds = []
+    for gemm in (_gemm, _gemm_bfloat16):
+        gemm(a, a, out)  # warm up (and the float32 path's own probe)
+        runs = []
+        for _ in range(3):
+            start = time.perf_counter()
+            gemm(a, a, out)
+            runs.append(time.perf_counter() - start)
+        seconds.append(min(runs))
+    return seconds[0] / seconds[1]
+
+
+def _gemm_bfloat16(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
+    """out = a @ b.T for float32 a, b holding bfloat16 values: by oneDNN with bfloat16 allowed
+    where its probe passed (on AMX, several times the float32 speed), else by _gemm. Either way
+    the products are exact and the sums float32, the error model of _widened."""
+    if _onednn_bfloat16():
+        with _onednn_matmul():
+            torch.mm(a, b.T, out=out)
+    else:
+        _gemm(a, b, out)
+
+
+def _widened(left: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """(left', right', scale): float32 matrices of bfloat16 values whose product, summed in
+    float32 from exact products (_gemm_bfloat16), is for every (i, j) at least scale times the
+    exact left_i . right_j, and at most about 2c |left_i| |right_j| above it (c ~ 2^-7).
+
+    How: left and right are scaled by powers of two to entries of at most 1 (exact), rounded to
+    bfloat16 (relative error u = 2^-8 each), and given two more columns, [c |l_i|, delta] and
+    [|r_j|, 1], rounded up, that add at least c |l_i| |r_j| + delta. c = 2u + u^2 + 2 gamma
+    (gamma: float32 summation over d + 2 terms) covers the rounding of the inputs
+    ((2u + u^2) |l_i| |r_j|) and of the sums; delta covers values flushed to zero below 2^-126
+    (at most 2^-126 per entry and product)."""
+    d = left.shape[1]
+    scales = [2.0 ** -math.ceil(math.log2(max(float(np.abs(side).max()), 2.0**-100)))
+              for side in (left, right)]
+    gamma = (d + 2) * _U32 / (1 - (d + 2) * _U32)
+    c = 2 * _U16 + _U16**2 + 2 * gamma
+    delta = 2.0 ** math.ceil(math.log2(8 * (d + 2) * 2.0**-126))
+    widened = []
+    for side, scale, factor, last in ((left, scales[0], c, delta), (right, scales[1], 1.0, 1.0)):
+        out = np.empty((len(side), d + 2), np.float32)
+        np.multiply(side, np.float32(scale), out=out[:, :d])
+        norms = np.sqrt(np.einsum("ij,ij->i", out[:, :d], out[:, :d], dtype=np.float64))
+        out[:, d] = _bfloat16_up(factor * norms)
+        out[:, d + 1] = last  # a power of two: exact
+        rounded = torch.from_numpy(out[:, :d]).bfloat16()  # to nearest
+        out[:, :d] = rounded.float().numpy()
+        widened.append(out)
+    return widened[0], widened[1], scales[0] * scales[1]
+
+
+def _bfloat16_up(values: np.ndarray) -> np.ndarray:
+    """Non-negative float64 values rounded up to bfloat16 values (as float32)."""
+    as32 = values.astype(np.float32)
+    as32 = np.where(as32 < values, np.nextafter(as32, np.float32(np.inf)), as32)
+    bits = as32.view(np.uint32)
+    up = (bits & 0xFFFF) != 0
+    bits = np.where(up, (bits & 0xFFFF0000) + 0x10000, bits).astype(np.uint32)
+    return bits.view(np.float32)
+
+
 def _row_candidates(g: np.ndarray, threshold: np.ndarray,
                     m: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Entries g[r, c] >= threshold[r], found through maxima of row tiles g[r, t*w:(t+1)*w]
@@ -565,12 +759,12 @@ def _rerank(exact: _Exact, cand: np.ndarray, bound: np.ndarray, k: int, metric: 
     indices = np.empty((n, k), np.int64)
     scores = np.empty((n, k), np.float64)
     for s in range(0, n, chunk):
-        rows = exact[ids[s:s + chunk]]
-        others = exact[cand[s:s + chunk]]
+        rows = exact.rows(ids[s:s + chunk])
+        others = exact.rows(cand[s:s + chunk])
         if metric == "l2":
-            score = -((others - rows[:, None, :]) ** 2).sum(axis=2)
+            score = -((others - rows[:, None, :]) ** 2).sum(dim=2).numpy()
         else:
-            score = np.einsum("nd,nmd->nm", rows, others)
+            score = torch.bmm(others, rows[:, :, None])[:, :, 0].numpy()
         order = np.lexsort((cand[s:s + chunk], -score), axis=1)[:, :k]
         indices[s:s + chunk] = np.take_along_axis(cand[s:s + chunk], order, axis=1)
         scores[s:s + chunk] = np.take_along_axis(score, order, axis=1)
@@ -578,11 +772,20 @@ def _rerank(exact: _Exact, cand: np.ndarray, bound: np.ndarray, k: int, metric: 
         redo = np.flatnonzero(scores[:, -1] <= bound)
         for s in range(0, len(redo), 256):
             rows = redo[s:s + 256]
-            score = _brute_scores(exact, ids[rows], metric)
-            order = np.lexsort((np.broadcast_to(np.arange(total), score.shape), -score), axis=1)
-            indices[rows] = order[:, :k]
-            scores[rows] = np.take_along_axis(score, order[:, :k], axis=1)
+            indices[rows], scores[rows] = _best(_brute_scores(exact, ids[rows], metric), k)
     return Neighbours(metric=metric, indices=indices, scores=scores)
+
+
+def _best(score: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The k best columns of each row of `score` (value desc, index asc) and their values:
+    only the entries at or above each row's k-th largest value are sorted."""
+    kth = np.partition(score, score.shape[1] - k, axis=1)[:, score.shape[1] - k]
+    r, c = np.nonzero(score >= kth[:, None])
+    v = score[r, c]
+    order = np.lexsort((c, -v, r))
+    first = np.searchsorted(r[order], np.arange(len(score)))  # where each row starts
+    take = order[(first[:, None] + np.arange(k)).reshape(-1)]
+    return c[take].reshape(-1, k), v[take].reshape(-1, k)
 
 
 def _brute_scores(exact: _Exact, rows: np.ndarray, metric: str,

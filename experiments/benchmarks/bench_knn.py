@@ -6,11 +6,13 @@ Data: two 50257 x 512 float32 matrices with non-trivial shared neighbourhoods: a
 token factor mapped into each space by its own random map, plus independent noise, with
 log-normal row scales (inner-product hubs) partly shared between the spaces. Seeded.
 
-1. Time (median over --repeats, the two methods alternating) of dhwt's `knn_match(A, B, k=10)` (both neighbour searches, the
-   float64 re-ranking and the scores) against two exact faiss-cpu IndexFlatIP searches (k + 1
-   neighbours, one search per space; the `bench` extra). Target ratio <= 0.6. Without faiss the
-   baseline is the naive chunked method (full Gram matrix in row chunks + torch.topk), and the
-   script says so.
+1. Time (median over --repeats, the two methods alternating) of dhwt's `knn_match(A, B, k=10)`
+   (both neighbour searches, the float64 re-ranking and the scores) against two exact faiss-cpu
+   IndexFlatIP searches (k + 1 neighbours, one search per space; the `bench` extra), with the
+   CPU model, the candidate pass's precision and GEMM path, and dhwt's time per phase (Gram
+   blocks, filter, merge, re-rank, setup; dhwt.analysis.knn.phase_times). Target ratio <= 0.5.
+   Without faiss the baseline is the naive chunked method (full Gram matrix in row chunks +
+   torch.topk), and the script says so.
 2. Exactness: the neighbour lists of --check-rows random rows of each space against a float64
    brute force (scores of the row against every row, self masked, lexsort with the same tie
    rule). Must be 100%. faiss's agreement on the same rows is printed for information.
@@ -73,6 +75,23 @@ def faiss_search(x: np.ndarray, k: int) -> np.ndarray:
     index.add(x)
     _, found = index.search(x, k + 1)
     return found
+
+
+def cpu_model() -> str:
+    """The CPU's model name (lscpu's), for every figure the benchmark prints."""
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return "unknown CPU"
+
+
+def faiss_path() -> str:
+    """What faiss was built for (its compile options: the SIMD level of its kernels)."""
+    try:
+        import faiss
+    except ImportError:
+        return "not installed"
+    return f"faiss {faiss.__version__}, {faiss.get_compile_options().strip()}"
 
 
 def naive_chunked(x: np.ndarray, k: int, chunk: int = 4096) -> np.ndarray:
@@ -145,12 +164,19 @@ def main() -> None:
         memory_child(args.memory_child, args.k)
         return
 
-    print(f"threads: torch {torch.get_num_threads()}; data {args.n} x {args.d} float32 x 2, "
-          f"k={args.k}, seed {args.seed}; load average {os.getloadavg()[0]:.1f}")
+    print(f"CPU: {cpu_model()}; threads: torch {torch.get_num_threads()}; data {args.n} x "
+          f"{args.d} float32 x 2, k={args.k}, seed {args.seed}; load average "
+          f"{os.getloadavg()[0]:.1f}")
+    print(f"dhwt candidate pass: {knn.candidate_precision()} (probed: oneDNN bfloat16 matmul "
+          f"exact on bfloat16 values: {knn._onednn_bfloat16()})")
     a, b = make_spaces(args.n, args.d, args.seed)
 
+    phases: list[dict[str, float]] = []
+
     def dhwt_match():  # what knn_match does, keeping the neighbour lists for the check below
-        lists = [nearest_neighbours(x, args.k) for x in (a, b)]
+        with knn.phase_times() as seconds:
+            lists = [nearest_neighbours(x, args.k) for x in (a, b)]
+        phases.append(seconds)
         return lists, match_neighbours(*lists)
 
     try:
@@ -171,10 +197,17 @@ def main() -> None:
     print(f"dhwt knn_match (2 spaces, exact)     {t_dhwt:8.2f} s   "
           f"overlap {match.mean_overlap:.4f}  jaccard {match.mean_jaccard:.4f}")
     print(f"{baseline:36s} {t_base:8.2f} s")
-    print(f"ratio dhwt / baseline                {t_dhwt / t_base:8.3f}   (target <= 0.6)")
-    onednn = sorted(shape for shape, ok in knn._ONEDNN_FLOAT32.items() if ok)
-    print(f"Gram blocks by oneDNN float32 for shapes {onednn}, numpy for the others; load average "
-          f"after the timing {os.getloadavg()[0]:.1f}")
+    print(f"ratio dhwt / baseline                {t_dhwt / t_base:8.3f}   (target <= 0.5)")
+    median = {name: statistics.median(p[name] for p in phases) for name in phases[0]}
+    print("dhwt per phase (median over repeats, both spaces): "
+          + ", ".join(f"{name} {seconds:.2f} s" for name, seconds in median.items()))
+    if knn.candidate_precision() == "bfloat16":
+        path = "bfloat16 Gram blocks by oneDNN (bfloat16 values, float32 sums)"
+    else:
+        onednn = sorted(shape for shape, ok in knn._ONEDNN_FLOAT32.items() if ok)
+        path = f"float32 Gram blocks by oneDNN for shapes {onednn}, numpy for the others"
+    print(f"dhwt GEMM path: {path}; faiss: {faiss_path()}; load average after the timing "
+          f"{os.getloadavg()[0]:.1f}")
 
     rows = np.random.default_rng(args.seed + 1).choice(args.n, args.check_rows, replace=False)
     for name, x, mine, base in zip("AB", (a, b), lists, base_lists):

@@ -115,6 +115,7 @@ def test_gram_blocks_use_onednn_only_where_its_probe_shows_float32(monkeypatch, 
     import dhwt.analysis.knn as engine
 
     monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: True)
+    monkeypatch.setattr(engine, "_PRECISION", "float32")  # the float32 pass's Gram blocks
     monkeypatch.setattr(engine, "_ONEDNN_FLOAT32", {})
     monkeypatch.setattr(torch, "mm", mm)
     shape = (64, 64, 24)
@@ -130,6 +131,7 @@ def test_gram_blocks_use_numpy_without_onednn(monkeypatch):
     import dhwt.analysis.knn as engine
 
     monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: False)
+    monkeypatch.setattr(engine, "_PRECISION", "float32")
     monkeypatch.setattr(engine, "_ONEDNN_FLOAT32", {})
     monkeypatch.setattr(torch, "mm", lambda *a, **k: pytest.fail("torch.mm used without oneDNN"))
     x = _neighbour_data()
