@@ -395,7 +395,10 @@ class _Exact:
         """The float64 rows `rows` (an index array of any shape, or a slice) as a tensor."""
         if self.whole is None:
             return torch.from_numpy(self._made(rows))
-        return self.whole[rows if isinstance(rows, slice) else torch.from_numpy(rows)]
+        if isinstance(rows, slice):
+            return self.whole[rows]
+        flat = torch.from_numpy(np.ascontiguousarray(rows).reshape(-1))
+        return torch.index_select(self.whole, 0, flat).view(*rows.shape, -1)
 
 
 def _work_matrices(x: np.ndarray, metric: str,
@@ -681,15 +684,20 @@ def _widened(left: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, np.ndarra
     [|r_j|, 1], rounded up, that add at least c |l_i| |r_j| + delta. c = 2u + u^2 + 2 gamma
     (gamma: float32 summation over d + 2 terms) covers the rounding of the inputs
     ((2u + u^2) |l_i| |r_j|) and of the sums; delta covers values flushed to zero below 2^-126
-    (at most 2^-126 per entry and product)."""
+    (at most 2^-126 per entry and product). When left is right (inner product, cosine) both
+    sides get [sqrt(c) |x_i|, sqrt(delta)] instead and stay one matrix, so the Gram stays
+    symmetric and is stored once."""
     d = left.shape[1]
+    symmetric = left is right
     scales = [2.0 ** -math.ceil(math.log2(max(float(np.abs(side).max()), 2.0**-100)))
-              for side in (left, right)]
+              for side in ((left,) if symmetric else (left, right))]
     gamma = (d + 2) * _U32 / (1 - (d + 2) * _U32)
     c = 2 * _U16 + _U16**2 + 2 * gamma
-    delta = 2.0 ** math.ceil(math.log2(8 * (d + 2) * 2.0**-126))
+    delta = 4.0 ** math.ceil(math.log(8 * (d + 2) * 2.0**-126, 4))  # an even power of two
+    sides = (((left, scales[0], math.sqrt(c), math.sqrt(delta)),) if symmetric else
+             ((left, scales[0], c, delta), (right, scales[1], 1.0, 1.0)))
     widened = []
-    for side, scale, factor, last in ((left, scales[0], c, delta), (right, scales[1], 1.0, 1.0)):
+    for side, scale, factor, last in sides:
         out = np.empty((len(side), d + 2), np.float32)
         np.multiply(side, np.float32(scale), out=out[:, :d])
         norms = np.sqrt(np.einsum("ij,ij->i", out[:, :d], out[:, :d], dtype=np.float64))
@@ -698,7 +706,7 @@ def _widened(left: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, np.ndarra
         rounded = torch.from_numpy(out[:, :d]).bfloat16()  # to nearest
         out[:, :d] = rounded.float().numpy()
         widened.append(out)
-    return widened[0], widened[1], scales[0] * scales[1]
+    return widened[0], widened[-1], scales[0] * scales[-1]
 
 
 def _bfloat16_up(values: np.ndarray) -> np.ndarray:
@@ -745,8 +753,9 @@ def _column_candidates(g: np.ndarray, threshold: np.ndarray,
 
 
 def _rerank(exact: _Exact, cand: np.ndarray, bound: np.ndarray, k: int, metric: str,
-            chunk: int = 1024, queries: np.ndarray | None = None) -> Neighbours:
-    """Recompute the candidates' scores in float64 and keep the best k (ties: lower index).
+            chunk: int = 128, queries: np.ndarray | None = None) -> Neighbours:
+    """Recompute the candidates' scores in float64 and keep the best k (ties: lower index), a
+    chunk of rows at a time (128: their gathered candidates stay in cache, 3x faster than 1024).
 
     cand[i] holds candidates of row queries[i] (default: of row i). A row is certified when its
     k-th float64 score beats `bound` (the m-th float32 score plus the rounding bound): then no

@@ -67,14 +67,14 @@ def test_widened_scores_bound_the_exact_ones_from_above(gemm):
              np.vstack([np.zeros((3, 8)), rng.standard_normal((60, 8)) * 1e20])]
     for x in cases:
         x = x.astype(np.float32)
-        left, right = x, -x[::-1].copy()  # different sides, scores of both signs
-        exact = left.astype(np.float64) @ right.astype(np.float64).T
-        widened, scale = widened_product(left, right, mm)
-        assert (widened >= exact * scale).all()
-        norms = (np.linalg.norm(left.astype(np.float64), axis=1)[:, None]
-                 * np.linalg.norm(right.astype(np.float64), axis=1)[None, :] * scale)
-        slack = 2.5 * (2 * engine._U16) * norms + 1e-30  # the widening stays about 2c
-        assert (widened <= exact * scale + slack).all()
+        for left, right in ((x, x), (x, -x[::-1].copy())):  # one matrix (symmetric) or two
+            exact = left.astype(np.float64) @ right.astype(np.float64).T
+            widened, scale = widened_product(left, right, mm)
+            assert (widened >= exact * scale).all()
+            norms = (np.linalg.norm(left.astype(np.float64), axis=1)[:, None]
+                     * np.linalg.norm(right.astype(np.float64), axis=1)[None, :] * scale)
+            slack = 2.5 * (2 * engine._U16) * norms + 1e-30  # the widening stays about 2c
+            assert (widened <= exact * scale + slack).all()
 
 
 def test_bfloat16_rounding_up():
