@@ -441,6 +441,9 @@ def analyze_cmd(run_dirs: tuple[str, ...], out: str, pairs: str | None, measure:
               help="Seed of the random directions of the chance baseline.")
 @click.option("--per-token", metavar="FILE.csv", type=click.Path(dir_okay=False),
               help="Also write token,intersection,jaccard,overlap,weight per token.")
+@click.option("--device", default="cpu", show_default=True, metavar="cpu|cuda|cuda:N|auto",
+              help="Where the neighbour search runs (a GPU searches every row against all rows "
+                   "there; the re-rank stays float64 on the CPU; the result is the same).")
 def knn_cmd(a_spec: str, b_spec: str, **options: object) -> None:
     """KNN Match Similarity of two embedding matrices A and B (same tokens).
 

@@ -116,8 +116,10 @@ class KnnMatch:
 
 def nearest_neighbours(x: np.ndarray, k: int, metric: str = "ip", *, block_size: int = BLOCK,
                        slack: int = SLACK, progress: bool | None = False,
-                       name: str = "matrix") -> Neighbours:
+                       name: str = "matrix", device: str | torch.device = "cpu") -> Neighbours:
     """Exact k nearest neighbours (self excluded) of every row of x (n, d); see the module doc.
+    device: a GPU searches every row against all rows there (float32 blocks without TF32,
+    dhwt.analysis.knn_sample), the re-rank stays float64 on the CPU; the result is the same.
 
     Examples:
         >>> import numpy as np
@@ -137,6 +139,11 @@ def nearest_neighbours(x: np.ndarray, k: int, metric: str = "ip", *, block_size:
         raise DhwtError(f"block_size must be an integer >= {TILE}, got {block_size!r}")
     if isinstance(slack, bool) or not isinstance(slack, int) or slack < 0:
         raise DhwtError(f"slack must be a non-negative integer, got {slack!r}")
+    if torch.device(device).type != "cpu":
+        from dhwt.analysis.knn_sample import sampled_neighbours
+
+        return sampled_neighbours(x, np.arange(n), k, metric, block_size=block_size,
+                                  slack=slack, progress=progress, name=name, device=device)
     # bfloat16 bounds are relative to |left_i| |right_j|: loose for l2's augmented rows
     wide = metric != "l2" and candidate_precision() == "bfloat16"
     m = min(k + (max(slack, WIDE_SLACK) if wide else slack), n - 1)
@@ -156,8 +163,9 @@ def nearest_neighbours(x: np.ndarray, k: int, metric: str = "ip", *, block_size:
 
 def knn_match(a: np.ndarray, b: np.ndarray, k: int = DEFAULT_K, metric: str = "ip", *,
               tokens: np.ndarray | None = None, weights: np.ndarray | None = None,
-              block_size: int = BLOCK, progress: bool | None = False) -> KnnMatch:
-    """KNN Match Similarity of spaces a (V, d_a) and b (V, d_b).
+              block_size: int = BLOCK, progress: bool | None = False,
+              device: str | torch.device = "cpu") -> KnnMatch:
+    """KNN Match Similarity of spaces a (V, d_a) and b (V, d_b), searched on `device`.
 
     tokens: row ids to keep (e.g. tokens seen in training): neighbours are then searched among
     these rows only and scores averaged over them. weights: (V,) non-negative per-token weights
@@ -185,8 +193,10 @@ def knn_match(a: np.ndarray, b: np.ndarray, k: int = DEFAULT_K, metric: str = "i
     check_k(k, len(ids))
     if len(ids) < a.shape[0]:
         a, b = a[ids], b[ids]
-    na = nearest_neighbours(a, k, metric, block_size=block_size, progress=progress, name="A")
-    nb = nearest_neighbours(b, k, metric, block_size=block_size, progress=progress, name="B")
+    na = nearest_neighbours(a, k, metric, block_size=block_size, progress=progress, name="A",
+                            device=device)
+    nb = nearest_neighbours(b, k, metric, block_size=block_size, progress=progress, name="B",
+                            device=device)
     return match_neighbours(na, nb, tokens=ids, weights=w)
 
 
@@ -232,13 +242,14 @@ _CHUNK = 4096
 def chance_baseline(a: np.ndarray, b: np.ndarray, k: int = DEFAULT_K, metric: str = "ip", *,
                     generator: np.random.Generator, tokens: np.ndarray | None = None,
                     weights: np.ndarray | None = None, block_size: int = BLOCK,
-                    progress: bool | None = False) -> KnnMatch:
+                    progress: bool | None = False,
+                    device: str | torch.device = "cpu") -> KnnMatch:
     """KNN match of norm-matched random stand-ins for a and b (same row norms, random
     directions), computed exactly as knn_match: what shared norms (hub tokens) give by chance."""
     a, b = check_matrix(a, "A"), check_matrix(b, "B")
     return knn_match(norm_matched_random(a, generator), norm_matched_random(b, generator), k,
                      metric, tokens=tokens, weights=weights, block_size=block_size,
-                     progress=progress)
+                     progress=progress, device=device)
 
 
 # --- validation ---------------------------------------------------------------------------------
@@ -541,8 +552,9 @@ def _arranged(x: np.ndarray, order: np.ndarray | None, padded: int) -> np.ndarra
     out = np.zeros((padded, x.shape[1]), np.float32)
     if order is None:
         out[: len(x)] = x
-    else:
-        np.take(x, order, axis=0, out=out[: len(x)])
+    else:  # torch's gather of rows: all threads, 4x numpy's take here
+        torch.index_select(torch.from_numpy(x), 0, torch.from_numpy(order),
+                           out=torch.from_numpy(out[: len(x)]))
     return out
 
 
@@ -689,7 +701,7 @@ def _widened(left: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, np.ndarra
     symmetric and is stored once."""
     d = left.shape[1]
     symmetric = left is right
-    scales = [2.0 ** -math.ceil(math.log2(max(float(np.abs(side).max()), 2.0**-100)))
+    scales = [2.0 ** -math.ceil(math.log2(max(_largest(side), 2.0**-100)))
               for side in ((left,) if symmetric else (left, right))]
     gamma = (d + 2) * _U32 / (1 - (d + 2) * _U32)
     c = 2 * _U16 + _U16**2 + 2 * gamma
@@ -707,6 +719,12 @@ def _widened(left: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, np.ndarra
         out[:, :d] = rounded.float().numpy()
         widened.append(out)
     return widened[0], widened[-1], scales[0] * scales[-1]
+
+
+def _largest(x: np.ndarray) -> float:
+    """max |x| (torch's aminmax: no temporary copy, all threads)."""
+    low, high = torch.aminmax(torch.from_numpy(x))
+    return max(-float(low), float(high))
 
 
 def _bfloat16_up(values: np.ndarray) -> np.ndarray:

@@ -10,6 +10,7 @@ import numpy as np
 
 from dhwt.analysis.knn import KnnMatch, chance_baseline, choose_k, knn_match, select_tokens
 from dhwt.analysis.matrices import load_matrix, read_tokens, read_weights
+from dhwt.config.device import resolve_device
 from dhwt.errors import DhwtError
 
 SCORES = ("both", "jaccard", "overlap")
@@ -32,6 +33,7 @@ class KnnOptions:
     baseline: bool = True
     seed: int = 0
     per_token: str | None = None
+    device: str = "cpu"
 
 
 def knn_command(a_spec: str, b_spec: str, options: KnnOptions) -> str:
@@ -47,7 +49,8 @@ def knn_command(a_spec: str, b_spec: str, options: KnnOptions) -> str:
     tokens = read_tokens(options.tokens_file) if options.tokens_file else None
     weights = read_weights(options.weights_file) if options.weights_file else None
     k, k_note = choose_k(options.k, len(select_tokens(tokens, a.values.shape[0])))
-    kwargs = {"tokens": tokens, "weights": weights, "progress": None}
+    kwargs = {"tokens": tokens, "weights": weights, "progress": None,
+              "device": str(resolve_device(options.device))}
     match = knn_match(a.values, b.values, k, options.metric, **kwargs)
     chance = None
     if options.baseline:

@@ -112,3 +112,25 @@ def test_a_onednn_that_rounds_its_sums_fails_the_bfloat16_probe(monkeypatch):
     monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: True)
     monkeypatch.setattr(torch, "mm", rounded_mm)
     assert engine._onednn_bfloat16() is False
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(),
+                    reason="no GPU: the CUDA path is run where one is")
+@pytest.mark.parametrize("metric", engine.METRICS)
+def test_a_gpu_search_gives_the_brute_force_neighbours(metric):
+    rng = np.random.default_rng(5)
+    x = tied_integers(rng, 3000, 16) if metric != "cos" else exact_unit_rows(rng, 3000, 16)
+    got = nearest_neighbours(x, 10, metric, device="cuda", block_size=1024)
+    np.testing.assert_array_equal(got.indices, oracle(x, 10, metric)[0])
+
+
+def test_knn_on_a_missing_gpu_is_one_error_line(cli, tmp_path):
+    np.save(tmp_path / "a.npy", np.eye(6, dtype=np.float32))
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here")
+    code, out, err = cli(["knn", tmp_path / "a.npy", tmp_path / "a.npy", "--k", 2,
+                          "--device", "cuda"])
+    assert code == 2 and out == "" and err.startswith("error: device cuda asks for a GPU")
+    code, out, _ = cli(["knn", tmp_path / "a.npy", tmp_path / "a.npy", "--k", 2,
+                        "--device", "cpu", "--no-baseline"])
+    assert code == 0 and "overlap" in out
