@@ -13,16 +13,24 @@ ranking score is higher-is-nearer: <x_i, x_j>, cos(x_i, x_j), or -||x_i - x_j||^
 Ties: neighbours are ordered by score, higher first, and equal scores by lower row index first,
 so the result is a function of the matrix alone.
 
-Exactness: a blocked float32 pass over the Gram matrix nominates the best k + slack candidates of
-every row (same tie rule); their scores are then recomputed in float64 and the top k taken. The
-result equals a float64 brute force (full matrix, same tie rule) unless float32 rounding
-(~1e-7 relative) moves a true neighbour below rank k + slack.
+Exactness: a blocked pass over the Gram matrix nominates the best m candidates of every row (same
+tie rule); their scores are then recomputed in float64 and the top k taken. A row is certified
+when its k-th float64 score beats a bound on every row left out; a row that is not (near-ties
+across the boundary) is searched again by brute force in float64. So the result always equals a
+float64 brute force (full matrix, same tie rule). The pass runs in one of two precisions, chosen
+per process by probes (candidate_precision): float32 (m = k + 4, bound: the m-th float32 score
+plus its rounding bound), or bfloat16 where oneDNN computes bfloat16 products into float32 sums
+several times faster (AMX): every score is then widened to an upper bound of the exact one
+(_widened, about 0.8% of |x_i||x_j| above it) and m = k + 12.
 
 Cost: the Gram matrix is symmetric, so each off-diagonal block G = X_I X_J^T is computed once and
 read twice, by the rows of I (along its rows) and by the rows of J (along its columns): half the
-blocks of a full search. The blocks are float32 products by oneDNN's AVX-512 kernel where a
-probe shows that it keeps float32 (see _gemm): about 2x numpy's OpenBLAS on AMD AVX-512 CPUs.
-Memory stays bounded: one block (block_size^2 floats) at a time, never V x V. Inside a block, a
+blocks of a full search. float32 blocks are products by oneDNN's AVX-512 kernel where a probe
+shows that it keeps float32 (see _gemm): about 2x numpy's OpenBLAS on AMD AVX-512 CPUs; bfloat16
+blocks run at about 3.5x numpy's float32 on an Intel Xeon with AMX. phase_times() says where
+the time goes.
+Memory stays bounded: one block (block_size^2 floats) at a time, never V x V, and a float64 copy
+of the matrix for the re-rank only up to 512 MiB (_COPY_BYTES). Inside a block, a
 row only looks at the entries that can beat its current k+slack-th candidate: tile maxima (w
 consecutive entries) are compared with that threshold first and only the few tiles that pass
 are read. Under inner product the rows are scanned longest first, so that every row's first
