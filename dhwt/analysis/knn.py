@@ -395,13 +395,17 @@ _COPY_BYTES = 512 * 2**20
 
 class _Exact:
     """Rows of the matrix in float64 as the final scores use them (cosine: divided by their
-    norm): from a float64 copy of the whole matrix where that is at most _COPY_BYTES, else
-    made on demand."""
+    norm): made on demand, or from a float64 copy of the whole matrix once keep_whole() asked
+    for one and it is at most _COPY_BYTES."""
 
     def __init__(self, x: np.ndarray, norms: np.ndarray | None) -> None:
         self.x, self.norms = x, norms
-        small = x.shape[0] * x.shape[1] * 8 <= _COPY_BYTES
-        self.whole = torch.from_numpy(self._made(slice(None))) if small else None
+        self.whole: torch.Tensor | None = None
+
+    def keep_whole(self) -> None:
+        """Keep a float64 copy from now on (worth it when about every row will be gathered)."""
+        if self.whole is None and self.x.shape[0] * self.x.shape[1] * 8 <= _COPY_BYTES:
+            self.whole = torch.from_numpy(self._made(slice(None)))
 
     def _made(self, rows: np.ndarray | slice) -> np.ndarray:
         values = self.x[rows].astype(np.float64)
@@ -791,6 +795,8 @@ def _rerank(exact: _Exact, cand: np.ndarray, bound: np.ndarray, k: int, metric: 
     n, m = cand.shape
     ids = np.arange(n) if queries is None else np.asarray(queries)
     total = len(exact.x)
+    if cand.size >= total:  # the gathers touch every row about once or more
+        exact.keep_whole()
     indices = np.empty((n, k), np.int64)
     scores = np.empty((n, k), np.float64)
     for s in range(0, n, chunk):
