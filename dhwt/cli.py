@@ -343,7 +343,8 @@ def study_cmd(study_file: str, out: str, overwrite: bool) -> None:
                 type=click.Path(file_okay=False))
 @click.option("--out", required=True, metavar="DIR", type=click.Path(file_okay=False),
               help="Where report.md, report.html (the same, one page with its figures), "
-                   "figures/ and similarity.csv/.json go.")
+                   "figures/, similarity.csv/.json and analyze.json go: a new or empty "
+                   "directory, a study's, or an earlier analyze report (replaced).")
 @click.option("--pairs", metavar="A:B,C:D",
               help="Symbol pairs to track (synthetic runs; default: every pair of variants of "
                    "one class).")

@@ -9,7 +9,9 @@ chance level, and the DH diagnostic of untied members. Every run must share its 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 
 from dhwt.runs.snapshots import read_snapshot, snapshot_paths, vocabulary_difference
@@ -18,7 +20,7 @@ from dhwt.languages import load_task
 from dhwt.report.loss_report import loss_lines
 from dhwt.report.run_similarity import SimilarityOptions, similarity_lines
 from dhwt.report.runs_report import write_runs_report
-from dhwt.directories import kind_of
+from dhwt.directories import atomic_write_bytes, check_report_dir, kind_of
 from dhwt.report.document import write_report
 from dhwt.runs import layout
 from dhwt.config.run import TrainConfig
@@ -36,9 +38,17 @@ def parse_pairs(text: str) -> tuple[tuple[str, str], ...]:
     return tuple(pairs)
 
 
+#: The file only analyze writes into its --out folder: what was analysed, and the sign that the
+#: folder holds an earlier analyze report (dhwt.directories.check_report_dir).
+RECORD = "analyze.json"
+
+
 def analyze(run_dirs: Sequence[str | Path], out: str | Path, *, pairs: str | None = None,
-            measure: str = "normalised", similarity: SimilarityOptions | None = None) -> Path:
-    """Write out/report.md and out/figures/ for `run_dirs`; return the report's path."""
+            measure: str = "normalised", similarity: SimilarityOptions | None = None,
+            owned: bool = False) -> Path:
+    """Write out/report.md (and .html), out/figures/ and out/analyze.json for `run_dirs`;
+    return the report's path. `out` must be new, empty, a study's folder or an earlier analyze
+    report, unless `owned` (a study writing its own analysis folders)."""
     dirs = [Path(d) for d in run_dirs]
     if not dirs:
         raise DhwtError("give at least one run directory")
@@ -49,6 +59,8 @@ def analyze(run_dirs: Sequence[str | Path], out: str | Path, *, pairs: str | Non
     if kind in ("run", "dataset"):
         raise DhwtError(f"--out {out} is a {kind} directory, whose own files (report.md, "
                         "figures/) the analysis would replace; give another directory")
+    if not owned and kind != "study":
+        check_report_dir(out, "analyze", RECORD)
     vocabularies = {d: read_snapshot(snapshot_paths(d)[0]).vocab for d in dirs}
     other = next((d for d in dirs if vocabularies[d] != vocabularies[dirs[0]]), None)
     if other is not None:
@@ -61,6 +73,7 @@ def analyze(run_dirs: Sequence[str | Path], out: str | Path, *, pairs: str | Non
         raise DhwtError("two run directories have the same name; give distinct runs")
     runs, out = dict(zip(names, dirs)), Path(out)
     options = similarity or SimilarityOptions()
+
     config = TrainConfig.from_toml(dirs[0] / layout.CONFIG)
     intro = f"Runs: {', '.join(str(d) for d in dirs)}."
     data = _language_dataset(dirs[0], config)
@@ -70,12 +83,17 @@ def analyze(run_dirs: Sequence[str | Path], out: str | Path, *, pairs: str | Non
                             "trained on one")
         section = similarity_lines(runs, out, options)
         lines = ["# Runs report", "", intro, "", *loss_lines(runs, out), *section]
-        return write_report(out / layout.REPORT, "\n".join(lines))
-    return write_runs_report(
-        runs, load_task(data, config.data.objective), out,
-        title="Closeness of symbol pairs", intro=[intro],
-        pairs=parse_pairs(pairs) if pairs else None, measure=measure,
-        extra=lambda: similarity_lines(runs, out, options))
+        path = write_report(out / layout.REPORT, "\n".join(lines))
+    else:
+        path = write_runs_report(
+            runs, load_task(data, config.data.objective), out,
+            title="Closeness of symbol pairs", intro=[intro],
+            pairs=parse_pairs(pairs) if pairs else None, measure=measure,
+            extra=lambda: similarity_lines(runs, out, options))
+    record = {"runs": [str(d) for d in dirs], "pairs": pairs, "measure": measure,
+              "similarity": asdict(options)}
+    atomic_write_bytes(out / RECORD, (json.dumps(record, indent=1) + "\n").encode("utf-8"))
+    return path
 
 
 def _language_dataset(run: Path, config: TrainConfig) -> Path | None:

@@ -351,8 +351,9 @@ def _text_report(study: Study, out: Path) -> Path:
 
     dirs = [out / "runs" / name for name, _ in study.runs]
     for run in dirs:
-        analyze([run], out / "analysis" / run.name, similarity=SimilarityOptions(tokens="seen"))
-    return analyze(dirs, out, similarity=SimilarityOptions(measures="none"))
+        analyze([run], out / "analysis" / run.name, similarity=SimilarityOptions(tokens="seen"),
+                owned=True)
+    return analyze(dirs, out, similarity=SimilarityOptions(measures="none"), owned=True)
 
 
 def _claim(out: Path, study: Study, overwrite: bool, inputs: Sequence[object]) -> Lock:

@@ -40,3 +40,20 @@ def test_bad_input_is_one_line_and_writes_nothing(runs, tmp_path, cli, args, mes
     assert code == 2
     assert err.startswith("error: ") and err.count("\n") == 1 and message in err
     assert not (tmp_path / "rep").exists()
+
+
+def test_out_is_new_empty_or_an_earlier_analyze_report(runs, tmp_path, cli):
+    import json
+
+    args = ["analyze", runs / "tied", "--similarity", "none", "--out"]
+    assert cli([*args, tmp_path / "rep"])[0] == 0
+    record = json.loads((tmp_path / "rep" / "analyze.json").read_text())
+    assert record["runs"] == [str(runs / "tied")] and record["measure"] == "normalised"
+    assert cli([*args, tmp_path / "rep"])[0] == 0  # its own earlier report: replaced
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "report.md").write_text("my notes")
+    code, _, err = cli([*args, mine])
+    assert code == 2 and "no earlier analyze report (analyze.json)" in err
+    assert [p.name for p in mine.iterdir()] == ["report.md"]
+    assert (mine / "report.md").read_text() == "my notes"
