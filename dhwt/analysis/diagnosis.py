@@ -18,7 +18,7 @@ import numpy as np
 
 from dhwt.analysis.knn import (Neighbours, choose_k, match_neighbours, nearest_neighbours,
                                norm_matched_random)
-from dhwt.analysis.frequency import frequency_groups
+from dhwt.analysis.frequency import check_counts, frequency_groups
 from dhwt.analysis.knn_sample import Estimate, mean_estimate, sample_queries, sampled_neighbours
 from dhwt.analysis.similarity import whole_space
 from dhwt.errors import DhwtError
@@ -156,9 +156,7 @@ def frequency_buckets(overlap: np.ndarray, tokens: np.ndarray,
         >>> [b.label for b in buckets], round(buckets[0].overlap.mean, 3)
         (['never seen', '1-2', '3-4', '5-6', '7-8', '9-10'], 0.045)
     """
-    counts = np.asarray(counts, np.float64)
-    if counts.ndim != 1 or not np.isfinite(counts).all() or (counts < 0).any():
-        raise DhwtError("token counts must be one finite, non-negative number per token")
+    counts = check_counts(counts, "token counts")
     seen = counts[tokens] > 0
     buckets = []
     if (~seen).any():

@@ -10,6 +10,25 @@ import numpy as np
 from dhwt.errors import DhwtError
 
 
+def check_counts(counts: object, where: str) -> np.ndarray:
+    """Token counts as a float64 vector, or DhwtError: one finite, non-negative number per
+    token (the one check of every command that takes counts).
+
+    Examples:
+        >>> check_counts([3, 0, 1], "counts.npy").tolist()
+        [3.0, 0.0, 1.0]
+        >>> check_counts([3, -1], "counts.npy")
+        Traceback (most recent call last):
+          ...
+        dhwt.errors.DhwtError: counts.npy: token counts must be one finite, non-negative ...
+    """
+    values = np.asarray(counts, np.float64)
+    if values.ndim != 1 or not np.isfinite(values).all() or (values < 0).any():
+        raise DhwtError(f"{where}: token counts must be one finite, non-negative number per "
+                        "token")
+    return values
+
+
 def frequency_groups(counts: np.ndarray, buckets: int) -> list[np.ndarray]:
     """Positions into counts, sorted by count (ties by position) and cut into `buckets` groups
     of equal size (np.array_split, rarest first; fewer groups when there are fewer tokens).

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from dhwt.analysis.diagnosis import CHANCE_QUERIES, Diagnosis, diagnose
+from dhwt.analysis.frequency import check_counts
 from dhwt.analysis.knn import check_k
 from dhwt.analysis.matrices import read_weights
 from dhwt.analysis.similarity import copy_residue
@@ -215,8 +216,8 @@ def _step(text: str) -> int:
 
 
 def _counts(counts: np.ndarray, n: int, where: str) -> np.ndarray:
+    """The first n of the checked counts (a vocabulary padded past the tokenizer: its rows)."""
+    counts = check_counts(counts, where)
     if len(counts) < n:
         raise DhwtError(f"{where} holds {len(counts)} counts; the matrices have {n} tokens")
-    if not np.isfinite(counts).all() or (counts < 0).any():
-        raise DhwtError(f"{where}: counts must be finite and non-negative")
     return counts[:n]

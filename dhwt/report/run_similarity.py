@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dhwt.analysis.frequency import check_counts
 from dhwt.analysis.knn import choose_k
 from dhwt.analysis.matrices import read_weights
 from dhwt.analysis.knn_curves import Source, parse_measures, similarity_curves
@@ -121,18 +122,14 @@ def token_counts(runs: Mapping[str, Path], counts_file: str | None) -> np.ndarra
     """One training count per token id: from counts_file, else the first run's
     token_counts.npy; DhwtError naming both ways when neither exists."""
     if counts_file is not None:
-        return _checked(read_weights(counts_file), counts_file)
+        return check_counts(read_weights(counts_file), counts_file)
     for run in runs.values():
         path = Path(run) / TOKEN_COUNTS
         if path.is_file():
-            return _checked(read_weights(str(path)), str(path))
+            return check_counts(read_weights(str(path)), str(path))
     first = next(iter(runs.values()))
     raise DhwtError(f"tokens seen in training need counts: {first}/{TOKEN_COUNTS} does not exist "
                     "(the trainer writes it for text tasks); give --counts FILE with one count "
                     "per token id")
 
 
-def _checked(counts: np.ndarray, where: str) -> np.ndarray:
-    if not np.isfinite(counts).all() or (counts < 0).any():
-        raise DhwtError(f"{where}: counts must be finite and non-negative")
-    return counts
