@@ -268,3 +268,17 @@ def test_out_refuses_a_folder_of_other_files(tmp_path, matrices, cli):
     assert (tmp_path / "mine" / "report.md").read_text() == "my notes"
     assert cli(["diagnose", folder, "--out", tmp_path / "rep", "--k", 3])[0] == 0
     assert cli(["diagnose", folder, "--out", tmp_path / "rep", "--k", 3])[0] == 0  # replaced
+
+
+@pytest.mark.parametrize("bad", [-2.0, np.nan, np.inf])
+def test_bad_token_counts_are_one_error_line(tmp_path, matrices, cli, bad):
+    """diagnose --counts goes through the one check of counts (frequency.check_counts)."""
+    e, rotated, _ = matrices
+    folder = write_checkpoint(tmp_path / "ck", {"embed_in.weight": e, "embed_out.weight": rotated},
+                              {"model_type": "gpt_neox"})
+    counts = np.ones(V)
+    counts[3] = bad
+    np.save(tmp_path / "counts.npy", counts)
+    code, out, err = cli(["diagnose", folder, "--counts", tmp_path / "counts.npy"])
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "counts.npy: token counts must be one finite, non-negative number per token" in err
