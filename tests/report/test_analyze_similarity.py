@@ -12,27 +12,15 @@ import numpy as np
 import pytest
 
 from dhwt.runs.snapshots import read_run
-from dhwt.languages.text_task import TextTask
-from dhwt.config.run import TrainConfig
-from dhwt.commands import train
 
-V = 40
+from tests.report.text_runs import V, make_text_run
+
 
 
 @pytest.fixture(scope="module")
 def text_run(tmp_path_factory):
     """Two untied members trained a few steps on random text of 35 of the 40 token ids."""
-    rng = np.random.default_rng(0)
-    ids = {s: rng.integers(0, V - 5, n).astype(np.int32)
-           for s, n in (("train", 600), ("valid", 100), ("test", 100))}
-    task = TextTask(ids, tuple(f"t{i}" for i in range(V)), 8)
-    config = TrainConfig.from_dict(dict(
-        objective="clm", d_model=8, n_layers=1, n_heads=2, d_ff=16, seeds=[1, 2], steps=4,
-        batch_size=4, lr=0.05, eval_every=2, snapshot_every=2, checkpoint_every=4,
-        tie_schedule="untied"), "test")
-    run = tmp_path_factory.mktemp("runs") / "text"
-    train(config, task, run)
-    return run
+    return make_text_run(tmp_path_factory.mktemp("runs") / "text")
 
 
 def brute_overlap(x, y, k):

@@ -9,26 +9,14 @@ import json
 import numpy as np
 import pytest
 
-from dhwt.commands import train
 from dhwt.commands.diagnose import DiagnoseOptions, diagnose_path
-from dhwt.config.run import TrainConfig
-from dhwt.languages.text_task import TextTask
 from dhwt.runs.snapshots import read_snapshot, snapshot_paths
 
-V = 40
+from tests.report.text_runs import make_text_run
 
 
 def make_run(root, name, schedule, lr):
-    rng = np.random.default_rng(0)
-    ids = {s: rng.integers(0, V - 5, n).astype(np.int32)
-           for s, n in (("train", 600), ("valid", 100), ("test", 100))}
-    task = TextTask(ids, tuple(f"t{i}" for i in range(V)), 8)
-    config = TrainConfig.from_dict(dict(
-        objective="clm", d_model=8, n_layers=1, n_heads=2, d_ff=16, seeds=[1, 2], steps=8,
-        batch_size=4, lr=lr, eval_every=4, snapshot_every=2, checkpoint_every=8,
-        tie_schedule=schedule), "test")
-    train(config, task, root / name)
-    return root / name
+    return make_text_run(root / name, schedule=schedule, lr=lr, steps=8, eval_every=4)
 
 
 @pytest.fixture(scope="module")
