@@ -108,6 +108,7 @@ def test_log_axis_labels_are_plain_numbers():
     assert isinstance(wide.yaxis.get_minor_formatter(), NullFormatter)
 
 
+@pytest.mark.slow  # two training runs, about 3 s
 def test_the_run_report_compares_only_the_exact_fit_with_bayes(tmp_path, cli):
     import dhwt
     from dhwt.analysis.population import population_fit

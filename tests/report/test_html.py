@@ -73,6 +73,7 @@ def reports(tmp_path_factory, cli):
     return [root / "untied" / "report.html", root / "both" / "report.html"]
 
 
+@pytest.mark.slow  # trains two runs (about 4 s)
 def test_each_report_page_holds_its_figures(reports):
     for page_path in reports:
         page = page_path.read_text()
@@ -83,6 +84,7 @@ def test_each_report_page_holds_its_figures(reports):
         assert not re.search(r'(src|href)="(?!data:)', page)  # nothing fetched from elsewhere
 
 
+@pytest.mark.slow  # starts a browser
 @pytest.mark.skipif(BROWSER is None, reason="no headless Chromium here (CI installs it)")
 def test_a_browser_shows_every_figure(reports, tmp_path):
     for n, page_path in enumerate(reports):
