@@ -11,7 +11,10 @@ Metrics: "ip" (raw inner product, the reference study's), "cos" (cosine), "l2" (
 ranking score is higher-is-nearer: <x_i, x_j>, cos(x_i, x_j), or -||x_i - x_j||^2.
 
 Ties: neighbours are ordered by score, higher first, and equal scores by lower row index first,
-so the result is a function of the matrix alone.
+so the result is a function of the matrix alone. Scores are float64: values equal in exact
+arithmetic that float64 rounds apart (cosines of integer rows, say, or squared distances next to
+rows 1e15 times longer) are ordered by their rounded values, which another float64 brute force
+with another summation order may round otherwise (a fuzz of 300 such matrices found only these).
 
 Exactness: a blocked pass over the Gram matrix nominates the best m candidates of every row (same
 tie rule); their scores are then recomputed in float64 and the top k taken. A row is certified
