@@ -277,10 +277,8 @@ def check_matrix(x: object, name: str) -> np.ndarray:
         raise DhwtError(f"{name} must hold numbers, got dtype {x.dtype}")
     if x.shape[0] < 2 or x.shape[1] < 1:
         raise DhwtError(f"{name} needs at least 2 rows and 1 column, got shape {x.shape}")
-    values = torch.from_numpy(x) if x.dtype in (np.float32, np.float64) else \
-        torch.from_numpy(x.astype(np.float64))
-    low, high = torch.aminmax(values)  # NaN propagates; torch's threads: 2 GB in a fraction of s
-    largest = max(abs(float(low)), abs(float(high)))
+    # NaN propagates; torch's threads: 2 GB in a fraction of a second
+    largest = _largest(x if x.dtype in (np.float32, np.float64) else x.astype(np.float64))
     if not math.isfinite(largest):
         finite = np.isfinite(x).all(axis=1)
         row = int(np.flatnonzero(~finite)[0])
@@ -738,7 +736,8 @@ def _widened(left: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 
 def _largest(x: np.ndarray) -> float:
-    """max |x| (torch's aminmax: no temporary copy, all threads)."""
+    """max |x| of a float32 or float64 array (torch's aminmax: no temporary copy, all threads;
+    NaN if x holds one)."""
     low, high = torch.aminmax(torch.from_numpy(x))
     return max(-float(low), float(high))
 

@@ -223,6 +223,7 @@ def fit_figure(
     fig = new_figure(3.4 * len(runs) + 0.6, 5.6)
     axes = fig.subplots(2, len(runs), squeeze=False, sharex=True, sharey="row")
     bayes, plateau = truth.bayes_cross_entropy, truth.marginal_entropy
+    optimum = f"Bayes optimum ({bayes:.3f} nats, accuracy {truth.bayes_accuracy:.2f})"
     for col, (name, (steps, loss, accuracy)) in enumerate(runs.items()):
         top, bottom = axes[:, col]
         for s in range(loss.shape[1]):  # plateau seeds on top: they lie on the plateau line
@@ -235,13 +236,9 @@ def fit_figure(
                     label=f"unigram plateau ({plateau:.3f} nats, accuracy "
                           f"{truth.marginal_accuracy:.2f})")
         if not exact:
-            top.axhline(bayes, color="k", ls="--", lw=1, zorder=1,
-                        label=f"Bayes optimum ({bayes:.3f} nats, accuracy "
-                              f"{truth.bayes_accuracy:.2f})")
+            top.axhline(bayes, color="k", ls="--", lw=1, zorder=1, label=optimum)
         bottom.axhline(truth.marginal_accuracy, color="k", ls=":", lw=1, zorder=1)
-        bottom.axhline(truth.bayes_accuracy, color="k", ls="--", lw=1, zorder=1,
-                       label=f"Bayes optimum ({bayes:.3f} nats, accuracy "
-                             f"{truth.bayes_accuracy:.2f})")
+        bottom.axhline(truth.bayes_accuracy, color="k", ls="--", lw=1, zorder=1, label=optimum)
         for ax in (top, bottom):
             mark_events(ax, (events or {}).get(name, ()))
             ax.grid(alpha=0.3)

@@ -11,6 +11,7 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
+from dhwt.analysis.escape import SPLIT as POPULATION
 from dhwt.analysis.population import run_population_fit
 from dhwt.config.checks import format_seeds
 from dhwt.config.run import TrainConfig
@@ -22,7 +23,6 @@ from dhwt.runs.metrics import read_metrics
 
 #: Evaluation sets drawn from data (test: the last step only); "population" is the exact fit.
 SPLITS = ("train", "valid", "test", "train_fresh")
-POPULATION = "population"
 #: The figure's lines: the exact fit where recorded, else the fixed evaluation sets (train_fresh,
 #: a new draw each time, stays in the table: in the figure it only adds noise).
 FIGURE_SPLITS = (POPULATION, "train", "valid")

@@ -146,7 +146,7 @@ def write_runs_report(
         "",
         f"![closeness ({measure})](figures/closeness.png)",
     ]
-    lines += _escape_lines(runs, records, truth, figures)
+    lines += _escape_lines(records, events, truth, figures)
     lines += [
         "",
         *more,
@@ -190,20 +190,20 @@ def _closeness_rows(panels, panel_runs, relation, split, off=None) -> list[str]:
     return rows
 
 
-def _escape_lines(runs: Mapping[str, Path], records: Mapping[str, list[dict]], truth,
-                  figures: Path) -> list[str]:
+def _escape_lines(records: Mapping[str, list[dict]], events: Mapping[str, Sequence[object]],
+                  truth, figures: Path) -> list[str]:
     """The plateau escape section (dhwt.analysis.escape) of runs that recorded the exact
-    population fit during training; nothing for runs that did not."""
+    population fit during training; nothing for runs that did not. `events`: each run's tie
+    switches."""
     found = {name: escapes(rows, truth) for name, rows in records.items()
              if any(r["split"] == POPULATION for r in rows)}
     if not found:
         return []
     horizon = max(e.last for e in found.values())
-    events = {name: load_run(runs[name]).config.tying.tie_schedule.events for name in found}
     label = {name: f"{name} ({len(e.seeds)} seeds)" for name, e in found.items()}
     survival_figure({label[name]: kaplan_meier(e) for name, e in found.items()},
                     figures / "survival.png", horizon,
-                    {label[name]: steps for name, steps in events.items()})
+                    {label[name]: events[name] for name in found})
     table = ["run,seed,escape_step,last_step,off_at_end"]  # escape_step empty: censored
     table += [f"{name},{seed},{step if left else ''},{e.last},{int(end)}"
               for name, e in found.items()

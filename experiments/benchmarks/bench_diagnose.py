@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import sys
 import tempfile
@@ -30,20 +29,10 @@ import torch
 from safetensors.torch import save_file
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_knn import make_spaces  # noqa: E402
+from bench_knn import cpu_model, make_spaces  # noqa: E402
 
 from dhwt.analysis.knn import knn_match  # noqa: E402
 from dhwt.commands.diagnose import DiagnoseOptions, diagnose_path  # noqa: E402
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def write(folder: Path, e_in: torch.Tensor, e_out: torch.Tensor) -> Path:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import statistics
 import subprocess
 import sys
@@ -78,11 +79,14 @@ def faiss_search(x: np.ndarray, k: int) -> np.ndarray:
 
 
 def cpu_model() -> str:
-    """The CPU's model name (lscpu's), for every figure the benchmark prints."""
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return "unknown CPU"
+    """The CPU's model name (lscpu's), for every figure the benchmarks print."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
 
 
 def faiss_path() -> str:
