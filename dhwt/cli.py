@@ -344,7 +344,7 @@ def study_cmd(study_file: str, out: str, overwrite: bool) -> None:
 @click.option("--out", required=True, metavar="DIR", type=click.Path(file_okay=False),
               help="Where report.md, report.html (the same, one page with its figures), "
                    "figures/, similarity.csv/.json and analyze.json go: a new or empty "
-                   "directory, a study's, or an earlier analyze report (replaced).")
+                   "directory, or an earlier analyze report (replaced whole).")
 @click.option("--pairs", metavar="A:B,C:D",
               help="Symbol pairs to track (synthetic runs; default: every pair of variants of "
                    "one class).")

@@ -1,7 +1,7 @@
-"""The directories dhwt writes (runs, studies, datasets): created all at once, replaced only if
-dhwt made them, and written by one process at a time.
+"""The directories dhwt writes (runs, studies, datasets, report folders): created all at once,
+replaced only if dhwt made them and holds nothing else, and written by one process at a time.
 
-Each holds two hidden files:
+Each run, study and dataset holds two hidden files:
 
     .dhwt   what it is, {"kind": "run" | "study" | "dataset"}, written when dhwt creates it.
             `--overwrite` replaces only a directory with this marker and of the same kind.
@@ -9,11 +9,22 @@ Each holds two hidden files:
             second writer gets. The kernel releases it when the process ends, so the lock of a
             killed writer never blocks the next one.
 
+What dhwt wrote is known by name: ENTRIES lists, per kind, every name dhwt writes at the top of
+such a directory (besides .dhwt, .lock and the hidden temporaries of its writes), and NESTED the
+dhwt directories inside one (a study's data/ and runs/NAME/, a run's data/), checked the same
+way. Anything else (a user's notes, a subfolder, a study file put there) makes `--overwrite`
+refuse, naming it: replacing the directory would delete it. The contents of dhwt's own
+subfolders (checkpoints/, figures/, ...) are not looked into.
+
 `create` builds a new directory in a hidden staging directory beside the target, locked from
 the start, and renames it into place only when complete; an old directory it replaces is moved
 aside first and deleted only after the new one is in place (restored if that fails). It never
 replaces the working directory or one of its ancestors, nor a directory that holds one of the
 command's inputs.
+
+A report folder (`analyze --out`, ...) has no marker: an earlier report is known by its record
+file, which only its command writes (`check_report_dir`), and `replace_report` replaces it whole
+the same way, so an interrupted or narrower report never mixes with an older one.
 
 Examples:
     >>> import tempfile
@@ -51,17 +62,37 @@ import errno
 import fcntl
 import json
 import os
+import re
 import shutil
+import signal
+import threading
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from dhwt.errors import DhwtError
+from dhwt.errors import DhwtError, Interrupted, brief
 
 MARKER = ".dhwt"
 LOCK = ".lock"
 KINDS = ("run", "study", "dataset")
+#: The names dhwt writes at the top of a directory of each kind (dhwt.runs.layout,
+#: dhwt.languages.dataset, dhwt.commands.study; a study's analyze.json and similarity files are
+#: those of a text study's report, dhwt.commands.analyze).
+ENTRIES = {
+    "run": frozenset({"config.toml", "metrics.jsonl", "token_counts.npy", "checkpoints",
+                      "embeddings", "figures", "data", "tensorboard", "report.md", "report.html"}),
+    "study": frozenset({"study.toml", "data", "runs", "analysis", "figures", "report.md",
+                        "report.html", "escape.csv", "similarity.csv", "similarity.json",
+                        "analyze.json"}),
+    "dataset": frozenset({"spec.toml", "vocab.json", "strings.npz", "truth.json"}),
+}
+#: The dhwt directories inside one of a kind: a glob pattern and the kind of what it matches.
+NESTED = {"run": (("data", "dataset"),), "study": (("data", "dataset"), ("runs/*", "run")),
+          "dataset": ()}
+T = TypeVar("T")
+#: The hidden leftovers of dhwt's writes (atomic_write_bytes, create) killed half-way.
+LEFTOVER = re.compile(r"\..+\.(tmp|staging|replaced)-\d+")
 
 
 class Lock:
@@ -144,9 +175,11 @@ def check_target(target: Path, kind: str, *, overwrite: bool, inputs: Iterable[o
     directory there. Nothing is touched.
 
     Refused: the working directory or an ancestor of it; a file or symbolic link; a non-empty
-    directory without `overwrite` (the message ends with `exists`, a hint on what to do); with
-    `overwrite`, one not marked as a dhwt `kind` directory, or one that holds any of `inputs`
-    (paths the command reads; None entries are skipped). An empty directory counts as absent.
+    directory not marked as a dhwt `kind` directory, or one that holds any of `inputs` (paths
+    the command reads; None entries are skipped) or anything dhwt did not write (`foreign`); any
+    other non-empty directory without `overwrite` (the message ends with `exists`, a hint on
+    what to do, so the hint is only given where `overwrite` would be allowed). An empty
+    directory counts as absent.
 
     Examples:
         >>> check_target(Path("new-run"), "run", overwrite=False)  # nothing there yet
@@ -158,7 +191,7 @@ def check_target(target: Path, kind: str, *, overwrite: bool, inputs: Iterable[o
     """
     assert kind in KINDS
     target = Path(target)
-    resolved, cwd = target.resolve(), Path.cwd().resolve()
+    resolved, cwd = resolve(target), Path.cwd().resolve()
     if resolved == cwd or resolved in cwd.parents:
         where = ("the working directory" if resolved == cwd
                  else "an ancestor of the working directory")
@@ -171,8 +204,6 @@ def check_target(target: Path, kind: str, *, overwrite: bool, inputs: Iterable[o
         raise DhwtError(f"{target} exists and is not a directory")
     if not any(target.iterdir()):
         return False
-    if not overwrite:
-        raise DhwtError(f"{target} already exists{'; ' + exists if exists else ''}")
     found = kind_of(target)
     if found is None:
         raise DhwtError(f"{target} was not made by dhwt (no {MARKER} marker inside), so "
@@ -181,11 +212,58 @@ def check_target(target: Path, kind: str, *, overwrite: bool, inputs: Iterable[o
         raise DhwtError(f"{target} holds a dhwt {found}, not a {kind}; --overwrite replaces only "
                         f"a {kind} (move or delete it yourself)")
     for path in (p for p in inputs if p is not None):
-        where = Path(str(path)).resolve()
+        where = resolve(Path(str(path)))
         if resolved == where or resolved in where.parents:
             raise DhwtError(f"{target} holds {path}, which this command reads; --overwrite "
                             f"would delete it")
+    others = foreign(target, kind)
+    if others:
+        raise DhwtError(f"{target} holds {brief(others, str)}, which dhwt did not write and "
+                        f"--overwrite would delete; move {'it' if len(others) == 1 else 'them'} "
+                        f"out of {target} first")
+    if not overwrite:
+        raise DhwtError(f"{target} already exists{'; ' + exists if exists else ''}")
     return True
+
+
+def foreign(directory: Path, kind: str) -> list[str]:
+    """What `directory`, a dhwt `kind` directory, holds that dhwt did not write: paths relative
+    to it, in order (names not in ENTRIES[kind], and in the directories NESTED in it, anything
+    but a dhwt directory of the expected kind, then what that holds of others).
+
+    Examples:
+        >>> import tempfile
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> for name in ("config.toml", "NOTES.txt", "data/spec.toml", "data/mine.toml"):
+        ...     (folder / name).parent.mkdir(exist_ok=True)
+        ...     _ = (folder / name).write_text("")
+        >>> _ = (folder / "data" / MARKER).write_text('{"kind": "dataset"}')
+        >>> foreign(folder, "run")
+        ['NOTES.txt', 'data/mine.toml']
+    """
+    directory = Path(directory)
+    found = [entry.name for entry in sorted(directory.iterdir())
+             if entry.name not in (*ENTRIES[kind], MARKER, LOCK)
+             and not LEFTOVER.fullmatch(entry.name)]
+    for pattern, inner in NESTED[kind]:
+        for entry in sorted(directory.glob(pattern)):
+            name = str(entry.relative_to(directory))
+            if LEFTOVER.fullmatch(entry.name) or not (entry.exists() or entry.is_symlink()):
+                continue
+            if entry.is_symlink() or not entry.is_dir() or kind_of(entry) != inner:
+                found.append(name)
+            else:
+                found.extend(f"{name}/{other}" for other in foreign(entry, inner))
+    return found
+
+
+def resolve(path: Path) -> Path:
+    """`path` absolute, every symbolic link followed; DhwtError if a link in it loops."""
+    try:
+        return Path(path).resolve()
+    except (RuntimeError, OSError):  # "Symlink loop" (RuntimeError before Python 3.13)
+        raise DhwtError(f"{path}: a symbolic link in it loops (too many levels of symbolic "
+                        "links); give a directory") from None
 
 
 def create(target: Path, kind: str, fill: Callable[[Path], Any] | None = None, *,
@@ -214,7 +292,7 @@ def create(target: Path, kind: str, fill: Callable[[Path], Any] | None = None, *
         held = lock(staging)
         (staging / MARKER).write_text(json.dumps({"kind": kind}) + "\n", encoding="utf-8")
         held.value = fill(staging) if fill is not None else None
-        _move_into_place(staging, target, old)
+        _move_into_place(staging, target, old is not None)
     except OSError as exc:  # a full disk, a permission: say where, in one line
         _undo(held, staging, missing)
         raise DhwtError(f"cannot create {kind} directory {target}: {exc.strerror or exc}"
@@ -229,21 +307,104 @@ def create(target: Path, kind: str, fill: Callable[[Path], Any] | None = None, *
     return held
 
 
-def check_report_dir(out: str | Path, command: str, earlier: str) -> None:
-    """Refuse `out` as the report folder of `command` unless it is new, empty, or holds an
-    earlier report of that command (its file `earlier`, which only that command writes): the
-    report's files would replace a user's files of the same names.
+def check_report_dir(out: str | Path, command: str, earlier: str,
+                     entries: Iterable[str] = ()) -> bool:
+    """Whether `out` holds an earlier report to replace; DhwtError unless it may be the report
+    folder of `command`: new, empty, or an earlier report of that command (its file `earlier`,
+    which only that command writes) that holds nothing but `entries` (the names the command
+    writes; not checked when empty). Refused too: the working directory or an ancestor of it,
+    a symbolic link, and a run, study or dataset directory of dhwt's.
 
     Examples:
         >>> check_report_dir("a-new-directory", "diagnose", "diagnose.json")
+        False
     """
     target = Path(out)
+    resolved, cwd = resolve(target), Path.cwd().resolve()
+    if resolved == cwd or resolved in cwd.parents:
+        where = ("the working directory" if resolved == cwd
+                 else "an ancestor of the working directory")
+        raise DhwtError(f"--out {out} is {where}; give a new directory for the report")
+    if target.is_symlink():
+        raise DhwtError(f"--out {out} is a symbolic link; give the directory itself")
     blocker = next((p for p in (target, *target.parents) if p.exists()), None)
     if blocker is not None and not blocker.is_dir():
         raise DhwtError(f"--out {out}: {blocker} exists and is not a directory")
-    if target.is_dir() and any(target.iterdir()) and not (target / earlier).is_file():
+    if not target.is_dir() or not any(target.iterdir()):
+        return False
+    kind = kind_of(target)
+    if kind is not None:
+        raise DhwtError(f"--out {out} is a dhwt {kind} directory, not a {command} report; give "
+                        "another directory")
+    if not (target / earlier).is_file():
         raise DhwtError(f"--out {out} holds files but no earlier {command} report ({earlier}); "
                         "give a new or empty directory")
+    names = set(entries)
+    others = sorted(p.name for p in target.iterdir() if p.name not in names
+                    and not LEFTOVER.fullmatch(p.name)) if names else []
+    if others:
+        raise DhwtError(f"--out {out} holds {brief(others, str)}, which {command} did not write "
+                        f"and replacing its earlier report would delete; move "
+                        f"{'it' if len(others) == 1 else 'them'} out of {out} first")
+    return True
+
+
+def replace_report(out: str | Path, command: str, earlier: str, entries: Iterable[str],
+                   fill: Callable[[Path], T]) -> T:
+    """Write the report folder `out` of `command` whole and return what `fill` returned:
+    `fill(staging)` writes the report into a hidden staging directory beside `out`, which then
+    takes the place of `out` (an earlier report is moved aside first, deleted once the new one is
+    in place). Checked first as `check_report_dir`. If `fill` fails or Ctrl-C comes before the
+    swap, `out` is left as it was (dhwt.errors.Interrupted says so); a write that fails is a
+    DhwtError naming the report and the file."""
+    target = Path(out)
+    replace = check_report_dir(target, command, earlier, entries)
+    parent = target.absolute().parent
+    missing = [p for p in (parent, *parent.parents) if not p.exists()]
+    staging = parent / f".{target.name}.staging-{os.getpid()}"
+    interrupted: list[int] = []
+    swapping: list[bool] = []
+
+    def stop(signum: int, frame: object) -> None:
+        interrupted.append(signum)
+        if not swapping:  # the swap itself runs to its end
+            raise KeyboardInterrupt
+
+    ours = (threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+    if ours:  # a KeyboardInterrupt swallowed on its way out (in a __del__) still counts
+        signal.signal(signal.SIGINT, stop)
+    try:
+        shutil.rmtree(staging, ignore_errors=True)
+        parent.mkdir(parents=True, exist_ok=True)
+        staging.mkdir()
+        value = fill(staging)
+        if interrupted:
+            raise KeyboardInterrupt
+        swapping.append(True)
+        _move_into_place(staging, target, replace)
+    except OSError as exc:
+        _undo(None, staging, missing)
+        name = Path(exc.filename) if exc.filename else None
+        if name is not None and staging not in name.parents and name.absolute() not in (
+                staging, target.absolute(), parent, *missing):
+            raise  # what failed was reading an input: the CLI names it
+        where = f" ({target / name.relative_to(staging)})" if name and staging in name.parents \
+            else ""
+        raise DhwtError(f"cannot write the {command} report {out}: {exc.strerror or exc}"
+                        f"{where}") from None
+    except KeyboardInterrupt:
+        _undo(None, staging, missing)
+        raise Interrupted(f"interrupted; {out} was left as it was") from None
+    except BaseException:
+        _undo(None, staging, missing)
+        raise
+    finally:
+        if ours:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+    if interrupted:
+        raise Interrupted(f"interrupted; {out} had been written in full")
+    return value
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -259,11 +420,11 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def _move_into_place(staging: Path, target: Path, old: Lock | None) -> None:
-    """Rename `staging` to `target`; an old `target` (locked by us: `old`) is moved aside first
-    and deleted after, or put back if the rename fails."""
+def _move_into_place(staging: Path, target: Path, replace: bool) -> None:
+    """Rename `staging` to `target`; an old `target` (to `replace`, locked by us if a dhwt
+    directory) is moved aside first and deleted after, or put back if the rename fails."""
     trash = None
-    if old is not None:
+    if replace:
         trash = target.parent / f".{target.name}.replaced-{os.getpid()}"
         os.replace(target, trash)
     try:

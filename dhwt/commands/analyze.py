@@ -19,8 +19,9 @@ from dhwt.errors import DhwtError
 from dhwt.languages import load_task
 from dhwt.report.loss_report import loss_lines
 from dhwt.report.run_similarity import SimilarityOptions, similarity_lines
-from dhwt.report.runs_report import write_runs_report
-from dhwt.directories import atomic_write_bytes, check_report_dir, kind_of
+from dhwt.report.runs_report import ESCAPE_TABLE, write_runs_report
+from dhwt.report.similarity_report import CSV, JSON
+from dhwt.directories import atomic_write_bytes, kind_of, replace_report
 from dhwt.report.document import write_report
 from dhwt.runs import layout
 from dhwt.config.run import TrainConfig
@@ -41,14 +42,18 @@ def parse_pairs(text: str) -> tuple[tuple[str, str], ...]:
 #: The file only analyze writes into its --out folder: what was analysed, and the sign that the
 #: folder holds an earlier analyze report (dhwt.directories.check_report_dir).
 RECORD = "analyze.json"
+#: Everything analyze writes into its --out folder, which an earlier report may hold (the
+#: escape table of synthetic runs, the similarity files).
+ENTRIES = (layout.REPORT, "report.html", layout.FIGURES, RECORD, ESCAPE_TABLE, CSV, JSON)
 
 
 def analyze(run_dirs: Sequence[str | Path], out: str | Path, *, pairs: str | None = None,
             measure: str = "normalised", similarity: SimilarityOptions | None = None,
             owned: bool = False) -> Path:
     """Write out/report.md (and .html), out/figures/ and out/analyze.json for `run_dirs`;
-    return the report's path. `out` must be new, empty, a study's folder or an earlier analyze
-    report, unless `owned` (a study writing its own analysis folders)."""
+    return the report's path. `out` must be new, empty or an earlier analyze report, which is
+    replaced whole once the new one is complete (dhwt.directories.replace_report), unless
+    `owned` (a study writing its own report and analysis folders in place)."""
     dirs = [Path(d) for d in run_dirs]
     if not dirs:
         raise DhwtError("give at least one run directory")
@@ -56,11 +61,9 @@ def analyze(run_dirs: Sequence[str | Path], out: str | Path, *, pairs: str | Non
         if not (d / layout.CONFIG).is_file():
             raise DhwtError(f"{d} is not a dhwt run directory (no {layout.CONFIG})")
     kind = kind_of(Path(out)) or ("run" if (Path(out) / layout.CONFIG).is_file() else None)
-    if kind in ("run", "dataset"):
+    if kind is not None and not owned:
         raise DhwtError(f"--out {out} is a {kind} directory, whose own files (report.md, "
                         "figures/) the analysis would replace; give another directory")
-    if not owned and kind != "study":
-        check_report_dir(out, "analyze", RECORD)
     vocabularies = {d: read_snapshot(snapshot_paths(d)[0]).vocab for d in dirs}
     other = next((d for d in dirs if vocabularies[d] != vocabularies[dirs[0]]), None)
     if other is not None:
@@ -73,27 +76,30 @@ def analyze(run_dirs: Sequence[str | Path], out: str | Path, *, pairs: str | Non
         raise DhwtError("two run directories have the same name; give distinct runs")
     runs, out = dict(zip(names, dirs)), Path(out)
     options = similarity or SimilarityOptions()
-
     config = TrainConfig.from_toml(dirs[0] / layout.CONFIG)
-    intro = f"Runs: {', '.join(str(d) for d in dirs)}."
     data = _language_dataset(dirs[0], config)
-    if data is None:  # no synthetic language: text
-        if pairs:
-            raise DhwtError(f"--pairs tracks symbols of a synthetic language; {dirs[0]} was not "
-                            "trained on one")
-        section = similarity_lines(runs, out, options)
-        lines = ["# Runs report", "", intro, "", *loss_lines(runs, out), *section]
-        path = write_report(out / layout.REPORT, "\n".join(lines))
-    else:
-        path = write_runs_report(
-            runs, load_task(data, config.data.objective), out,
-            title="Closeness of symbol pairs", intro=[intro],
-            pairs=parse_pairs(pairs) if pairs else None, measure=measure,
-            extra=lambda: similarity_lines(runs, out, options))
-    record = {"runs": [str(d) for d in dirs], "pairs": pairs, "measure": measure,
-              "similarity": asdict(options)}
-    atomic_write_bytes(out / RECORD, (json.dumps(record, indent=1) + "\n").encode("utf-8"))
-    return path
+    if data is None and pairs:
+        raise DhwtError(f"--pairs tracks symbols of a synthetic language; {dirs[0]} was not "
+                        "trained on one")
+
+    def write(folder: Path) -> Path:
+        intro = f"Runs: {', '.join(str(d) for d in dirs)}."
+        if data is None:  # no synthetic language: text
+            section = similarity_lines(runs, folder, options)
+            lines = ["# Runs report", "", intro, "", *loss_lines(runs, folder), *section]
+            write_report(folder / layout.REPORT, "\n".join(lines))
+        else:
+            write_runs_report(
+                runs, load_task(data, config.data.objective), folder,
+                title="Closeness of symbol pairs", intro=[intro],
+                pairs=parse_pairs(pairs) if pairs else None, measure=measure,
+                extra=lambda: similarity_lines(runs, folder, options))
+        record = {"runs": [str(d) for d in dirs], "pairs": pairs, "measure": measure,
+                  "similarity": asdict(options)}
+        atomic_write_bytes(folder / RECORD, (json.dumps(record, indent=1) + "\n").encode("utf-8"))
+        return out / layout.REPORT
+
+    return write(out) if owned else replace_report(out, "analyze", RECORD, ENTRIES, write)
 
 
 def _language_dataset(run: Path, config: TrainConfig) -> Path | None:
