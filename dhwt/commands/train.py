@@ -264,6 +264,8 @@ def _resolve_config(options: dict[str, object], config_file: str | None, run_dir
         if config_file is not None:
             raise DhwtError(f"--config is for new runs; --resume uses {run_dir / layout.CONFIG}")
         saved = run_dir / layout.CONFIG
+        if not run_dir.exists():
+            raise DhwtError(f"cannot resume {run_dir}: no such directory")
         if not saved.is_file():
             raise DhwtError(f"cannot resume {run_dir}: it has no {layout.CONFIG} (not a run "
                             "directory)")

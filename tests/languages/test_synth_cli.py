@@ -131,14 +131,31 @@ def test_existing_output_needs_overwrite(tmp_path, cli):
     out_dir = tmp_path / "data"
     out_dir.mkdir()
     (out_dir / "x").write_text("keep")
-    code, _, err = cli(["synth", "-g", "parity-dh", "--out", str(out_dir)])
-    assert code == 2 and "pass --overwrite" in err and (out_dir / "x").read_text() == "keep"
-    code, _, err = cli(["synth", "-g", "parity-dh", "--out", str(out_dir), "--overwrite"])
-    assert code == 2 and "not made by dhwt" in err and (out_dir / "x").read_text() == "keep"
+    for overwrite in ([], ["--overwrite"]):  # no hint to pass --overwrite, which is refused
+        code, _, err = cli(["synth", "-g", "parity-dh", "--out", str(out_dir), *overwrite])
+        assert code == 2 and "not made by dhwt" in err and "pass --overwrite" not in err
+        assert (out_dir / "x").read_text() == "keep"
     (out_dir / "x").unlink()
     assert cli(["synth", "-g", "parity", "--out", str(out_dir)])[0] == 0  # dhwt's own now
+    code, _, err = cli(["synth", "-g", "parity-dh", "--out", str(out_dir)])
+    assert code == 2 and "already exists; pass --overwrite" in err
     code, _, _ = cli(["synth", "-g", "parity-dh", "--out", str(out_dir), "--overwrite"])
     assert code == 0 and "parity-dh" in (out_dir / "truth.json").read_text()
+
+
+def test_overwrite_keeps_a_users_file_in_a_dataset(tmp_path, cli):
+    """F1: a file of the user's inside dhwt's dataset is never deleted by --overwrite: refused,
+    named."""
+    out_dir = tmp_path / "d"
+    assert cli(["synth", "-g", "parity", "--out", out_dir])[0] == 0
+    (out_dir / "NOTES.txt").write_text("notes\n")
+    before = sorted(p.name for p in out_dir.iterdir())
+    code, out, err = cli(["synth", "-g", "parity", "--out", out_dir, "--overwrite"])
+    assert code == 2 and out == "" and err == (
+        f"error: {out_dir} holds NOTES.txt, which dhwt did not write and --overwrite would "
+        f"delete; move it out of {out_dir} first\n")
+    assert sorted(p.name for p in out_dir.iterdir()) == before
+    assert (out_dir / "NOTES.txt").read_text() == "notes\n"
 
 
 @pytest.mark.slow

@@ -115,12 +115,100 @@ def test_overwrite_replaces_dhwts_own_directory_whole(cli, folder):
                        [["synth", "--grammar", "parity", "--out", "out/ds"], "ds"],
                        [["study", "mystudy.toml", "--out", "out/st"], "st"]):
         assert cli(args)[0] == 0
-        (folder / args[-1] / "stale.txt").write_text("from before\n")
+        names, inode = sorted((folder / args[-1]).iterdir()), (folder / args[-1]).stat().st_ino
         code, out, err = cli([*args, "--overwrite"])
         assert code == 0, err
-        assert not (folder / args[-1] / "stale.txt").exists()
+        assert sorted((folder / args[-1]).iterdir()) == names  # a new directory, the same names
+        assert (folder / args[-1]).stat().st_ino != inode
         assert kind_of(folder / args[-1]) == {"ds": "dataset", "st": "study"}.get(kind, kind)
     assert sorted(p.name for p in (folder / "out").iterdir()) == ["ds", "run", "st"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["run", "ds", "st"])
+def test_overwrite_never_deletes_what_a_user_put_in_dhwts_directory(cli, folder, rundirs, kind):
+    """F1: a note, a subfolder, a study file: refused, named, all kept; a note inside a study's
+    run too (`make study` passes --overwrite)."""
+    args = {"run": [*TRAIN, "--out", "run"], "ds": ["synth", "--grammar", "parity", "--out", "ds"],
+            "st": ["study", "mystudy.toml", "--out", "st"]}[kind]
+    assert cli(args)[0] == 0
+    (folder / kind / "NOTES.txt").write_text("notes\n")
+    (folder / kind / "mine").mkdir()
+    (folder / kind / "mine" / "a.txt").write_text("a\n")
+    (folder / kind / "other.toml").write_text(STUDY)
+    before = rundirs.digest(folder)
+    for given in ([] if kind == "st" else [args]) + [[*args, "--overwrite"]]:
+        err = refused(cli(given))  # without --overwrite, no hint to pass it (a study continues)
+        assert err == (f"error: {kind} holds NOTES.txt, mine, other.toml, which dhwt did not "
+                       f"write and --overwrite would delete; move them out of {kind} first\n")
+    assert rundirs.digest(folder) == before
+    for name in ("NOTES.txt", "mine", "other.toml"):
+        (folder / kind / name).rename(folder / f"{kind}-{name}")
+    assert cli([*args, "--overwrite"])[0] == 0
+    if kind == "st":
+        (folder / "st" / "runs" / "a" / "notes.md").write_text("about run a\n")
+        before = rundirs.digest(folder)
+        refused(cli([*args, "--overwrite"]), "st holds runs/a/notes.md, which dhwt did not write")
+        assert rundirs.digest(folder) == before
+
+
+def test_a_study_continued_keeps_a_users_files(cli, folder, rundirs):
+    """F1: continuing a study (the same command again) deletes nothing of the user's, not even
+    in a run killed before its first checkpoint, which the study otherwise starts afresh."""
+    assert cli(["study", "mystudy.toml", "--out", "st"])[0] == 0
+    (folder / "st" / "NOTES.txt").write_text("notes\n")
+    code, out, err = cli(["study", "mystudy.toml", "--out", "st"])
+    assert code == 0 and (folder / "st" / "NOTES.txt").read_text() == "notes\n", err
+    run = folder / "st" / "runs" / "a"
+    for path in [run / "report.md", *(run / "checkpoints").iterdir()]:
+        path.unlink()  # as if killed before its first checkpoint
+    (run / "mine.txt").write_text("mine\n")
+    before = rundirs.digest(folder)
+    refused(cli(["study", "mystudy.toml", "--out", "st"]),
+            "st/runs/a holds mine.txt, which dhwt did not write")
+    assert rundirs.digest(folder) == before
+    (run / "mine.txt").unlink()
+    assert cli(["study", "mystudy.toml", "--out", "st"])[0] == 0
+    assert (run / "report.md").is_file() and (folder / "st" / "NOTES.txt").is_file()
+
+
+def test_a_directory_of_another_kind_gets_no_hint_to_overwrite_it(cli, folder, rundirs):
+    """F21: --overwrite would be refused, so the message never suggests it."""
+    assert cli([*TRAIN, "--out", "run"])[0] == 0
+    before = rundirs.digest(folder)
+    for extra in ([], ["--overwrite"]):
+        err = refused(cli(["study", "mystudy.toml", "--out", "run", *extra]))
+        assert err == ("error: run holds a dhwt run, not a study; --overwrite replaces only a "
+                       "study (move or delete it yourself)\n")
+    assert rundirs.digest(folder) == before
+
+
+@pytest.mark.parametrize("command", [
+    ["synth", "--grammar", "parity", "--out"],
+    [*TRAIN, "--out"],
+    ["study", "mystudy.toml", "--out"],
+    ["analyze", "run", "--out"],
+    ["diagnose", "run", "--out"],
+    ["corpus-dh", "--grammar", "parity", "--out"],
+])
+@pytest.mark.parametrize("out", ["loop", "loop/x"])
+def test_out_a_symbolic_link_loop_is_one_true_error_line(cli, folder, rundirs, command, out):
+    """F11: no RuntimeError traceback, no untrue "File exists"."""
+    if command[0] in ("analyze", "diagnose"):
+        assert cli([*TRAIN, "--out", "run"])[0] == 0
+    (folder / "loop").symlink_to("loop")
+    before = rundirs.digest(folder)
+    refused(cli([*command, out, *(["--overwrite"] if command[0] != "analyze" and
+                                    command[0] in ("synth", "train", "study") else [])]),
+            f"{out}: a symbolic link in it loops (too many levels of symbolic links)")
+    assert rundirs.digest(folder) == before
+
+
+def test_resume_of_a_missing_directory_says_so(cli, folder):
+    """F46: not "no config.toml"."""
+    refused(cli(["train", "--out", "nowhere", "--resume"]),
+            "cannot resume nowhere: no such directory")
+    assert not (folder / "nowhere").exists()
 
 
 def test_an_empty_directory_counts_as_absent(cli, folder):
@@ -276,3 +364,55 @@ def test_analyze_never_writes_into_a_run_directory(cli, folder, rundirs):
     assert rundirs.digest(folder / "run") == before
     code, out, err = cli(["analyze", "run", "--out", "run/analysis", "--similarity", "none"])
     assert code == 0, err
+
+
+def test_analyze_never_writes_into_a_study_directory(cli, folder, rundirs):
+    """F2: a study's own report and figures are not an analyze report."""
+    assert cli([*TRAIN, "--out", "run"])[0] == 0
+    assert cli(["study", "mystudy.toml", "--out", "st"])[0] == 0
+    before = rundirs.digest(folder)
+    refused(cli(["analyze", "run", "--out", "st"]), "--out st is a study directory, whose own "
+            "files (report.md, figures/) the analysis would replace; give another directory")
+    refused(cli(["analyze", "st/runs/a", "--out", "st/runs"]), "--out st/runs holds files but "
+            "no earlier analyze report")
+    assert rundirs.digest(folder) == before
+
+
+@pytest.mark.slow
+def test_a_report_that_cannot_be_written_says_what_and_where(cli, folder, spawn):
+    """F42: a write that fails (a file-size limit, as a full disk) names the report, in one line;
+    nothing is left, not even a staging directory."""
+    import resource
+
+    assert cli([*TRAIN, "--out", "run"])[0] == 0
+    (folder / "reports").mkdir()
+    rep = folder / "reports" / "rep"
+    proc = spawn(["analyze", folder / "run", "--similarity", "none", "--out", rep],
+                 preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (2000, 2000)))
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2 and out == ""
+    assert err.startswith(f"error: cannot write the analyze report {rep}: File too large"), err
+    assert err.count("\n") == 1 and list((folder / "reports").iterdir()) == []
+
+
+@pytest.mark.slow
+def test_ctrl_c_in_analyze_exits_130_and_keeps_the_earlier_report(cli, folder, spawn, rundirs):
+    """F23 in a real process: Ctrl-C while the analysis runs: one error line, exit 130, the
+    earlier report unchanged, nothing beside it."""
+    import time
+
+    assert cli([*TRAIN, "--seeds", "1-3", "--out", "run"])[0] == 0
+    (folder / "reports").mkdir()
+    rep = folder / "reports" / "rep"
+    assert cli(["analyze", "run", "--similarity", "none", "--out", rep])[0] == 0
+    before = rundirs.digest(rep)
+    proc = spawn(["analyze", folder / "run", "--similarity", "knn,cka,procrustes", "--out", rep])
+    while not any(p.name.startswith(".rep.staging-") for p in (folder / "reports").iterdir()):
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and out == ""
+    assert err.strip() == f"error: interrupted; {rep} was left as it was"
+    assert rundirs.digest(rep) == before
+    assert [p.name for p in (folder / "reports").iterdir()] == ["rep"]

@@ -57,3 +57,74 @@ def test_out_is_new_empty_or_an_earlier_analyze_report(runs, tmp_path, cli):
     assert code == 2 and "no earlier analyze report (analyze.json)" in err
     assert [p.name for p in mine.iterdir()] == ["report.md"]
     assert (mine / "report.md").read_text() == "my notes"
+
+
+def _files(folder):
+    """Every file under `folder` (hidden ones too) with its bytes."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file()}
+
+
+def test_a_narrower_analysis_replaces_the_earlier_report_whole(runs, tmp_path, cli):
+    """F5: a second analysis without similarity leaves no similarity file of the first."""
+    rep = tmp_path / "rep"
+    assert cli(["analyze", runs / "tied", "--out", rep])[0] == 0
+    assert (rep / "similarity.csv").is_file() and (rep / "figures" / "similarity_knn.png").is_file()
+    assert cli(["analyze", runs / "tied", "--similarity", "none", "--out", rep])[0] == 0
+    assert sorted(p.name for p in rep.iterdir()) == ["analyze.json", "figures", "report.html",
+                                                     "report.md"]
+    assert not (rep / "figures" / "similarity_knn.png").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rep"]  # no staging left beside it
+
+
+def test_an_analysis_that_stops_half_way_leaves_the_earlier_report_as_it_was(
+        runs, tmp_path, cli, monkeypatch):
+    """F4: the similarity files are written, then the report fails (or Ctrl-C): the earlier
+    report stays whole, without the new files; nothing is left beside it."""
+    import dhwt.report.runs_report as runs_report
+
+    rep = tmp_path / "rep"
+    assert cli(["analyze", runs / "tied", "--similarity", "none", "--out", rep])[0] == 0
+    before = _files(rep)
+
+    def stop(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(runs_report, "write_report", stop)
+    code, out, err = cli(["analyze", runs / "tied", "--out", rep])
+    assert code == 130 and out == "" and err.strip() == f"error: interrupted; {rep} was left as it was"
+    assert _files(rep) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rep"]
+
+
+def test_a_swallowed_ctrl_c_still_stops_analyze(runs, tmp_path, cli, monkeypatch):
+    """F23: Ctrl-C whose KeyboardInterrupt is lost on its way out (as one raised in a __del__
+    is) still ends analyze with exit 130, writing nothing."""
+    import signal
+
+    import dhwt.commands.analyze as command
+
+    original = command.similarity_lines
+
+    def swallowed(*args, **kwargs):
+        try:
+            signal.raise_signal(signal.SIGINT)
+        except KeyboardInterrupt:
+            pass
+        return original(*args, **kwargs)
+    monkeypatch.setattr(command, "similarity_lines", swallowed)
+    code, out, err = cli(["analyze", runs / "tied", "--out", tmp_path / "rep"])
+    assert code == 130 and out == ""
+    assert err.strip() == f"error: interrupted; {tmp_path / 'rep'} was left as it was"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_users_file_in_an_earlier_report_is_never_deleted(runs, tmp_path, cli):
+    rep = tmp_path / "rep"
+    assert cli(["analyze", runs / "tied", "--similarity", "none", "--out", rep])[0] == 0
+    (rep / "notes.txt").write_text("mine")
+    before = _files(rep)
+    code, _, err = cli(["analyze", runs / "tied", "--similarity", "none", "--out", rep])
+    assert code == 2 and err == (f"error: --out {rep} holds notes.txt, which analyze did not "
+                                 "write and replacing its earlier report would delete; move it "
+                                 f"out of {rep} first\n")
+    assert _files(rep) == before
