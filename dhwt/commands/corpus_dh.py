@@ -26,7 +26,7 @@ import numpy as np
 
 from dhwt.analysis import corpus_dh as cdh
 from dhwt.analysis.frequency import frequency_buckets
-from dhwt.directories import atomic_write_bytes, check_report_dir
+from dhwt.directories import atomic_write_bytes, check_report_dir, replace_report
 from dhwt.report.document import write_report
 from dhwt.errors import DhwtError
 
@@ -410,23 +410,24 @@ def check_out(out: str | Path) -> None:
 
 def write_out(result: Result, out: str | Path) -> list[Path]:
     """out/report.md (and report.html), out/corpus_dh.json, out/per_token.csv and the figure,
-    each written atomically (check_out first); the paths written."""
-    out = Path(out)
-    check_out(out)
-    try:
-        (out / "figures").mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise DhwtError(f"cannot create {out}: {exc.strerror or exc}") from None
-    document = result.document
-    paths = [out / "corpus_dh.json", out / "per_token.csv", out / FIGURE, out / "report.md"]
-    atomic_write_bytes(paths[0], (json.dumps(document, indent=1) + "\n").encode("utf-8"))
-    atomic_write_bytes(paths[1], _per_token_csv(result.per_token).encode("utf-8"))
-    _figure(document, paths[2])
-    report = ["# dhwt corpus-dh", "", "```", format_report(document), "```", "",
-              f"![mean overlap by frequency bucket]({FIGURE})", "",
-              "Machine-readable: corpus_dh.json; per token: per_token.csv.", ""]
-    write_report(paths[3], "\n".join(report))
-    return [*paths, paths[3].with_suffix(".html")]
+    an earlier report replaced whole (dhwt.directories.replace_report); the paths written."""
+    names = ["corpus_dh.json", "per_token.csv", FIGURE, "report.md"]
+
+    def fill(folder: Path) -> None:
+        (folder / "figures").mkdir()
+        document = result.document
+        paths = [folder / name for name in names]
+        atomic_write_bytes(paths[0], (json.dumps(document, indent=1) + "\n").encode("utf-8"))
+        atomic_write_bytes(paths[1], _per_token_csv(result.per_token).encode("utf-8"))
+        _figure(document, paths[2])
+        report = ["# dhwt corpus-dh", "", "```", format_report(document), "```", "",
+                  f"![mean overlap by frequency bucket]({FIGURE})", "",
+                  "Machine-readable: corpus_dh.json; per token: per_token.csv.", ""]
+        write_report(paths[3], "\n".join(report))
+
+    replace_report(out, "corpus-dh", names[0], [*names[:2], "figures", "report.md",
+                                               "report.html"], fill)
+    return [*(Path(out) / name for name in names), Path(out) / "report.html"]
 
 
 def _per_token_csv(rows: list[dict]) -> str:

@@ -13,7 +13,7 @@ from dhwt.analysis.diagnosis import Diagnosis
 from dhwt.analysis.knn_curves import excess_over_chance
 from dhwt.analysis.knn_sample import Estimate
 from dhwt.commands.diagnose import DiagnoseResult, Subject
-from dhwt.directories import atomic_write_bytes
+from dhwt.directories import atomic_write_bytes, replace_report
 from dhwt.report.document import write_report
 from dhwt.report.dh_reading import EXCESS_AGREE, EXCESS_PARTLY
 from dhwt.report.figures import new_figure, save
@@ -21,6 +21,8 @@ from dhwt.report.figures import new_figure, save
 REPORT = "report.md"
 JSON = "diagnose.json"
 FIGURE = "figures/diagnose.png"
+#: Everything diagnose writes into its --out folder.
+ENTRIES = (REPORT, "report.html", JSON, "figures")
 #: Neighbours shown beside each token of the per-token tables.
 SHOWN = 5
 #: The JSON key of the headline number: the input/output KNN overlap.
@@ -58,15 +60,18 @@ def document(result: DiagnoseResult, top: int) -> dict[str, object]:
 
 
 def write(result: DiagnoseResult, out: str | Path, top: int) -> Path:
-    """out/report.md (and report.html), out/diagnose.json and out/figures/diagnose.png; the
-    report's path."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    measured = [s for s in result.subjects if s.diagnosis is not None]
-    if measured:
-        _figure(measured, out / FIGURE)
-    atomic_write_bytes(out / JSON, json.dumps(document(result, top), indent=1).encode("utf-8"))
-    return write_report(out / REPORT, "\n".join(_markdown(result, top, bool(measured))))
+    """out/report.md (and report.html), out/diagnose.json and out/figures/diagnose.png, an
+    earlier report replaced whole (dhwt.directories.replace_report); the report's path."""
+    def fill(folder: Path) -> None:
+        measured = [s for s in result.subjects if s.diagnosis is not None]
+        if measured:
+            _figure(measured, folder / FIGURE)
+        atomic_write_bytes(folder / JSON,
+                           json.dumps(document(result, top), indent=1).encode("utf-8"))
+        write_report(folder / REPORT, "\n".join(_markdown(result, top, bool(measured))))
+
+    replace_report(out, "diagnose", JSON, ENTRIES, fill)
+    return Path(out) / REPORT
 
 
 def _markdown(result: DiagnoseResult, top: int, figure: bool) -> list[str]:
