@@ -74,7 +74,7 @@ def test_existing_output_is_refused_then_replaced_with_overwrite(tmp_path):
     out.mkdir()
     (out / "keep.txt").write_text("mine")
     language = load_language("parity-dh", {"n_bits": 3})
-    with pytest.raises(DhwtError, match="already exists; pass --overwrite"):
+    with pytest.raises(DhwtError, match="not made by dhwt"):  # no hint to pass --overwrite
         write_dataset(language, out, valid_fraction=0.1, test_fraction=0.1, seed=14)
     with pytest.raises(DhwtError, match="not made by dhwt"):
         write_dataset(language, out, valid_fraction=0.1, test_fraction=0.1, seed=14,
@@ -82,9 +82,13 @@ def test_existing_output_is_refused_then_replaced_with_overwrite(tmp_path):
     assert (out / "keep.txt").read_text() == "mine"
     (out / "keep.txt").unlink()
     write_dataset(language, out, valid_fraction=0.1, test_fraction=0.1, seed=14)  # dhwt's own
-    (out / "keep.txt").write_text("stale")
+    (out / "keep.txt").write_text("mine too")  # a user's file in dhwt's dataset: kept
+    with pytest.raises(DhwtError, match="holds keep.txt, which dhwt did not write"):
+        write_dataset(language, out, valid_fraction=0.1, test_fraction=0.1, seed=14,
+                      overwrite=True)
+    (out / "keep.txt").unlink()
     write_dataset(language, out, valid_fraction=0.1, test_fraction=0.1, seed=14, overwrite=True)
-    assert not (out / "keep.txt").exists() and (out / "truth.json").exists()
+    assert (out / "truth.json").exists()
     assert [p.name for p in tmp_path.iterdir()] == ["data"]
 
 

@@ -76,7 +76,7 @@ CASES = {
         (["synth", "--grammar", "parity", "--seed", "-1", "--out", "{ds}"],
          "split seed must be a non-negative integer"),
         (["synth", "--grammar", "parity", "--out", "{full/ds}"],
-         "already exists; pass --overwrite"),
+         "was not made by dhwt (no .dhwt marker inside), so --overwrite leaves it alone"),
         (["synth", "--grammar", "parity", "--out", "{file}/ds"], "{file}"),
         (["synth", "--grammar", "parity", "--valid-fraction", "1.5"], "valid_fraction"),
     ],
@@ -116,7 +116,7 @@ CASES = {
         (["study", "{study_grammar.toml}", "--out", "{s}"], "unknown grammar 'parrot'"),
         (["study", "{study_set.toml}", "--out", "{s}"], "'n_bits' must be an integer"),
         (["study", "{study_measure.toml}", "--out", "{s}"], "measure must be one of"),
-        (["study", "{study.toml}", "--out", "{other}"], "does not hold this study"),
+        (["study", "{study.toml}", "--out", "{other}"], "{other} was not made by dhwt"),
         (["study", "{study.toml}"], "Missing option '--out'"),
     ],
     "verify-theorems": [

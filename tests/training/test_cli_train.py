@@ -102,7 +102,7 @@ BAD = [
     (["--grammar", "parity", "--config", "MISSING.toml"], "does not exist"),
     (["--grammar", "parity", "--config", "UNKNOWN.toml"], "unknown key 'widht'"),
     (["--grammar", "parity", "--resume", "--overwrite"], "give only one"),
-    (["--resume"], "no config.toml"),
+    (["--resume"], "no such directory"),
 ]
 
 

@@ -58,7 +58,12 @@ def test_run_dir_created_whole_or_not_at_all(tmp_path):
     with pytest.raises(DhwtError, match="dataset is broken"):
         create_run_dir(run, "steps = 1\n", fill=fail)
     assert list(tmp_path.iterdir()) == []
-    with create_run_dir(run, "steps = 1\n", fill=lambda d: (d / "data").mkdir() or 7) as held:
+    def dataset(staging):  # a dataset of dhwt's, as dhwt.languages.write_dataset marks it
+        (staging / "data").mkdir()
+        (staging / "data" / MARKER).write_text('{"kind": "dataset"}')
+        return 7
+
+    with create_run_dir(run, "steps = 1\n", fill=dataset) as held:
         assert held.value == 7 and held.path == run
     assert sorted(p.name for p in run.iterdir()) == [MARKER, LOCK, "checkpoints", "config.toml",
                                                      "data", "embeddings", "figures"]
