@@ -416,3 +416,28 @@ def test_ctrl_c_in_analyze_exits_130_and_keeps_the_earlier_report(cli, folder, s
     assert err.strip() == f"error: interrupted; {rep} was left as it was"
     assert rundirs.digest(rep) == before
     assert [p.name for p in (folder / "reports").iterdir()] == ["rep"]
+
+
+@pytest.mark.parametrize("command", ["diagnose", "corpus-dh"])
+def test_a_report_folder_is_replaced_whole_or_not_at_all(cli, folder, rundirs, monkeypatch,
+                                                         command):
+    """F4/F5 for diagnose and corpus-dh: Ctrl-C once some of the new files are written leaves the
+    earlier report as it was, nothing beside it."""
+    import dhwt.commands.corpus_dh as corpus_dh
+    import dhwt.report.diagnose_report as diagnose_report
+
+    if command == "diagnose":
+        assert cli([*TRAIN, "--out", "run"])[0] == 0
+    args = {"diagnose": ["diagnose", "run", "--k", "2"],
+            "corpus-dh": ["corpus-dh", "--grammar", "parity", "--order", "full"]}[command]
+    (folder / "reports").mkdir()
+    assert cli([*args, "--out", "reports/rep"])[0] == 0
+    before = rundirs.digest(folder / "reports")
+
+    def stop(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(diagnose_report if command == "diagnose" else corpus_dh, "write_report",
+                        stop)
+    code, out, err = cli([*args, "--out", "reports/rep"])
+    assert code == 130 and err.strip() == "error: interrupted; reports/rep was left as it was"
+    assert rundirs.digest(folder / "reports") == before
