@@ -218,9 +218,9 @@ def check_target(target: Path, kind: str, *, overwrite: bool, inputs: Iterable[o
                             f"would delete it")
     others = foreign(target, kind)
     if others:
-        raise DhwtError(f"{target} holds {brief(others, str)}, which dhwt did not write and "
-                        f"--overwrite would delete; move {'it' if len(others) == 1 else 'them'} "
-                        f"out of {target} first")
+        raise DhwtError(f"{target} holds {brief(others, str)}, which dhwt did not write and a "
+                        f"replacement would delete; move {'it' if len(others) == 1 else 'them'} "
+                        "out first")
     if not overwrite:
         raise DhwtError(f"{target} already exists{'; ' + exists if exists else ''}")
     return True
@@ -248,7 +248,7 @@ def foreign(directory: Path, kind: str) -> list[str]:
     for pattern, inner in NESTED[kind]:
         for entry in sorted(directory.glob(pattern)):
             name = str(entry.relative_to(directory))
-            if LEFTOVER.fullmatch(entry.name) or not (entry.exists() or entry.is_symlink()):
+            if LEFTOVER.fullmatch(entry.name):
                 continue
             if entry.is_symlink() or not entry.is_dir() or kind_of(entry) != inner:
                 found.append(name)

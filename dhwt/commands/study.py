@@ -55,7 +55,7 @@ from pathlib import Path
 
 import torch
 
-from dhwt.directories import Lock, atomic_write_bytes, create, lock
+from dhwt.directories import Lock, atomic_write_bytes, create, lock, resolve
 from dhwt.errors import DhwtError, Interrupted, brief
 from dhwt.languages import Language, load_language, load_task, write_dataset
 from dhwt.languages.splits import SPLIT_SEED, TEST_FRACTION, VALID_FRACTION
@@ -201,6 +201,7 @@ def run_study(study: Study, out: str | Path, *, overwrite: bool = False) -> Path
     (dhwt.directories: a second `dhwt study` on it is refused; `overwrite` replaces only a dhwt
     study directory that holds none of the study's inputs)."""
     out = Path(out)
+    resolve(out)  # DhwtError naming --out itself if a symbolic link in it loops
     text = "corpus" in study.data
     language = None if text else load_language(study.data["grammar"],
                                                 _dotted(study.data.get("set", {})))
@@ -209,7 +210,7 @@ def run_study(study: Study, out: str | Path, *, overwrite: bool = False) -> Path
     for name, config in study.runs:  # as does a missing source, before anything is written
         devices[name] = resolve_device(config.placement.device)
         source = _source(config.members.init_from, out)  # outside out: made by no run of this study
-        if source is not None and not source.is_relative_to(out.resolve()):
+        if source is not None and not source.is_relative_to(resolve(out)):
             if not source.is_dir():
                 raise DhwtError(f"run {name!r} starts from {source}, which does not exist "
                                 f"(init_from {config.members.init_from!r}; a relative path is taken "
@@ -340,7 +341,7 @@ def _source(init_from: str | None, out: Path) -> Path | None:
     if init_from is None:
         return None
     run = split_init_from(init_from)[0]
-    return (out / run if "/" in run else out / "runs" / run).resolve()
+    return resolve(out / run if "/" in run else out / "runs" / run)
 
 
 def _text_report(study: Study, out: Path) -> Path:

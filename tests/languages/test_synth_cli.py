@@ -152,8 +152,8 @@ def test_overwrite_keeps_a_users_file_in_a_dataset(tmp_path, cli):
     before = sorted(p.name for p in out_dir.iterdir())
     code, out, err = cli(["synth", "-g", "parity", "--out", out_dir, "--overwrite"])
     assert code == 2 and out == "" and err == (
-        f"error: {out_dir} holds NOTES.txt, which dhwt did not write and --overwrite would "
-        f"delete; move it out of {out_dir} first\n")
+        f"error: {out_dir} holds NOTES.txt, which dhwt did not write and a replacement would "
+        "delete; move it out first\n")
     assert sorted(p.name for p in out_dir.iterdir()) == before
     assert (out_dir / "NOTES.txt").read_text() == "notes\n"
 

@@ -140,7 +140,7 @@ def test_overwrite_never_deletes_what_a_user_put_in_dhwts_directory(cli, folder,
     for given in ([] if kind == "st" else [args]) + [[*args, "--overwrite"]]:
         err = refused(cli(given))  # without --overwrite, no hint to pass it (a study continues)
         assert err == (f"error: {kind} holds NOTES.txt, mine, other.toml, which dhwt did not "
-                       f"write and --overwrite would delete; move them out of {kind} first\n")
+                       "write and a replacement would delete; move them out first\n")
     assert rundirs.digest(folder) == before
     for name in ("NOTES.txt", "mine", "other.toml"):
         (folder / kind / name).rename(folder / f"{kind}-{name}")
@@ -187,6 +187,7 @@ def test_a_directory_of_another_kind_gets_no_hint_to_overwrite_it(cli, folder, r
     ["synth", "--grammar", "parity", "--out"],
     [*TRAIN, "--out"],
     ["study", "mystudy.toml", "--out"],
+    ["study", "init.toml", "--out"],
     ["analyze", "run", "--out"],
     ["diagnose", "run", "--out"],
     ["corpus-dh", "--grammar", "parity", "--out"],
@@ -196,10 +197,11 @@ def test_out_a_symbolic_link_loop_is_one_true_error_line(cli, folder, rundirs, c
     """F11: no RuntimeError traceback, no untrue "File exists"."""
     if command[0] in ("analyze", "diagnose"):
         assert cli([*TRAIN, "--out", "run"])[0] == 0
+    (folder / "init.toml").write_text(STUDY + '[[runs]]\nname = "b"\ninit_from = "a"\n')
     (folder / "loop").symlink_to("loop")
     before = rundirs.digest(folder)
-    refused(cli([*command, out, *(["--overwrite"] if command[0] != "analyze" and
-                                    command[0] in ("synth", "train", "study") else [])]),
+    refused(cli([*command, out, *(["--overwrite"] if command[0] in ("synth", "train", "study")
+                                  else [])]),
             f"{out}: a symbolic link in it loops (too many levels of symbolic links)")
     assert rundirs.digest(folder) == before
 
