@@ -11,7 +11,7 @@ from collections import Counter
 
 import click
 
-from dhwt.errors import DhwtError, Interrupted
+from dhwt.errors import LINE, DhwtError, Interrupted, shorten
 
 
 class _OnceEach:
@@ -624,17 +624,18 @@ def corpus_dh_cmd(order: str, out: str | None, as_json: bool, assignments: tuple
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the CLI, turning user errors into `error: ...` and exit code 2."""
-    args = sys.argv[1:] if argv is None else argv
-    debug = "--debug" in args
+    args, debug = _debug_first(sys.argv[1:] if argv is None else argv)
     try:
         code = cli.main(args=args, prog_name="dhwt", standalone_mode=False)
     except DhwtError as exc:
         if debug:
             raise
-        click.echo(f"error: {exc}", err=True)
+        click.echo(f"error: {shorten(exc, LINE)}", err=True)
         sys.exit(2)
     except (click.exceptions.Abort, KeyboardInterrupt) as exc:
         cause = exc if isinstance(exc, Interrupted) else exc.__cause__
+        if isinstance(cause, EOFError):  # click's Abort wraps EOFError too: a bug, not Ctrl-C
+            raise cause from None
         if isinstance(cause, Interrupted):  # the command says what it kept
             message = str(cause)
         elif _command_of(args).strip() in ("synth", "train"):
@@ -647,15 +648,25 @@ def main(argv: list[str] | None = None) -> None:
         if debug:
             raise
         where = f" ({exc.filename})" if exc.filename else ""
-        click.echo(f"error: {exc.strerror or exc}{where}", err=True)
+        click.echo(f"error: {shorten(f'{exc.strerror or exc}{where}', LINE)}", err=True)
         sys.exit(2)
     except click.ClickException as exc:
         if debug:
             raise
-        message = " ".join(exc.format_message().split())
+        message = shorten(exc.format_message(), LINE)
         click.echo(f"error: {message} (see `dhwt {_command_of(args)}--help`)", err=True)
         sys.exit(2)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _debug_first(args: list[str]) -> tuple[list[str], bool]:
+    """(args with --debug moved before the command, whether it was given): --debug belongs to
+    the group, and a user may well add it after the command (`dhwt knn --debug A B`). Arguments
+    after `--` are left as they are."""
+    end = args.index("--") if "--" in args else len(args)
+    head = [a for a in args[:end] if a != "--debug"]
+    debug = len(head) < end
+    return (["--debug"] if debug else []) + head + args[end:], debug
 
 
 def _command_of(args: list[str]) -> str:

@@ -18,9 +18,13 @@ from pathlib import Path
 import numpy as np
 
 from dhwt.runs.snapshots import read_snapshot, snapshot_paths
-from dhwt.errors import DhwtError, brief
+from dhwt.errors import DhwtError, brief, reason
+from dhwt.userfiles import load_npy
 
 SIDES = ("input", "output")
+
+#: How a torch.save file starts: a zip archive (since torch 1.6), or a pickle (before).
+_TORCH = (b"PK\x03\x04", b"\x80")
 
 
 @dataclass(frozen=True)
@@ -45,12 +49,10 @@ def load_matrix(spec: str, *, side: str = "input", member: int = 0) -> Matrix:
         label = f"{run_dir} step {snap.step} {side}"
     elif not path.is_file():
         raise DhwtError(f"{spec} is not a file (nor RUN_DIR@STEP of an existing run)")
+    elif path.stat().st_size == 0:
+        raise DhwtError(f"{spec} is an empty file; a matrix file holds a (V, d) array")
     elif path.suffix == ".npy":
-        try:
-            values = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise DhwtError(f"cannot read {spec} as a .npy array: {exc}") from None
-        label = spec
+        values, label = load_npy(path, "a .npy array"), spec
     elif path.suffix == ".safetensors":
         values, key = _pick(_read_safetensors(path), side, spec)
         label = f"{spec} [{key}]"
@@ -92,17 +94,21 @@ def _read_safetensors(path: Path) -> dict[str, np.ndarray]:
     try:
         return load_file(str(path))
     except Exception as exc:  # safetensors raises its own types for corrupt files
-        raise DhwtError(f"cannot read {path} as safetensors: {exc}") from None
+        raise DhwtError(f"cannot read {path} as safetensors: {reason(exc)}") from None
 
 
 def _read_torch(path: Path) -> dict[str, np.ndarray] | np.ndarray:
     import torch
 
+    with open(path, "rb") as file:
+        if not file.read(4).startswith(_TORCH):
+            raise DhwtError(f"{path} is not a file written by torch.save (neither a zip archive "
+                            "nor a pickle)")
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # pickle, zip and torch errors alike
         raise DhwtError(f"cannot read {path} with torch.load(weights_only=True): "
-                        f"{str(exc).splitlines()[0]}") from None
+                        f"{reason(exc)}") from None
     if isinstance(obj, torch.Tensor):
         return obj.float().numpy()
     if isinstance(obj, dict):
@@ -137,12 +143,11 @@ def read_weights(path: str) -> np.ndarray:
 
 
 def _read_numbers(path: str, what: str) -> np.ndarray:
+    if not Path(path).exists():
+        raise DhwtError(f"{what} file {path} does not exist")
     try:
         if path.endswith(".npy"):
-            return np.asarray(np.load(path, allow_pickle=False), np.float64)
-        text = Path(path).read_text()
-        return np.array([float(t) for t in text.split()], np.float64)
-    except FileNotFoundError:
-        raise DhwtError(f"{what} file {path} does not exist") from None
-    except (OSError, ValueError, UnicodeDecodeError) as exc:
-        raise DhwtError(f"cannot read {what} from {path}: {exc}") from None
+            return np.asarray(load_npy(path, f"an array of {what}"), np.float64)
+        return np.array([float(t) for t in Path(path).read_text().split()], np.float64)
+    except (OSError, TypeError, ValueError, UnicodeDecodeError) as exc:
+        raise DhwtError(f"cannot read {what} from {path}: {reason(exc)}") from None

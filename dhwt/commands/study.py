@@ -69,6 +69,7 @@ from dhwt.config.device import resolve_device
 from dhwt.training.distributed import Parallel
 from dhwt.training.group import group_key
 from dhwt.commands.train import train
+from dhwt.userfiles import parse_toml
 
 STUDY_FILE = "study.toml"
 SECTIONS = {"study", "data", "train", "runs", "analysis"}
@@ -99,13 +100,11 @@ def load_study(path: str | Path) -> Study:
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
-        raw = tomllib.loads(text)
     except FileNotFoundError:
         raise DhwtError(f"study file {path} does not exist") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise DhwtError(f"cannot read study file {path}: {exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise DhwtError(f"study file {path} is not valid TOML: {exc}") from None
+    raw = parse_toml(text, f"study file {path}")
     unknown = set(raw) - SECTIONS
     if unknown:
         raise DhwtError(f"study file {path}: unknown sections {sorted(unknown)}; "

@@ -35,7 +35,6 @@ Examples:
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -50,6 +49,7 @@ from dhwt.languages.tokenizers import check_tokenizer
 from dhwt.languages.tomlwrite import dumps
 from dhwt.models import ModelConfig
 from dhwt.models.config import TASK_FIELDS
+from dhwt.userfiles import parse_toml
 
 OBJECTIVES = ("mlm", "clm")
 LR_SCHEDULES = ("constant", "cosine", "periodic-cosine")
@@ -348,11 +348,12 @@ class TrainConfig:
         is only valid once `--architecture lstm` joins it."""
         path = Path(path)
         try:
-            values = tomllib.loads(path.read_text(encoding="utf-8"))
+            text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
             raise DhwtError(f"config file {path} does not exist") from None
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        except UnicodeDecodeError as exc:
             raise DhwtError(f"config file {path} is not valid TOML: {exc}") from None
+        values = parse_toml(text, f"config file {path}")
         values = _flatten(values, f"config file {path}")
         _check_keys(values, str(path))
         return values

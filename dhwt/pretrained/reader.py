@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from dhwt.analysis.knn import check_matrix
-from dhwt.errors import DhwtError
+from dhwt.errors import DhwtError, reason, shorten
 from dhwt.pretrained.layouts import find_layout
 
 CONFIG = "config.json"
@@ -107,13 +107,17 @@ def _config(path: Path) -> dict[str, object]:
     file = path / CONFIG
     if not file.is_file():
         return {}
-    try:
-        config = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DhwtError(f"cannot read {file} as JSON: {exc}") from None
+    config = _json(file)
     if not isinstance(config, dict):
         raise DhwtError(f"{file} must hold a JSON object, got {type(config).__name__}")
     return config
+
+
+def _json(file: Path) -> object:
+    try:
+        return json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise DhwtError(f"cannot read {file} as JSON: {reason(exc)}") from None
 
 
 def _tensor_files(path: Path) -> dict[str, Path]:
@@ -121,12 +125,13 @@ def _tensor_files(path: Path) -> dict[str, Path]:
     in every *.safetensors file of the folder."""
     index = path / INDEX
     if index.is_file():
-        try:
-            weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-            return {name: path / file for name, file in weight_map.items()}
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError,
-                AttributeError) as exc:
-            raise DhwtError(f"cannot read the weight map of {index}: {exc!r}") from None
+        weight_map = _json(index)
+        weight_map = weight_map.get("weight_map") if isinstance(weight_map, dict) else None
+        if not (isinstance(weight_map, dict)
+                and all(isinstance(file, str) for file in weight_map.values())):
+            raise DhwtError(f"{index} holds no weight map (\"weight_map\": an object of tensor "
+                            "name -> safetensors file name)")
+        return {name: path / file for name, file in weight_map.items()}
     files = sorted(path.glob("*.safetensors"))
     if not files:
         others = sorted(p.name for p in path.iterdir() if p.suffix in (".bin", ".pt", ".pth"))
@@ -144,7 +149,7 @@ def _tensor_files(path: Path) -> dict[str, Path]:
             with safe_open(str(file), framework="pt") as f:
                 names.update({name: file for name in f.keys()})
         except Exception as exc:  # safetensors raises its own types for corrupt files
-            raise DhwtError(f"cannot read {file} as safetensors: {exc}") from None
+            raise DhwtError(f"cannot read {file} as safetensors: {reason(exc)}") from None
     return names
 
 
@@ -156,9 +161,9 @@ def _read(file: Path, name: str) -> np.ndarray:
         with safe_open(str(file), framework="pt") as f:
             tensor = f.get_tensor(name)
     except FileNotFoundError:
-        raise DhwtError(f"{file} (listed as holding {name}) does not exist") from None
+        raise DhwtError(f"{shorten(file)} (listed as holding {name}) does not exist") from None
     except Exception as exc:  # safetensors raises its own types for corrupt files
-        raise DhwtError(f"cannot read {name} from {file}: {exc}") from None
+        raise DhwtError(f"cannot read {name} from {shorten(file)}: {reason(exc)}") from None
     if tensor.ndim != 2:
         raise DhwtError(f"{name} in {file.name} has shape {tuple(tensor.shape)}; an embedding "
                         "matrix is (tokens, dimensions)")
@@ -181,7 +186,7 @@ def _tokens(path: Path) -> tuple[Callable[[int], str], int | None, str | None]:
     try:
         tokenizer = Tokenizer.from_file(str(file))
     except Exception as exc:  # tokenizers raises its own exception type
-        return by_id, None, f"cannot read {TOKENIZER} ({exc}): tokens are shown by id"
+        return by_id, None, f"cannot read {TOKENIZER} ({reason(exc)}): tokens are shown by id"
 
     def text(i: int) -> str:
         return tokenizer.decode([i], skip_special_tokens=False) or tokenizer.id_to_token(i) or f"#{i}"
@@ -201,13 +206,16 @@ def count_tokens(path: str | Path, corpus: str | Path) -> np.ndarray:
     except ImportError:
         raise DhwtError("counting tokens in a corpus needs the tokenizers package: pip install "
                         "'dhwt[text]'") from None
-    tokenizer = Tokenizer.from_file(str(file))
+    try:
+        tokenizer = Tokenizer.from_file(str(file))
+    except Exception as exc:  # tokenizers raises its own exception type
+        raise DhwtError(f"cannot read {file}: {reason(exc)}") from None
     try:
         lines = Path(corpus).read_text(encoding="utf-8").splitlines()
     except FileNotFoundError:
         raise DhwtError(f"corpus {corpus} does not exist") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise DhwtError(f"cannot read corpus {corpus} as UTF-8 text: {exc}") from None
+        raise DhwtError(f"cannot read corpus {corpus} as UTF-8 text: {reason(exc)}") from None
     size = tokenizer.get_vocab_size(with_added_tokens=True)
     counts = np.zeros(size, np.int64)
     for batch in range(0, len(lines), 4096):
