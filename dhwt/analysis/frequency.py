@@ -31,16 +31,20 @@ def check_counts(counts: object, where: str) -> np.ndarray:
 
 def frequency_groups(counts: np.ndarray, buckets: int) -> list[np.ndarray]:
     """Positions into counts, sorted by count (ties by position) and cut into `buckets` groups
-    of equal size (np.array_split, rarest first; fewer groups when there are fewer tokens).
+    of equal size (np.array_split, rarest first; fewer groups when there are fewer tokens, none
+    when there are none).
 
     Examples:
         >>> [g.tolist() for g in frequency_groups(np.array([5, 1, 9, 3]), 2)]
         [[1, 3], [0, 2]]
+        >>> frequency_groups(np.array([]), 2)
+        []
     """
     if isinstance(buckets, bool) or not isinstance(buckets, int) or buckets < 1:
         raise DhwtError(f"buckets must be an integer >= 1, got {buckets!r}")
     order = np.argsort(counts, kind="stable")
-    return [g for g in np.array_split(order, min(buckets, len(order))) if len(g)]
+    return [g for g in np.array_split(order, min(buckets, len(order))) if len(g)] if len(order) \
+        else []
 
 
 def frequency_buckets(counts: np.ndarray, values: Sequence[np.ndarray],

@@ -7,6 +7,7 @@ A matrix is named by one string:
   dhwt snapshots; any tensor name of the file) or the only tensor in the file; `.pt` is read with torch.load(weights_only=True)
   and may hold a tensor or a dict of tensors;
 - `RUN_DIR@STEP` or `RUN_DIR@last`: the snapshot embeddings/step_XXXXXXX.safetensors of a dhwt run.
+  A path that exists is that file or folder, @ or not: the run `untie@2000` is `untie@2000@last`.
 3-D arrays (an ensemble's members) give the row `member`.
 """
 
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dhwt.runs.snapshots import read_snapshot, snapshot_paths
+from dhwt.runs.snapshots import read_snapshot, snapshot_paths, snapshot_step
 from dhwt.errors import DhwtError, brief, reason
 from dhwt.userfiles import load_npy
 
@@ -47,6 +48,10 @@ def load_matrix(spec: str, *, side: str = "input", member: int = 0) -> Matrix:
         snap = read_snapshot(_snapshot_file(run_dir, step))
         values, vocab = getattr(snap, side), snap.vocab
         label = f"{run_dir} step {snap.step} {side}"
+    elif path.is_dir():
+        steps = brief(map(snapshot_step, snapshot_paths(spec)), str)
+        raise DhwtError(f"{spec} is a run directory: name one of its snapshots, {spec}@last or "
+                        f"{spec}@STEP (steps {steps})")
     elif not path.is_file():
         raise DhwtError(f"{spec} is not a file (nor RUN_DIR@STEP of an existing run)")
     elif path.stat().st_size == 0:
@@ -83,8 +88,8 @@ def _snapshot_file(run_dir: str, step: str) -> Path:
         raise DhwtError(f"{run_dir}@{step}: the step must be a whole number or 'last'")
     wanted = Path(run_dir) / "embeddings" / f"step_{int(step):07d}.safetensors"
     if wanted not in paths:
-        steps = ", ".join(p.stem.removeprefix("step_").lstrip("0") or "0" for p in paths)
-        raise DhwtError(f"{run_dir} has no snapshot at step {int(step)}; snapshots: {steps}")
+        raise DhwtError(f"{run_dir} has no snapshot at step {int(step)}; snapshots: "
+                        f"{brief(map(snapshot_step, paths), str)}")
     return wanted
 
 
@@ -130,9 +135,12 @@ def _pick(content: dict[str, np.ndarray] | np.ndarray, side: str,
 
 
 def read_tokens(path: str) -> np.ndarray:
-    """Token ids from a .npy file or a text file of whole numbers (whitespace separated)."""
+    """Token ids from a .npy file or a text file of whole numbers (whitespace separated); at
+    least one."""
     values = _read_numbers(path, "token ids")
-    if values.size and not np.array_equal(values, np.round(values)):
+    if not values.size:
+        raise DhwtError(f"token ids file {path} names no token")
+    if not np.array_equal(values, np.round(values)):
         raise DhwtError(f"{path} must hold whole-number token ids")
     return values.astype(np.int64).ravel()
 

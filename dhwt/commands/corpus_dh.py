@@ -135,7 +135,7 @@ def _check(options: CorpusDhOptions) -> None:
         _integer(options.order, "order", 1)
     _integer(options.dim, "dim", 1)
     _integer(options.buckets, "buckets", 1)
-    _integer(options.top, "top", 0)
+    _integer(options.top, "top", 1)
     _integer(options.seed, "seed", 0)
     if options.samples is not None:
         _integer(options.samples, "samples", 1)

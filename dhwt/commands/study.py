@@ -307,8 +307,12 @@ def _splits(study: Study) -> dict[str, object]:
 
 
 def _check_pairs(study: Study, vocab: Sequence[str]) -> None:
-    """DhwtError naming an [analysis] pair's symbol that the language does not have."""
+    """DhwtError naming an [analysis] pair of one symbol, or one's symbol that the language does
+    not have."""
     for pair in study.pairs or ():
+        if pair[0] == pair[1]:
+            raise DhwtError(f"study file {study.path}: [analysis] pair {list(pair)} is one symbol "
+                            "twice; a pair is two symbols")
         unknown = [s for s in pair if s not in vocab]
         if unknown:
             raise DhwtError(f"study file {study.path}: [analysis] pair {list(pair)} names "

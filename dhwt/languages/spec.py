@@ -32,6 +32,10 @@ def read_spec(name_or_path: str) -> tuple[str, dict]:
         text = (resources.files(BUILTIN_PACKAGE) / f"{name_or_path}.toml").read_text("utf-8")
         return name_or_path, parse_toml(text, f"built-in grammar {name_or_path!r}")
     path = Path(name_or_path)
+    if path.is_dir():
+        spec = path / "spec.toml"  # a dataset directory's copy of its grammar
+        hint = f"; its dataset's grammar is {str(spec)!r}" if spec.is_file() else ""
+        raise DhwtError(f"grammar {name_or_path!r} is a directory, not a grammar TOML{hint}")
     if not path.is_file():
         looks_like_path = path.suffix == ".toml" or len(path.parts) > 1
         problem = "no such file" if looks_like_path else "neither a built-in name nor a file"
