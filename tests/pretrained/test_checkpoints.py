@@ -238,6 +238,13 @@ def bad(tmp_path, matrices):
     (tmp_path / "badjson").mkdir()
     (tmp_path / "badjson" / "config.json").write_text("{not json")
     cases["bad config"] = (tmp_path / "badjson", "cannot read")
+    for name, index, words in (("binary index", b"\xc5\xd7" * 1_000, "as JSON: 'utf-8' codec"),
+                               ("deep index", b"[" * 100_000, "as JSON: maximum recursion"),
+                               ("no weight map", b'{"weight_map": ["a"]}', "holds no weight map")):
+        folder = write_checkpoint(tmp_path / name, {"model.embed_tokens.weight": e},
+                                  {"model_type": "llama"})
+        (folder / "model.safetensors.index.json").write_bytes(index)
+        cases[name] = (folder, words)
     return cases
 
 
