@@ -44,7 +44,8 @@ class _Group(_OnceEach, click.Group):
 @click.group(cls=_Group,
              context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="dhwt")
-@click.option("--debug", is_flag=True, help="Show full tracebacks instead of one-line errors.")
+@click.option("--debug", is_flag=True,
+              help="Show full tracebacks instead of one-line errors (also after the command).")
 @click.pass_context
 def cli(ctx: click.Context, debug: bool) -> None:
     """dhwt: token embeddings, tying, and the distributional hypothesis.
