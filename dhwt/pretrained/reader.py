@@ -155,6 +155,7 @@ def _tensor_files(path: Path) -> dict[str, Path]:
 
 def _read(file: Path, name: str) -> np.ndarray:
     """One tensor as a finite float32 (V, d) matrix."""
+    import torch
     from safetensors import safe_open
 
     try:
@@ -167,6 +168,8 @@ def _read(file: Path, name: str) -> np.ndarray:
     if tensor.ndim != 2:
         raise DhwtError(f"{name} in {file.name} has shape {tuple(tensor.shape)}; an embedding "
                         "matrix is (tokens, dimensions)")
+    if tensor.dtype == torch.float64:  # checked before float32 turns values past 3e38 to inf
+        return check_matrix(tensor.numpy(), name).astype(np.float32)
     return check_matrix(tensor.float().numpy(), name)
 
 

@@ -229,6 +229,10 @@ def bad(tmp_path, matrices):
                                                          "lm_head.weight": rotated},
                                       {"model_type": "llama", "tie_word_embeddings": False}),
                      "NaN or infinite values (1 rows, first row 7)"),
+        "huge float64": (write_checkpoint(tmp_path / "huge",
+                                          {"model.embed_tokens.weight": e * 1e300},
+                                          {"model_type": "llama"}, dtype=torch.float64),
+                         "has values too large for float32 scores"),
     }
     (tmp_path / "empty").mkdir()
     (tmp_path / "bin").mkdir()
