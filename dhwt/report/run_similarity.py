@@ -76,7 +76,9 @@ def similarity_lines(runs: Mapping[str, Path], out: Path,
     heading = ["## Similarity of embedding spaces over training", ""]
     k, k_note = choose_k(options.k, n)
     if n <= k:
-        return heading + [f"Skipped: {n} tokens, not more than k = {k}{k_note} neighbours.", ""]
+        why = ("no token was seen in training (every count is 0)" if tokens is not None and not n
+               else f"{n} tokens, not more than k = {k}{k_note} neighbours")
+        return heading + [f"Skipped: {why}.", ""]
     result = similarity_curves(
         sources, k=k, metric=options.metric, measures=measures, tokens=tokens,
         weights=counts if options.weighted else None, chance=options.chance, seed=options.seed,

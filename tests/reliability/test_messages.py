@@ -376,3 +376,14 @@ def test_a_run_named_with_an_at_sign_is_a_run(two_members, tmp_path, cli):
              "(steps 0, 1, 2)")
     code, out, err = cli(["knn", f"{run}@last", f"{run}@0", "--no-baseline"])
     assert code == 0 and f"A: {run} step 2 input" in out and f"B: {run} step 0 input" in out, err
+
+
+def test_analyze_with_no_token_seen_says_so_not_k(two_members, tmp_path, cli):
+    n = read_snapshot(snapshot_paths(two_members)[-1]).input.shape[1]
+    np.save(tmp_path / "zero.npy", np.zeros(n))
+    code, _, err = cli(["analyze", two_members, "--tokens", "seen", "--counts",
+                        tmp_path / "zero.npy", "--similarity", "knn", "--out", tmp_path / "rep"])
+    assert code == 0, err
+    text = (tmp_path / "rep" / "report.md").read_text()
+    assert "Skipped: no token was seen in training (every count is 0)." in text
+    assert "k = " not in text.split("## Similarity")[1]
