@@ -145,9 +145,10 @@ def read_tokens(path: str) -> np.ndarray:
     return values.astype(np.int64).ravel()
 
 
-def read_weights(path: str) -> np.ndarray:
-    """One non-negative weight per token from a .npy file or a text file."""
-    return _read_numbers(path, "weights").astype(np.float64).ravel()
+def read_weights(path: str, what: str = "weights") -> np.ndarray:
+    """One non-negative weight per token (`what`: "token counts" in messages about counts)
+    from a .npy file or a text file."""
+    return _read_numbers(path, what).astype(np.float64).ravel()
 
 
 def _read_numbers(path: str, what: str) -> np.ndarray:

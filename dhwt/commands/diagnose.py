@@ -138,7 +138,7 @@ def _run(path: Path, options: DiagnoseOptions) -> DiagnoseResult:
     counts, counts_source = None, None
     if options.counts or (path / TOKEN_COUNTS).is_file():
         counts_source = options.counts or str(path / TOKEN_COUNTS)
-        counts = _counts(read_weights(counts_source), n, counts_source)
+        counts = _counts(read_weights(counts_source, "token counts"), n, counts_source)
     settings = _settings(options, n)
     history = tie_history(run.config.tying.tie_schedule, snap.step)
     subjects = []
@@ -176,7 +176,7 @@ def _checkpoint(path: Path, options: DiagnoseOptions) -> DiagnoseResult:
                         "not both")
     if options.counts:
         counts_source = options.counts
-        counts = _counts(read_weights(options.counts), n, options.counts)
+        counts = _counts(read_weights(options.counts, "token counts"), n, options.counts)
     elif options.corpus:
         counts_source = f"{options.corpus}, tokenized with {path / 'tokenizer.json'}"
         counts = count_tokens(path, options.corpus)[:n]

@@ -124,11 +124,11 @@ def token_counts(runs: Mapping[str, Path], counts_file: str | None) -> np.ndarra
     """One training count per token id: from counts_file, else the first run's
     token_counts.npy; DhwtError naming both ways when neither exists."""
     if counts_file is not None:
-        return check_counts(read_weights(counts_file), counts_file)
+        return check_counts(read_weights(counts_file, "token counts"), counts_file)
     for run in runs.values():
         path = Path(run) / TOKEN_COUNTS
         if path.is_file():
-            return check_counts(read_weights(str(path)), str(path))
+            return check_counts(read_weights(str(path), "token counts"), str(path))
     first = next(iter(runs.values()))
     raise DhwtError(f"tokens seen in training need counts: {first}/{TOKEN_COUNTS} does not exist "
                     "(the trainer writes it for text tasks); give --counts FILE with one count "

@@ -150,7 +150,7 @@ CASES = {
         (["analyze", "{run}", "--pairs", "0a:0b,1a:1a", "--out", "{a}"],
          "the pair 1a:1a is one symbol twice"),
         (["analyze", "{run}", "--tokens", "seen", "--counts", "{empty.npy}", "--out", "{a}"],
-         "cannot read {empty.npy} as an array of weights: the file is empty"),
+         "cannot read {empty.npy} as an array of token counts: the file is empty"),
         (["analyze", "{run}", "--measure", "fast", "--out", "{a}"],
          "Invalid value for '--measure'"),
         (["analyze", "{run}", "--out", "{file}/a"], "{file}"),
@@ -197,7 +197,7 @@ CASES = {
         (["diagnose", "{run}", "--device", "tpu"], "device must be one of"),
         (["diagnose", "{run}", "--out", "{file}"], "is a file"),
         (["diagnose", "{run}", "--counts", "{empty.npy}"],
-         "cannot read {empty.npy} as an array of weights: the file is empty"),
+         "cannot read {empty.npy} as an array of token counts: the file is empty"),
     ],
     "corpus-dh": [
         (["corpus-dh"], "give one source of counts"),
