@@ -579,7 +579,8 @@ def diagnose_cmd(path: str, out: str | None, as_json: bool, **options: object) -
 @click.option("--buckets", type=int, default=5, show_default=True,
               help="Frequency buckets (equal numbers of tokens sorted by count).")
 @click.option("--top", type=int, default=10, show_default=True,
-              help="Most DH-violating pairs listed.")
+              help="Most DH-violating pairs listed (grammars: by the estimated relations; a "
+                   "corpus: by neighbourhood cosines).")
 @click.option("--min-count", type=float, metavar="N",
               help="Tokens of the listed DH-violating pairs are counted at least N times (rarer "
                    "ones have near-degenerate profiles).  [default: 100 for --corpus, 0 for "
@@ -603,10 +604,11 @@ def corpus_dh_cmd(order: str, out: str | None, as_json: bool, assignments: tuple
     profile is what follows it, p(y | u a); its output profile is how likely it is in each
     context, p(a | c). Both are weighted by PPMI (context smoothing 0.75), reduced by SVD and
     compared by cosine KNN match (overlap |N_in ∩ N_out| / k, Jaccard, chance level), overall,
-    by frequency bucket, and pair by pair (the pairs close in one space and far in the other).
-    For a grammar also: the pairs found semantically (sem) and conditionally (cnd) equivalent
-    from the counts, against the exact relations (precision, recall), and the estimated share
-    of DH-violating pairs beside the exact one.
+    by frequency bucket, and (a corpus) pair by pair: the pairs close in one space and far in
+    the other. For a grammar instead: the pairs found semantically (sem) and conditionally (cnd)
+    equivalent from the counts, against the exact relations (precision, recall), the pairs in
+    one and not the other (the DH-violating ones, furthest from the other first), and the
+    estimated share of DH-violating pairs beside the exact one.
 
     \b
     Examples:

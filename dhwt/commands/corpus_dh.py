@@ -38,6 +38,13 @@ SAMPLED_TOLERANCE = 0.05
 #: tokens have profiles of a few contexts, whose cosines are near 0 or 1 by accident.
 MIN_COUNT = 100
 FIGURE = "figures/overlap_by_frequency.png"
+#: What the listed DH-violating pairs are ranked by, with estimated relations (grammars) and
+#: without (a corpus).
+RANKED_BY_RELATIONS = ("estimated relations: pairs in one of sem, cnd and not the other, "
+                       "largest distance from the other first")
+RANKED_BY_COSINE = ("neighbourhood cosines, no relations estimated: neighbours in one space, "
+                    "largest |cos_in - cos_out| first (blind to a frequency ratio, which breaks "
+                    "cnd)")
 
 
 @dataclass(frozen=True)
@@ -83,6 +90,8 @@ def corpus_dh(options: CorpusDhOptions, *, progress: bool | None = None) -> Resu
     frequency = counts.token_counts
     min_count = options.min_count if options.min_count is not None else (
         0 if language is not None else MIN_COUNT)
+    symbols = None if language is None else np.arange(len(language.symbols))
+    relations = None if language is None else _relations(counts, language, options)
     document = {
         "source": source,
         "order": counts.order,
@@ -96,14 +105,23 @@ def corpus_dh(options: CorpusDhOptions, *, progress: bool | None = None) -> Resu
         "input_output_knn_overlap": _match_summary(found, options.seed),
         "frequency_buckets": _buckets(found, frequency, options.buckets),
         "dh_violating_pairs_min_count": min_count,
-        "dh_violating_pairs": [
+    }
+    if relations is None:
+        document["dh_violating_pairs_ranked_by"] = RANKED_BY_COSINE
+        document["dh_violating_pairs"] = [
             {"pair": [counts.vocab[a], counts.vocab[b]], "ids": [a, b], "cos_in": ci,
              "cos_out": co}
             for a, b, ci, co in cdh.violating_pairs(found, options.top,
-                                                    frequency[found.tokens] >= min_count)],
-    }
-    if language is not None:
-        document["relations"] = _relations(counts, language, options)
+                                                    frequency[found.tokens] >= min_count)]
+    else:
+        document["dh_violating_pairs_ranked_by"] = RANKED_BY_RELATIONS
+        document["dh_violating_pairs"] = [
+            {"pair": [counts.vocab[a], counts.vocab[b]], "ids": [a, b], "in": held,
+             "not_in": "cnd" if held == "sem" else "sem", "departure": departure}
+            for a, b, held, departure in cdh.relation_violations(
+                relations.distance["sem"], relations.distance["cnd"], relations.tolerance,
+                options.top, frequency[symbols] >= min_count)]
+        document["relations"] = relations.document
     per_token = [{"id": int(t), "token": counts.vocab[t], "count": float(frequency[t]),
                   "intersection": int(i), "overlap": float(o), "jaccard": float(j),
                   "chance_intersection": int(c)}
@@ -248,7 +266,17 @@ def _buckets(found: cdh.Neighbourhoods, frequency: np.ndarray, buckets: int) -> 
              "mean_overlap": r["means"][0], "chance_overlap": r["means"][1]} for r in rows]
 
 
-def _relations(counts: cdh.Counts, language, options: CorpusDhOptions) -> dict:  # noqa: ANN001
+@dataclass(frozen=True, eq=False)
+class Relations:
+    """The relations section of the document, with the (m, m) distances over the symbols and
+    the tolerance that predicts a relation from them."""
+
+    document: dict
+    distance: dict[str, np.ndarray]
+    tolerance: float
+
+
+def _relations(counts: cdh.Counts, language, options: CorpusDhOptions) -> Relations:  # noqa: ANN001
     from dhwt.languages.truth import compute_truth
 
     truth = compute_truth(language, "clm")
@@ -289,7 +317,7 @@ def _relations(counts: cdh.Counts, language, options: CorpusDhOptions) -> dict: 
                      "cnd_distance": float(distance["cnd"][i, j]),
                      "sem_true": bool(truth.sem[i, j]), "cnd_true": bool(truth.cnd[i, j])}
                     for i in range(len(names)) for j in range(i + 1, len(names))]
-    return out
+    return Relations(out, distance, tolerance)
 
 
 def _pairs(relation: np.ndarray, names: Sequence[str]) -> list[list[str]]:
@@ -335,10 +363,19 @@ def format_report(document: dict) -> str:
         span = f"{_count(b['count_min'])}-{_count(b['count_max'])}"
         lines.append(f"  {b['bucket']:<6d}  {b['tokens']:<7,d}  {span:<17s}  "
                      f"{b['mean_overlap']:.4f}   {b['chance_overlap']:.4f}")
-    if document["dh_violating_pairs"]:
-        lines.append("most DH-violating pairs (neighbours in one space, largest "
-                     "|cos_in - cos_out|; tokens counted at least "
-                     f"{_count(document['dh_violating_pairs_min_count'])} times):")
+    least = _count(document["dh_violating_pairs_min_count"])
+    if "relations" in document:
+        lines.append(f"most DH-violating pairs (by the {document['dh_violating_pairs_ranked_by']}"
+                     f"; tolerance {document['relations']['tolerance']:g}; tokens counted at "
+                     f"least {least} times):")
+        lines += [f"  {show(p['pair'][0])} ~ {show(p['pair'][1])}: {p['in']}, not {p['not_in']} "
+                  f"({p['not_in']} distance {p['departure']:.4g})"
+                  for p in document["dh_violating_pairs"]]
+        if not document["dh_violating_pairs"]:
+            lines.append("  none")
+    elif document["dh_violating_pairs"]:
+        lines.append(f"most DH-violating pairs (by {document['dh_violating_pairs_ranked_by']}; "
+                     f"tokens counted at least {least} times):")
         for p in document["dh_violating_pairs"]:
             a, b = (show(t) for t in p["pair"])
             lines.append(f"  {a} ~ {b}: cos_in {_signed(p['cos_in'])}  cos_out "
