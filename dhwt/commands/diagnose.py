@@ -19,6 +19,7 @@ from dhwt.analysis.frequency import check_counts
 from dhwt.analysis.knn import check_k
 from dhwt.analysis.matrices import read_weights
 from dhwt.analysis.similarity import copy_residue
+from dhwt.config.schedule import TieSchedule
 from dhwt.config.device import resolve_device
 from dhwt.directories import check_report_dir
 from dhwt.errors import DhwtError
@@ -140,15 +141,18 @@ def _run(path: Path, options: DiagnoseOptions) -> DiagnoseResult:
         counts_source = options.counts or str(path / TOKEN_COUNTS)
         counts = _counts(read_weights(counts_source), n, counts_source)
     settings = _settings(options, n)
-    history = tie_history(run.config.tying.tie_schedule, snap.step)
+    schedule = run.config.tying.tie_schedule
+    history = tie_history(schedule, snap.step)
     subjects = []
     for m, seed in enumerate(snap.seeds):
         name = f"seed {seed}"
         if history is None:
-            subjects.append(Subject(name, f"tied at step {snap.step}", None, "no reading: tied",
-                                    tied_because=f"the tie schedule "
-                                    f"{str(run.config.tying.tie_schedule)!r} ties it at step "
-                                    f"{snap.step}"))
+            since = _last_tie(schedule, snap.step)
+            subjects.append(Subject(
+                name, "tied from the start" if since is None else f"tied since step {since}",
+                None, "no reading: tied",
+                tied_because=f"the tie schedule {str(schedule)!r} " + (
+                    "ties it from the start" if since is None else f"tied it at step {since}")))
             continue
         e_in, e_out = snap.input[m], snap.output[m]
         residue = copy_residue(e_in, e_out)
@@ -207,6 +211,20 @@ def _reading(diagnosis: Diagnosis, history: TieHistory, residue: float | None) -
     chance = diagnosis.chance.mean if diagnosis.chance is not None else float("nan")
     return member_reading(diagnosis.overlap.mean, chance, k=diagnosis.k,
                           metric=diagnosis.metric, history=history, residue=residue)
+
+
+def _last_tie(schedule: TieSchedule, step: int) -> int | None:
+    """The step of the schedule's last tie switch at or before `step` (a switch at N shows from
+    the snapshot of step N on); None: none, so a member tied at `step` is tied from the start.
+
+    Examples:
+        >>> _last_tie(TieSchedule.parse("tie@100", 200), 200)
+        100
+        >>> _last_tie(TieSchedule.parse("untie@50,tie@100", 200), 20) is None
+        True
+    """
+    ties = [e.step for e in schedule.events if e.action == "tie" and e.step <= step]
+    return ties[-1] if ties else None
 
 
 def _step(text: str) -> int:
