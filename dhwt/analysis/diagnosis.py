@@ -52,7 +52,9 @@ class Diagnosis:
 
     tokens: the query token ids (all tokens in exact mode); overlap_per_token: |N_in ∩ N_out| / k
     of each query; input / output: the queries' neighbours in each space; whole_rows: how many
-    rows CKA and Procrustes used; counts: the queries' token counts when counts were given."""
+    rows CKA and Procrustes used; counts: the queries' token counts when counts were given;
+    procrustes: nan when the two widths differ (an orthogonal map needs one width; the KNN
+    match and CKA need none)."""
 
     k: int
     k_note: str
@@ -124,7 +126,8 @@ def diagnose(e_in: np.ndarray, e_out: np.ndarray, *, k: int | None = None, metri
         k=k, k_note=k_note, metric=metric, n_tokens=n, tokens=ids,
         overlap_per_token=match.overlap, jaccard=match.mean_jaccard,
         overlap=mean_estimate(match.overlap, n), chance=chance, cka=whole.cka,
-        procrustes=whole.procrustes.error, whole_rows=len(rows), input=near_in, output=near_out,
+        procrustes=whole.procrustes.error if e_in.shape[1] == e_out.shape[1] else float("nan"),
+        whole_rows=len(rows), input=near_in, output=near_out,
         buckets=() if counts is None else frequency_buckets(match.overlap, ids, counts),
         counts=None if counts is None else np.asarray(counts)[ids],
     )
