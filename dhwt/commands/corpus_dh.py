@@ -137,13 +137,13 @@ def _check(options: CorpusDhOptions) -> None:
         raise DhwtError("give one source of counts: --grammar NAME|PATH or --corpus PATH "
                         "with --tokenizer")
     if options.grammar is None:
-        from dhwt.languages.tokenizers import check_tokenizer
+        from dhwt.languages.tokenizers import LISTED, check_tokenizer
 
         for flag, value in (("--set", options.assignments), ("--samples", options.samples)):
             if value:
                 raise DhwtError(f"{flag} belongs to --grammar, not to --corpus")
         if options.tokenizer is None:
-            raise DhwtError("--corpus needs --tokenizer (char, word, bpe:N or gpt2)")
+            raise DhwtError(f"--corpus needs --tokenizer ({LISTED})")
         check_tokenizer(options.tokenizer)
         if options.order == "full":
             raise DhwtError("--order full (the longest string) needs --grammar; give a number")

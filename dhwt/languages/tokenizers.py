@@ -30,6 +30,8 @@ from dhwt.errors import DhwtError
 EOS = "<eos>"
 UNK = "<unk>"
 NAMES = ("gpt2", "bpe:N", "word", "char")
+#: The tokenizers as a message lists them (every one: a list that omits one misleads).
+LISTED = f"{', '.join(NAMES[:-1])} or {NAMES[-1]}"
 
 
 @dataclass(frozen=True)

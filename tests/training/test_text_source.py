@@ -71,7 +71,7 @@ def test_bad_text_sources_are_one_line_errors(corpus, tmp_path, cli, extra, mess
 def test_text_options_need_a_corpus():
     with pytest.raises(DhwtError, match="seq_len is an option of text corpora"):
         TrainConfig(grammar="parity", seq_len=8)
-    with pytest.raises(DhwtError, match="needs tokenizer"):
+    with pytest.raises(DhwtError, match=r"needs tokenizer \(gpt2, bpe:N, word or char\)"):
         TrainConfig(corpus="wikitext-2", objective="clm", batch_size=2, seq_len=8)
 
 
