@@ -212,7 +212,7 @@ def _grammar_counts(options: CorpusDhOptions):  # noqa: ANN202 (Counts, dict, La
 def _corpus_counts(options: CorpusDhOptions, progress: bool | None):  # noqa: ANN202
     from dhwt.languages.corpus import load_corpus
     from dhwt.languages.token_cache import cache_root, tokenize_corpus
-    from dhwt.languages.tokenizers import make_tokenizer
+    from dhwt.languages.tokenizers import make_tokenizer, shortfall
 
     path = Path(options.corpus)
     if path.is_file() and not path.name.endswith(".tar.xz"):
@@ -232,7 +232,8 @@ def _corpus_counts(options: CorpusDhOptions, progress: bool | None):  # noqa: AN
         ids, vocab = tokens.ids["train"], tokens.vocab
         where = {"corpus": corpus.name, "origin": corpus.origin, "split": "train"}
     counts = cdh.count_stream(ids, vocab, options.order, progress=progress)
-    return counts, {**where, "tokenizer": options.tokenizer, "positions": int(len(ids))}
+    return counts, {**where, "tokenizer": options.tokenizer, "positions": int(len(ids)),
+                    "tokenizer_note": shortfall(options.tokenizer, len(vocab))}
 
 
 def _token_summary(counts: cdh.Counts, found: cdh.Neighbourhoods) -> dict:
@@ -340,8 +341,10 @@ def format_report(document: dict) -> str:
         head = (f"corpus {source['corpus']} ({source['origin']}), tokenizer "
                 f"{source['tokenizer']}, {source['positions']:,} tokens")
     vectors = document["vectors"]
-    lines = [
-        f"corpus-dh: {head}",
+    lines = [f"corpus-dh: {head}"]
+    if source.get("tokenizer_note"):
+        lines.append(f"note: {source['tokenizer_note']}")
+    lines += [
         f"order {document['order']}: context = {document['context']}; "
         f"{document['contexts']:,} contexts, {document['context_next_pairs']:,} (context, next) "
         "pairs",

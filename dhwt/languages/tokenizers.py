@@ -90,6 +90,22 @@ def check_tokenizer(spec: object) -> None:
                         f"merges), got {size!r}")
 
 
+def shortfall(spec: str, vocab_size: int) -> str | None:
+    """What to say when a tokenizer has fewer tokens than `spec` asked for (bpe:N stops merging
+    once every word of the train text is one token, which can be short of N), else None.
+
+    Examples:
+        >>> shortfall("bpe:10000000", 319)
+        'bpe:10000000 asked for 10,000,000 tokens and learned 319: the train text has no more...'
+        >>> shortfall("bpe:300", 300) is None, shortfall("word", 12) is None
+        (True, True)
+    """
+    if not spec.startswith("bpe:") or vocab_size >= int(spec.removeprefix("bpe:")):
+        return None
+    return (f"{spec} asked for {int(spec.removeprefix('bpe:')):,} tokens and learned "
+            f"{vocab_size:,}: the train text has no more pairs to merge")
+
+
 def _need_text(text: str | None, spec: str) -> str:
     if text is None:
         raise DhwtError(f"tokenizer {spec!r} is built from the training text; none was given")

@@ -115,6 +115,23 @@ def test_a_text_file_by_characters_with_out(cli, tmp_path):
     assert again[0] == 0, again[2]
 
 
+def test_a_bpe_larger_than_the_text_gives_says_what_it_learned(cli, tmp_path, monkeypatch):
+    pytest.importorskip("tokenizers")
+    monkeypatch.setenv("DHWT_CACHE", str(tmp_path / "cache"))
+    text = tmp_path / "tiny.txt"
+    text.write_text(TEXT)
+    code, out, err = cli(["corpus-dh", "--corpus", text, "--tokenizer", "bpe:10000000", "--dim",
+                          "5", "--json"])
+    assert code == 0, err
+    learned = json.loads(out)["tokens"]["vocabulary"]
+    assert 257 <= learned < 10_000_000
+    code, out, err = cli(["corpus-dh", "--corpus", text, "--tokenizer", "bpe:10000000", "--dim",
+                          "5"])
+    assert code == 0, err
+    assert out.splitlines()[1] == (f"note: bpe:10000000 asked for 10,000,000 tokens and learned "
+                                   f"{learned:,}: the train text has no more pairs to merge")
+
+
 def test_out_refuses_a_folder_of_the_users_files(cli, tmp_path):
     mine = tmp_path / "mine"
     mine.mkdir()
