@@ -19,8 +19,8 @@ from dhwt.analysis.frequency import check_counts
 from dhwt.analysis.knn import check_k
 from dhwt.analysis.matrices import read_weights
 from dhwt.analysis.similarity import copy_residue
-from dhwt.config.schedule import TieSchedule
 from dhwt.config.device import resolve_device
+from dhwt.config.schedule import TieSchedule
 from dhwt.directories import check_report_dir
 from dhwt.errors import DhwtError
 from dhwt.report.dh_reading import TieHistory, member_reading, tie_history
