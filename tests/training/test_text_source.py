@@ -13,6 +13,7 @@ import pytest
 from dhwt.errors import DhwtError
 from dhwt.commands.study import load_study
 from dhwt.config import TrainConfig
+from dhwt.runs.run import load_run
 
 WORDS = "the cat sat on a mat and the dog ran to the red door".split()
 
@@ -49,6 +50,18 @@ def test_train_on_a_corpus_folder_reports_full_valid_and_test_perplexity(corpus,
     assert f"{math.exp(final[0]['loss']):.2f}" in report
     config = TrainConfig.from_toml(tmp_path / "run" / "config.toml")
     assert (config.data.corpus, config.data.tokenizer, config.data.seq_len) == (str(corpus), "word", 5)
+
+
+def test_the_report_says_the_vocabulary_a_bpe_learned(corpus, tmp_path, cli):
+    """The corpus has 14 words: bpe:100000 stops merging far short of 100,000 tokens."""
+    code, out, err = cli(["train", "--corpus", str(corpus), "--tokenizer", "bpe:100000",
+                          "--seq-len", "5", *MODEL, "--out", str(tmp_path / "run")])
+    assert code == 0, err
+    learned = len(load_run(tmp_path / "run").embeddings().vocab)
+    assert 257 <= learned < 100_000
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert (f"tokenizer `bpe:100000` (bpe:100000 asked for 100,000 tokens and learned "
+            f"{learned:,}: the train text has no more pairs to merge)") in report
 
 
 @pytest.mark.parametrize("extra, message", [
