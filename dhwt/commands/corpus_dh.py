@@ -43,8 +43,8 @@ FIGURE = "figures/overlap_by_frequency.png"
 RANKED_BY_RELATIONS = ("estimated relations: pairs in one of sem, cnd and not the other, "
                        "largest distance from the other first")
 RANKED_BY_COSINE = ("neighbourhood cosines, no relations estimated: neighbours in one space, "
-                    "largest |cos_in - cos_out| first (blind to a frequency ratio, which breaks "
-                    "cnd)")
+                    "largest |cos_in - cos_out| first; blind to a frequency ratio, which breaks "
+                    "cnd")
 
 
 @dataclass(frozen=True)
