@@ -144,10 +144,12 @@ def _comparison_lines(found: Mapping[str, Escapes], configs: Mapping[str, object
     below, above = detectable(share, len(base.seeds))
     sides = [f"below {100 * below:.0f}%" if not np.isnan(below) else "",
              f"above {100 * above:.0f}%" if not np.isnan(above) else ""]
-    reach = " or ".join(s for s in sides if s) or "no share at all"
+    reach = " or ".join(s for s in sides if s)
+    found_when = (f"only when the run's share is {reach}" if reach else
+                  "for no share at all")
     lines += ["", f"What this design can find: with {len(base.seeds)} seeds a run, a two-sided "
               f"Fisher exact test at level 0.05 tells a run from {first} "
-              f"({100 * share:.0f}% left) with 80% power only when the run's share is {reach} "
-              "(exact power, for independent seeds; dhwt.analysis.escape.detectable). Smaller "
-              "differences are beyond it, whatever the p-values above."]
+              f"({100 * share:.0f}% left) with 80% power {found_when} (exact power, for "
+              "independent seeds; dhwt.analysis.escape.detectable). Smaller differences are "
+              "beyond it, whatever the p-values above."]
     return lines
