@@ -206,7 +206,8 @@ def _checkpoint(path: Path, options: DiagnoseOptions) -> DiagnoseResult:
 def _reading(diagnosis: Diagnosis, history: TieHistory, residue: float | None) -> str:
     chance = diagnosis.chance.mean if diagnosis.chance is not None else float("nan")
     return member_reading(diagnosis.overlap.mean, chance, k=diagnosis.k,
-                          metric=diagnosis.metric, history=history, residue=residue)
+                          metric=diagnosis.metric, history=history, residue=residue,
+                          vocab=diagnosis.n_tokens)
 
 
 def _step(text: str) -> int:
