@@ -107,3 +107,30 @@ def test_runs_without_population_lines_get_no_plateau_section(runs, tmp_path, cl
     assert cli(["analyze", tmp_path / "plain", "--out", tmp_path / "rep", "--similarity",
                 "none"])[0] == 0
     assert "## Leaving the plateau" not in (tmp_path / "rep" / "report.md").read_text()
+
+
+def test_runs_of_different_seeds_are_compared_by_log_rank_and_holm_counts_the_tests():
+    import numpy as np
+
+    from dhwt.analysis.escape import Escapes, holm, logrank
+    from dhwt.config.run import TrainConfig
+    from dhwt.report.escape_report import _comparison_lines
+
+    def arm(seeds, steps, left):
+        return Escapes(tuple(seeds), np.array(steps), np.array(left, bool),
+                       np.array(left, bool), 0.85, 100)
+
+    found = {"tied": arm(range(6), [10, 20, 30, 100, 100, 100], [1, 1, 1, 0, 0, 0]),
+             "other seeds": arm(range(10, 16), [5, 6, 7, 8, 9, 100], [1, 1, 1, 1, 1, 0]),
+             "untied": arm(range(6), [5, 20, 100, 100, 40, 100], [1, 1, 0, 0, 1, 0])}
+    configs = {name: TrainConfig(grammar="parity", steps=100, tie_schedule=schedule)
+               for name, schedule in (("tied", "tied"), ("other seeds", "untied"),
+                                      ("untied", "untied"))}
+    text = "\n".join(_comparison_lines(found, configs))
+    z, p = logrank(found["other seeds"], found["tied"])
+    row = next(x for x in text.splitlines() if x.startswith("| other seeds |"))
+    assert "| independent seeds |" in row and f"log-rank z {z:+.2f}, p {p:.3g}" in row
+    untied = next(x for x in text.splitlines() if x.startswith("| untied |"))
+    assert "6: untied first in 2, tied first in 1, alike in 3" in untied  # seeds 0, 4; 2
+    adjusted = holm([p, 1.0])
+    assert f"| {adjusted[0]:.3g} |" in row and "2 tests here" in text
