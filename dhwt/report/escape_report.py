@@ -120,8 +120,8 @@ def _comparison_lines(found: Mapping[str, Escapes], configs: Mapping[str, object
     adjusted = holm(pvalues)
     tests = int(np.sum(~np.isnan(pvalues)))
     lines = ["", f"Each run against {first}. Runs that share seeds are compared seed by seed "
-             "(one member per run and seed: the stratified log-rank test, which is an exact "
-             "sign test on which run left first), and only over the seeds still on the plateau "
+             "(one member per run and seed, the log-rank test stratified by seed reduces to a "
+             "sign test on which run left first, taken here exactly), and only over the seeds still on the plateau "
              "in both where the runs part: an untie@N run is its tied twin, bit for bit, up to "
              "step N, so an escape before N is one event, not one in each run. Runs of "
              "different seeds: the log-rank test. Difference: the share off the plateau by the "
