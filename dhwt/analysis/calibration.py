@@ -22,7 +22,7 @@ Only a model near the calibration's (vocabulary and width within a factor NEAR o
 placed on it. A model far from it, or of unknown size, is not: its excess is not read as a
 synthetic violation level, and no price of tying measured on the synthetic languages is attached
 to it; instead the prices of tying measured on different footing (the synthetic languages,
-PRICES_ELSEWHERE) are shown side by side, since they disagree by three orders of magnitude.
+PRICES_ELSEWHERE) are shown side by side, since they disagree about 500-fold.
 """
 
 from __future__ import annotations
@@ -202,8 +202,8 @@ def calibration_table(document: object, *, k: int = 10, metric: str = "ip",
              and entry.get("metric") == metric}
     if len(sizes) > 1:
         raise DhwtError(f"{source} mixes vocabulary sizes {sorted(sizes)} at k {k} / {metric}")
-    model = (document.get("settings") or {}).get("model") if isinstance(
-        document.get("settings"), dict) else None
+    settings = document.get("settings")
+    model = settings.get("model") if isinstance(settings, dict) else None
     width = model.get("d_model") if isinstance(model, dict) else None
     return CalibrationTable(k=k, metric=metric, V=sizes.pop(), interval=interval,
                             levels=tuple(sorted(chosen, key=lambda x: x.excess_mean)),
