@@ -239,7 +239,8 @@ def _reading(diagnosis: Diagnosis, history: TieHistory, residue: float | None) -
         return "no reading (the chance level was not computed: --chance-queries 0)"
     chance = diagnosis.chance.mean
     return member_reading(diagnosis.overlap.mean, chance, k=diagnosis.k,
-                          metric=diagnosis.metric, history=history, residue=residue)
+                          metric=diagnosis.metric, history=history, residue=residue,
+                          vocab=diagnosis.n_tokens)
 
 
 def _last_tie(schedule: TieSchedule, step: int) -> int | None:

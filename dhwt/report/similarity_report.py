@@ -82,7 +82,7 @@ def similarity_section(result: SimilarityCurves, out: Path, *, score: str = "ove
             t = _last(c, "overlap")
             chance = c.values.get("chance_overlap", np.full(len(result.steps), np.nan))[t]
             reading = _reading(c, t, int(result.steps[t]), chance, schedules, result.k,
-                               result.metric)
+                               result.metric, result.n_tokens)
             lines.append(f"| {c.a} | {result.steps[t]} | {c.values['jaccard'][t]:.4f} | "
                          f"{c.values['overlap'][t]:.4f} | {_cell(c, 'chance_overlap', t)} | "
                          f"{reading} |")
@@ -102,13 +102,14 @@ _METRIC = {"ip": "raw inner product", "cos": "cosine", "l2": "Euclidean distance
 
 
 def _reading(curve: Curve, t: int, step: int, chance: float,
-             schedules: Mapping[str, TieSchedule] | None, k: int, metric: str) -> str:
+             schedules: Mapping[str, TieSchedule] | None, k: int, metric: str,
+             vocab: int) -> str:
     """The DH reading of a dh curve at index t, withheld right after an untie."""
     schedule = (schedules or {}).get(curve.a)
     residue = curve.values["copy_residue"][t] if "copy_residue" in curve.values else None
     return member_reading(curve.values["overlap"][t], chance, k=k, metric=metric,
                           history=tie_history(schedule, step) if schedule is not None else None,
-                          residue=residue)
+                          residue=residue, vocab=vocab)
 
 
 def _has(curves: Sequence[Curve], score: str) -> bool:
