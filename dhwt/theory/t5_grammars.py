@@ -366,12 +366,13 @@ def random_spec(gen: np.random.Generator) -> dict:
 
 
 def _without_positivity(gen: np.random.Generator, name: str, tries: int = 100) -> Language:
-    """A random_spec language where (P), (M) or (N) fails somewhere (most do not: redraw)."""
+    """A random_spec language where (P), (M) or (N) fails somewhere (most draws have all three:
+    redraw, at most `tries` times; then the last draw)."""
     for _ in range(tries):
         language = language_from_spec(random_spec(gen), name)
         if any(failed_hypotheses(language, *symbol_strings(language)).values()):
-            return language
-    raise RuntimeError(f"no grammar without positivity in {tries} draws")
+            break
+    return language
 
 
 def _summary(findings: list[Findings]) -> str:
