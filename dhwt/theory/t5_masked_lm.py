@@ -272,10 +272,9 @@ CHECKS = (
     Check("T5", "random grammars", "exhaustive",
           "mlm: no cnd-only; sem <=> ratio",
           deferred("dhwt.theory.t5_grammars", "random_grammars")),
-    Check("T5", "tied + bias, masked pair", "empirical",
-          "split twin exact; no added price",
-          deferred("dhwt.theory.price", "masked_bias_pays_nothing", trains=True)),
-    Check("T5", "causal conflict bound", "empirical",
-          "excess >= B_b(delta); B_b(0) > 0",
-          deferred("dhwt.theory.price", "causal_bound", trains=True)),
-)
+    Check("T5", "merged rows, masked pair", "empirical",
+          "merged: B(0) w/o bias, 0 with",
+          deferred("dhwt.theory.price", "masked_merged_rows")),
+    Check("T5", "merged rows, causal conflict", "empirical",
+          "merged + bias pays B_b(0) > 0",
+          deferred("dhwt.theory.price", "causal_merged_rows")))

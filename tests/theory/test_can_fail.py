@@ -254,13 +254,28 @@ def test_t5_exhaustive_checks_fail_without_a_hypothesis(monkeypatch, check, hypo
     assert fails(getattr(t5_grammars, check)(0))
 
 
-def test_t5_empirical_checks_fail_under_a_wrong_claim():
-    from dhwt.commands.train import train
+@pytest.mark.slow
+def test_t5_masked_merged_rows_fail_when_the_rows_are_not_held_merged():
+    from dhwt.theory import price
+
+    # "merged" arms trained with free rows: without a bias they no longer pay B(0)
+    assert fails(price.masked_merged_rows(0, merge=False))
+
+
+@pytest.mark.slow
+def test_t5_masked_construction_fails_with_a_wrong_split():
     from dhwt.theory import price
 
     # the bias split at 1 : 1 instead of the pair's 1 : 9: the split model's excess moves
-    assert fails(price.masked_bias_pays_nothing(0, train, steps=300,
-                                                shares={"s1": 0.5, "s2": 0.5}))
-    # a bound computed as if ||h|| were 100 times smaller than sqrt(d): rows that far apart
-    # would pay B_b(delta) > 0, more than the trained members' excess
-    assert fails(price.causal_bound(0, train, norm_scale=0.001))
+    assert fails(price.masked_merged_rows(0, shares={"s1": 0.5, "s2": 0.5}))
+
+
+@pytest.mark.slow
+def test_t5_causal_merged_rows_fail_under_a_wrong_claim():
+    from dhwt.theory import price
+
+    # a bound computed as if ||h|| were 1000 times smaller than sqrt(d): rows that far apart
+    # would pay B_b(delta) > 0, more than the free members' excess
+    assert fails(price.causal_merged_rows(0, norm_scale=0.001))
+    # a constant ratio (1 : 9 after b too): B_b(0) = 0, there is no conflict to pay for
+    assert fails(price.causal_merged_rows(0, after_b=price.KAPPA))
