@@ -282,9 +282,9 @@ def random_branched_spec(gen: np.random.Generator, mode: str, constant: bool = T
     variants of one class) at one layer after the first, leading to one state alike. A layer
     other than the pair's is a maskable alphabet of one or two symbols or a never-masked
     single symbol. `mode` breaks one hypothesis of (b ⇒) where the pair is sem:
-    - "none": branches of distinct lengths, each with a maskable layer besides the pair's;
-      the pair's ratio is one per branch (`constant`) or one per state of its layer (after a
-      maskable two-symbol layer: not sem);
+    - "none": branches of distinct lengths; the pair's ratio is one per branch (`constant`),
+      or in the first branch one per state of its layer, after a maskable two-symbol layer
+      (then the pair is not sem);
     - "P": two branches of one length, at two ratios ((c)'s shape: that length is no product);
     - "M": the pair after a never-masked two-symbol layer, at a ratio per state;
     - "N": a branch of never-masked single symbols around s1 alone (the (N) counterexample).
