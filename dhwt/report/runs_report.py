@@ -20,7 +20,7 @@ import numpy as np
 
 from dhwt.analysis.closeness import Closeness, pair_closeness
 from dhwt.analysis.escape import SPLIT as POPULATION
-from dhwt.analysis.intervals import count_text, summarise
+from dhwt.analysis.intervals import COSINE, NON_NEGATIVE, SHARE, count_text, summarise
 from dhwt.analysis.population import run_population_fit
 from dhwt.runs.snapshots import read_run
 from dhwt.report.document import write_report
@@ -98,7 +98,8 @@ def write_runs_report(
         "the seeds whose excess is below half the unigram baseline's, with its exact 95% "
         "(Clopper-Pearson) interval. Where a run's seeds split between the plateau and a "
         "learned fit, the outcome is bimodal and is given as the median [quartiles]; else as "
-        "mean ± 95% t-interval (3 or more seeds; fewer: the values).",
+        "mean ± 95% t-interval (3 or more seeds; fewer: the values), clipped where it leaves "
+        "the quantity's range (no loss below 0, no accuracy above 1) and then said so.",
         "",
         "| run | step | cross-entropy (nats) | excess over Bayes | expected accuracy | "
         "off plateau |",
@@ -108,8 +109,9 @@ def write_runs_report(
     for name, fit in fits.items():
         learned, n = int(off[name].sum()), len(fit.seeds)
         split[name] = 0 < learned < n
-        cells = [summarise(v, bimodal=split[name] or None).text()
-                 for v in (fit.cross_entropy, fit.excess, fit.accuracy)]
+        cells = [summarise(v, bimodal=split[name] or None, bounds=bounds).text()
+                 for v, bounds in ((fit.cross_entropy, NON_NEGATIVE), (fit.excess, NON_NEGATIVE),
+                                   (fit.accuracy, SHARE))]
         lines.append(f"| {name} | {fit.step} | {' | '.join(cells)} | {count_text(learned, n)} |")
     lines += [
         "",
@@ -182,7 +184,7 @@ def _closeness_rows(panels, panel_runs, relation, split, off=None) -> list[str]:
         for p, pair in enumerate(c.pairs):
             cells = [summarise(getattr(c, m)[-1, keep, p],
                                bimodal=None if off is not None else split[name] or None,
-                               bounds=(-1, 1) if m == "cosine" else (0, np.inf)).text()
+                               bounds=COSINE if m == "cosine" else NON_NEGATIVE).text()
                      for m in ("raw", "normalised", "cosine")]
             rows.append(f"| {title} | {pair[0]}-{pair[1]} | {_kind(relation, pair)} | "
                         + " | ".join(cells) + " |")
