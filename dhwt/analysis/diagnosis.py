@@ -18,7 +18,7 @@ import numpy as np
 
 from dhwt.analysis.knn import (Neighbours, choose_k, match_neighbours, nearest_neighbours,
                                norm_matched_random)
-from dhwt.analysis.frequency import check_counts, frequency_groups
+from dhwt.analysis.frequency import check_counts, count_span, frequency_groups
 from dhwt.analysis.knn_sample import Estimate, mean_estimate, sample_queries, sampled_neighbours
 from dhwt.analysis.similarity import whole_space
 from dhwt.errors import DhwtError
@@ -170,6 +170,6 @@ def frequency_buckets(overlap: np.ndarray, tokens: np.ndarray,
     for group in frequency_groups(seen_counts, BUCKETS):
         low, high = float(seen_counts[group].min()), float(seen_counts[group].max())
         population = max(len(group), round(len(group) * share))
-        buckets.append(Bucket(f"{low:,.0f}-{high:,.0f}", low, high,
+        buckets.append(Bucket(count_span(low, high), low, high,
                               mean_estimate(seen_overlap[group], population)))
     return tuple(buckets)

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from dhwt.analysis import corpus_dh as cdh
-from dhwt.analysis.frequency import frequency_buckets
+from dhwt.analysis.frequency import count_span, frequency_buckets
 from dhwt.directories import atomic_write_bytes, check_report_dir
 from dhwt.report.document import write_report
 from dhwt.errors import DhwtError
@@ -359,11 +359,12 @@ def format_report(document: dict) -> str:
         f"  jaccard {knn['mean_jaccard']:.4f}  chance {knn['chance_jaccard']:.4f}",
         "  tokens by shared neighbours: " + ", ".join(
             f"{i}: {n:,}" for i, n in enumerate(knn["intersection_histogram"])),
-        "by frequency (equal-size buckets of tokens sorted by count, rarest first):",
+        "by frequency (equal-size buckets of tokens sorted by count, rarest first; tokens of "
+        "one count never split):",
         "  bucket  tokens   count range        overlap  chance",
     ]
     for b in document["frequency_buckets"]:
-        span = f"{_count(b['count_min'])}-{_count(b['count_max'])}"
+        span = count_span(b["count_min"], b["count_max"], _count)
         lines.append(f"  {b['bucket']:<6d}  {b['tokens']:<7,d}  {span:<17s}  "
                      f"{b['mean_overlap']:.4f}   {b['chance_overlap']:.4f}")
     least = _count(document["dh_violating_pairs_min_count"])
@@ -486,9 +487,9 @@ def _figure(document: dict, path: Path) -> None:
     ax = fig.subplots()
     ax.bar(x - 0.2, [b["mean_overlap"] for b in buckets], 0.4, label="input vs output")
     ax.bar(x + 0.2, [b["chance_overlap"] for b in buckets], 0.4, label="chance", color="0.7")
-    ax.set_xticks(x, [f"{_count(b['count_min'])}-{_count(b['count_max'])}" for b in buckets],
+    ax.set_xticks(x, [count_span(b["count_min"], b["count_max"], _count) for b in buckets],
                   rotation=30, fontsize=8)
-    ax.set_xlabel("token count (equal-size buckets)")
+    ax.set_xlabel("token count (equal-size buckets as far as ties allow)")
     ax.set_ylabel(f"mean overlap, k = {document['input_output_knn_overlap']['k']}")
     ax.set_ylim(0, 1)
     ax.grid(alpha=0.3, axis="y")
