@@ -36,9 +36,16 @@ class _Command(_OnceEach, click.Command):
 
 
 class _Group(_OnceEach, click.Group):
-    """The dhwt group; its commands are _Command."""
+    """The dhwt group; its commands are _Command. Ctrl-C reaches main() as click's Abort
+    without the blank line click would print first (main ends the terminal's "^C" line)."""
 
     command_class = _Command
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt as exc:
+            raise click.exceptions.Abort() from exc
 
 
 @click.group(cls=_Group,
@@ -646,7 +653,8 @@ def main(argv: list[str] | None = None) -> None:
             message = "interrupted; nothing was written"  # before a run could keep anything
         else:
             message = "interrupted"
-        click.echo(f"error: {message}", err=True)
+        newline = "\n" if sys.stderr.isatty() else ""  # after the terminal's "^C", not a blank line
+        click.echo(f"{newline}error: {message}", err=True)
         sys.exit(130)
     except OSError as exc:  # a full disk or a path that cannot be written: say which, briefly
         if debug:

@@ -39,3 +39,13 @@ def brief(items: Iterable[object], show: Callable[[object], str] = repr,
     items = list(items)
     head = ", ".join(show(item) for item in items[:limit])
     return head if len(items) <= limit else f"{head}, ... ({len(items):,} in all)"
+
+
+def counted(n: int, noun: str) -> str:
+    """A count and its noun, plural unless the count is 1 (thousands separated).
+
+    Examples:
+        >>> counted(1, "class string"), counted(1024, "symbol string")
+        ('1 class string', '1,024 symbol strings')
+    """
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
