@@ -103,6 +103,23 @@ def legend_below(fig: Figure, axes: Sequence[Axes], title: str | None = None) ->
                ncols=columns, title=title, title_fontsize=8, frameon=False)
 
 
+def spread(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Median, minimum and maximum of `rows` (N, T) at each of the T columns, ignoring nan
+    (nan where a column has no value, without numpy's all-nan warning).
+
+    Examples:
+        >>> [v.tolist() for v in spread(np.array([[1.0, np.nan], [3.0, np.nan], [2.0, np.nan]]))]
+        [[2.0, nan], [1.0, nan], [3.0, nan]]
+    """
+    rows = np.asarray(rows, dtype=float)
+    out = np.full((3, rows.shape[1]), np.nan)
+    some = np.isfinite(rows).any(axis=0)
+    if some.any():
+        kept = rows[:, some]
+        out[:, some] = np.nanmedian(kept, axis=0), np.nanmin(kept, axis=0), np.nanmax(kept, axis=0)
+    return out[0], out[1], out[2]
+
+
 def _band(ax: Axes, x: np.ndarray, values: np.ndarray, label: str | None,
           bounds: tuple[float, float] | None = None, **style) -> None:
     """The mean over seeds (values (T, S)) with its 95% t band (none with fewer than 3 seeds),
