@@ -15,16 +15,20 @@ global backend is switched in the caller's process.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
+from matplotlib import font_manager
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
+from matplotlib.ft2font import FT2Font
 from matplotlib.patheffects import withStroke
+from matplotlib.text import Text
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from dhwt.analysis.closeness import Closeness
@@ -50,13 +54,58 @@ def new_figure(width: float, height: float) -> Figure:
 
 
 def save(fig: Figure, path: str | Path) -> Path:
-    """Write `fig` to `path` atomically."""
+    """Write `fig` to `path` atomically, every text drawable (drawable_text)."""
+    drawable_text(fig)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     fig.savefig(tmp, dpi=120, format=path.suffix.lstrip(".") or "png")
     os.replace(tmp, path)
     return path
+
+
+def drawable_text(fig: Figure) -> None:
+    r"""Let no text of `fig` draw empty boxes (a run named in Chinese on a machine without a
+    Chinese font): characters its font lacks come from an installed font that has them all,
+    else are written as Python escapes (\u672a), which any font draws.
+
+    Examples:
+        >>> fig = new_figure(2, 2)
+        >>> title = fig.suptitle("run \U0010fffd")  # a private-use character: in no font
+        >>> drawable_text(fig)
+        >>> title.get_text()
+        'run \\U0010fffd'
+    """
+    for text in fig.findobj(Text):
+        value = text.get_text()
+        if value.isascii():
+            continue
+        font = _charmap(font_manager.findfont(text.get_fontproperties()))
+        missing = {c for c in value if not c.isspace() and ord(c) not in font}
+        if not missing:
+            continue
+        fallback = _fallback(missing)
+        if fallback is not None:
+            text.set_fontfamily([*text.get_fontfamily(), fallback])
+        else:
+            text.set_text("".join(c.encode("unicode_escape").decode() if c in missing else c
+                                  for c in value))
+
+
+@functools.cache
+def _charmap(path: str) -> frozenset[int]:
+    """The code points a font file has glyphs for."""
+    return frozenset(FT2Font(path).get_charmap())
+
+
+def _fallback(characters: set[str]) -> str | None:
+    """The family name of an installed font with glyphs for all `characters`, if any (not
+    matplotlib's last-resort font, whose glyphs are boxes)."""
+    points = {ord(c) for c in characters}
+    for entry in font_manager.fontManager.ttflist:
+        if not entry.name.startswith("Last Resort") and points <= _charmap(entry.fname):
+            return entry.name
+    return None
 
 
 def step_axis(ax: Axes) -> None:

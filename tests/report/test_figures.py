@@ -9,6 +9,9 @@ import warnings
 
 import numpy as np
 import pytest
+from matplotlib import font_manager
+from matplotlib.font_manager import FontProperties
+from matplotlib.ft2font import FT2Font
 from matplotlib.ticker import NullFormatter
 
 from dhwt.analysis.closeness import Closeness
@@ -134,6 +137,25 @@ def test_hundreds_of_runs_are_overlaid_in_a_few_artists(drawn):
     assert [t.get_text() for t in close.axes[0].texts] == [f"untie@{s}" for s in (10, 20, 30, 40)]
     assert f"{n} runs" in close.axes[0].get_title() and f"{n} runs" in fit.axes[0].get_title()
     assert len(fit.axes[0].collections) == 2  # seeds off and on the plateau: one artist each
+
+
+def test_text_no_font_can_draw_is_escaped_and_a_font_that_can_is_used(tmp_path):
+    fig = figures.new_figure(3, 2)
+    ax = fig.subplots()
+    cjk, circled, private = ax.set_title("run 未绑定"), ax.set_xlabel("Ⓐ"), ax.set_ylabel(
+        "\U0010fffd")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # matplotlib warns of each glyph it draws as a box
+        figures.save(fig, tmp_path / "f.png")
+    assert private.get_text() == "\\U0010fffd"  # in no font: escaped
+    for text, value in ((circled, "Ⓐ"), (cjk, "run 未绑定")):  # in a font that is installed
+        family = text.get_fontfamily()
+        if text.get_text() == value:
+            path = font_manager.findfont(FontProperties(family=family[-1]))
+            assert {ord(c) for c in value if c != " "} <= set(FT2Font(path).get_charmap())
+        else:
+            assert text.get_text() == value.encode("unicode_escape").decode()
+    assert circled.get_text() == "Ⓐ"  # STIXGeneral, shipped with matplotlib, has it
 
 
 def test_log_axis_labels_are_plain_numbers():
