@@ -359,8 +359,7 @@ def format_report(document: dict) -> str:
         f"  jaccard {knn['mean_jaccard']:.4f}  chance {knn['chance_jaccard']:.4f}",
         "  tokens by shared neighbours: " + ", ".join(
             f"{i}: {n:,}" for i, n in enumerate(knn["intersection_histogram"])),
-        "by frequency (equal-size buckets of tokens sorted by count, rarest first; tokens of "
-        "one count never split):",
+        "by frequency (equal-size buckets of tokens sorted by count, rarest first):",
         "  bucket  tokens   count range        overlap  chance",
     ]
     for b in document["frequency_buckets"]:
@@ -489,7 +488,7 @@ def _figure(document: dict, path: Path) -> None:
     ax.bar(x + 0.2, [b["chance_overlap"] for b in buckets], 0.4, label="chance", color="0.7")
     ax.set_xticks(x, [count_span(b["count_min"], b["count_max"], _count) for b in buckets],
                   rotation=30, fontsize=8)
-    ax.set_xlabel("token count (equal-size buckets as far as ties allow)")
+    ax.set_xlabel("token count (equal-size buckets)")
     ax.set_ylabel(f"mean overlap, k = {document['input_output_knn_overlap']['k']}")
     ax.set_ylim(0, 1)
     ax.grid(alpha=0.3, axis="y")
