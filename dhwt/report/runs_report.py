@@ -16,8 +16,6 @@ import itertools
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-import numpy as np
-
 from dhwt.analysis.closeness import Closeness, pair_closeness
 from dhwt.analysis.escape import SPLIT as POPULATION
 from dhwt.analysis.intervals import COSINE, NON_NEGATIVE, SHARE, count_text, summarise
