@@ -282,7 +282,14 @@ def _kept(mask: np.ndarray | None, seeds: int) -> np.ndarray:
     return mask if mask.any() else ~mask
 
 
-def _closeness_overlaid(runs, path, measure, pair_labels, keep, events) -> Path:
+def _closeness_overlaid(
+    runs: Mapping[str, Mapping[str, Closeness]],
+    path: str | Path,
+    measure: str,
+    pair_labels: Mapping[tuple[str, str], str] | None,
+    keep: Mapping[str, np.ndarray] | None,
+    events: Mapping[str, Sequence[object]] | None,
+) -> Path:
     """closeness_figure past COLUMNS runs: one row per pair, one column per matrix kind (tied
     matrix, input, output), every run's mean over its kept seeds overlaid."""
     pairs = next(iter(next(iter(runs.values())).values())).pairs
@@ -294,9 +301,11 @@ def _closeness_overlaid(runs, path, measure, pair_labels, keep, events) -> Path:
         drawn = {name: matrices[side] for name, matrices in runs.items() if side in matrices}
         for row, pair in enumerate(pairs):
             ax = axes[row, col]
-            curves = [(c.steps, getattr(c, measure)[:, _kept(None if keep is None else keep[name],
-                                                            len(c.seeds)), c.pairs.index(pair)]
-                       .mean(axis=1)) for name, c in drawn.items()]
+            curves = []
+            for name, c in drawn.items():
+                seeds = _kept(None if keep is None else keep[name], len(c.seeds))
+                values = getattr(c, measure)[:, seeds, c.pairs.index(pair)]
+                curves.append((c.steps, values.mean(axis=1)))
             _overlay(ax, curves, "median over runs", **SIDE_STYLE[side])
             if measure == "normalised":
                 ax.axhline(1.0, color="grey", lw=0.8, label="1 = the baseline pairs' distance")

@@ -71,7 +71,9 @@ def similarity_section(result: SimilarityCurves, out: Path, *, score: str = "ove
                          f"{c.values['jaccard'][t]:.4f} | {c.values['overlap'][t]:.4f} | "
                          f"{_cell(c, 'chance_overlap', t)} | "
                          f"{c.values['overlap'][peak]:.4f} ({result.steps[peak]}) |")
-        lines += ["", "![KNN match between members](figures/similarity_knn.png)", ""]
+        lines += ["", "The figure groups the pairs (each run's seed pairs, the pairs across runs): "
+                  "per group the median with the range as a band; the table gives every pair.",
+                  "", "![KNN match between members](figures/similarity_knn.png)", ""]
     others = [m for m in OTHER if pairs and m in pairs[0].values]
     if others:
         _others_figure(pairs, others, result, runs, out / "figures" / "similarity_other.png",
