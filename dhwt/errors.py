@@ -82,3 +82,13 @@ def reason(exc: BaseException) -> str:
     """
     return shorten(next((line for line in str(exc).splitlines() if line.strip()),
                         type(exc).__name__))
+
+
+def counted(n: int, noun: str) -> str:
+    """A count and its noun, plural unless the count is 1 (thousands separated).
+
+    Examples:
+        >>> counted(1, "class string"), counted(1024, "symbol string")
+        ('1 class string', '1,024 symbol strings')
+    """
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"

@@ -142,8 +142,9 @@ def load_study(path: str | Path) -> Study:
     for run in runs:
         run = dict(run)
         name = str(run.pop("name", ""))
-        if not name or "/" in name or name.startswith("."):
-            raise DhwtError(f"study file {path}: every [[runs]] needs a plain name, got {name!r}")
+        if not name or "/" in name or name.startswith(".") or not name.isprintable():
+            raise DhwtError(f"study file {path}: every [[runs]] needs a plain name (one line of "
+                            f"printable characters, no '/', not starting with '.'), got {name!r}")
         if name in names:
             raise DhwtError(f"study file {path}: run name {name!r} appears twice")
         names.add(name)

@@ -24,6 +24,9 @@ from dhwt.pretrained.layouts import find_layout
 CONFIG = "config.json"
 INDEX = "model.safetensors.index.json"
 TOKENIZER = "tokenizer.json"
+#: Rows past the tokenizer's tokens are called padding up to this share of the matrix (models
+#: round a vocabulary up to a multiple of 64 to 1,024: well under 10%).
+PADDING = 0.1
 
 
 @dataclass(frozen=True)
@@ -94,9 +97,16 @@ def read_checkpoint(path: str | Path) -> Checkpoint:
     if note:
         notes.append(note)
     if size is not None and size < n_tokens:
+        extra = n_tokens - size
+        why = ("(padding)" if extra <= PADDING * n_tokens else
+               f"({extra / n_tokens:.0%}: more than padding adds, so {TOKENIZER} may not be "
+               "this model's)")
         notes.append(f"rows {size}-{n_tokens - 1} of the {n_tokens}-row matrices have no token in "
-                     f"{TOKENIZER} (padding) and are left out")
+                     f"{TOKENIZER} {why} and are left out")
         n_tokens = size
+    elif size is not None and size > n_tokens:
+        notes.append(f"{TOKENIZER} has {size} tokens and the matrices {n_tokens} rows: ids "
+                     f"{n_tokens}-{size - 1} have no row ({TOKENIZER} may not be this model's)")
     return Checkpoint(path=path, model_type=config.get("model_type"), layout=found.layout.name,
                       input_name=found.input, output_name=found.output,
                       tied_because=tied_because, input=vectors, output=output,

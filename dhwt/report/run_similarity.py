@@ -90,8 +90,9 @@ def similarity_lines(runs: Mapping[str, Path], out: Path,
             if options.tokens == "seen" else "")
     note += ", weighted by training counts" if options.weighted else ""
     schedules = {s.name: load_run(s.run).config.tying.tie_schedule for s in sources}
+    run_of = {s.name: name for s in sources for name, run in runs.items() if Path(run) == s.run}
     return similarity_section(result, out, score=options.score, k_note=k_note, tokens_note=note,
-                              schedules=schedules)
+                              schedules=schedules, runs=run_of)
 
 
 def select_sources(runs: Mapping[str, Path], members: str) -> list[Source]:
