@@ -11,7 +11,7 @@ from collections import Counter
 
 import click
 
-from dhwt.errors import DhwtError, Interrupted
+from dhwt.errors import LINE, DhwtError, Interrupted, shorten
 
 
 class _OnceEach:
@@ -36,15 +36,23 @@ class _Command(_OnceEach, click.Command):
 
 
 class _Group(_OnceEach, click.Group):
-    """The dhwt group; its commands are _Command."""
+    """The dhwt group; its commands are _Command. Ctrl-C reaches main() as click's Abort
+    without the blank line click would print first (main ends the terminal's "^C" line)."""
 
     command_class = _Command
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt as exc:
+            raise click.exceptions.Abort() from exc
 
 
 @click.group(cls=_Group,
              context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="dhwt")
-@click.option("--debug", is_flag=True, help="Show full tracebacks instead of one-line errors.")
+@click.option("--debug", is_flag=True,
+              help="Show full tracebacks instead of one-line errors (also after the command).")
 @click.pass_context
 def cli(ctx: click.Context, debug: bool) -> None:
     """dhwt: token embeddings, tying, and the distributional hypothesis.
@@ -266,7 +274,7 @@ def _trained(result, resume: bool) -> str:  # noqa: ANN001 (a RunResult, importe
               help="Also run the long empirical checks (models trained with dhwt.training on "
                    "EXor; minutes, not seconds).")
 @click.option("--only", metavar="T1,T2,...",
-              help="Run only these theorems (comma-separated, of T1 T2 T3 T4).  [default: all]")
+              help="Run only these theorems (comma-separated, of T1 T2 T3 T4 T5).  [default: all]")
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Seed of every random instance and training run (each check derives its own "
                    "generator from it and its name).")
@@ -453,8 +461,11 @@ def knn_cmd(a_spec: str, b_spec: str, **options: object) -> None:
     run's snapshot). For each token, its k nearest neighbours (exact, self excluded) in A and
     in B are compared; the mean Jaccard and overlap are printed with the chance level of
     norm-matched random directions (shared row norms alone give several percent under ip).
-    Two 50257 x 512 spaces, k=10: about 30 s on a busy 2-core machine, 0.36x the time of two
-    exact faiss searches, 0.7 GB peak memory (experiments/benchmarks/bench_knn.py).
+    Two 50257 x 512 spaces, k=10: 7.3 s on a 2-core Intel Xeon with AMX, 0.43x the time of two
+    exact faiss searches there, 1.0 GB peak memory (experiments/wikitext/README.md).
+    The candidate pass runs in bfloat16 where a probe finds that faster and exact-summing,
+    else float32; DHWT_KNN_PRECISION=float32|bfloat16 forces one. Either way the neighbours
+    are re-ranked and certified in float64: the result does not depend on it.
 
     \b
     Examples:
@@ -579,7 +590,8 @@ def diagnose_cmd(path: str, out: str | None, as_json: bool, **options: object) -
 @click.option("--buckets", type=int, default=5, show_default=True,
               help="Frequency buckets (equal numbers of tokens sorted by count).")
 @click.option("--top", type=int, default=10, show_default=True,
-              help="Most DH-violating pairs listed.")
+              help="Most DH-violating pairs listed (grammars: by the estimated relations; a "
+                   "corpus: by neighbourhood cosines).")
 @click.option("--min-count", type=float, metavar="N",
               help="Tokens of the listed DH-violating pairs are counted at least N times (rarer "
                    "ones have near-degenerate profiles).  [default: 100 for --corpus, 0 for "
@@ -603,10 +615,11 @@ def corpus_dh_cmd(order: str, out: str | None, as_json: bool, assignments: tuple
     profile is what follows it, p(y | u a); its output profile is how likely it is in each
     context, p(a | c). Both are weighted by PPMI (context smoothing 0.75), reduced by SVD and
     compared by cosine KNN match (overlap |N_in ∩ N_out| / k, Jaccard, chance level), overall,
-    by frequency bucket, and pair by pair (the pairs close in one space and far in the other).
-    For a grammar also: the pairs found semantically (sem) and conditionally (cnd) equivalent
-    from the counts, against the exact relations (precision, recall), and the estimated share
-    of DH-violating pairs beside the exact one.
+    by frequency bucket, and (a corpus) pair by pair: the pairs close in one space and far in
+    the other. For a grammar instead: the pairs found semantically (sem) and conditionally (cnd)
+    equivalent from the counts, against the exact relations (precision, recall), the pairs in
+    one and not the other (the DH-violating ones, furthest from the other first), and the
+    estimated share of DH-violating pairs beside the exact one.
 
     \b
     Examples:
@@ -624,38 +637,50 @@ def corpus_dh_cmd(order: str, out: str | None, as_json: bool, assignments: tuple
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the CLI, turning user errors into `error: ...` and exit code 2."""
-    args = sys.argv[1:] if argv is None else argv
-    debug = "--debug" in args
+    args, debug = _debug_first(sys.argv[1:] if argv is None else argv)
     try:
         code = cli.main(args=args, prog_name="dhwt", standalone_mode=False)
     except DhwtError as exc:
         if debug:
             raise
-        click.echo(f"error: {exc}", err=True)
+        click.echo(f"error: {shorten(exc, LINE)}", err=True)
         sys.exit(2)
     except (click.exceptions.Abort, KeyboardInterrupt) as exc:
         cause = exc if isinstance(exc, Interrupted) else exc.__cause__
+        if isinstance(cause, EOFError):  # click's Abort wraps EOFError too: a bug, not Ctrl-C
+            raise cause from None
         if isinstance(cause, Interrupted):  # the command says what it kept
             message = str(cause)
         elif _command_of(args).strip() in ("synth", "train"):
             message = "interrupted; nothing was written"  # before a run could keep anything
         else:
             message = "interrupted"
-        click.echo(f"error: {message}", err=True)
+        newline = "\n" if sys.stderr.isatty() else ""  # after the terminal's "^C", not a blank line
+        click.echo(f"{newline}error: {message}", err=True)
         sys.exit(130)
     except OSError as exc:  # a full disk or a path that cannot be written: say which, briefly
         if debug:
             raise
         where = f" ({exc.filename})" if exc.filename else ""
-        click.echo(f"error: {exc.strerror or exc}{where}", err=True)
+        click.echo(f"error: {shorten(f'{exc.strerror or exc}{where}', LINE)}", err=True)
         sys.exit(2)
     except click.ClickException as exc:
         if debug:
             raise
-        message = " ".join(exc.format_message().split())
+        message = shorten(exc.format_message(), LINE)
         click.echo(f"error: {message} (see `dhwt {_command_of(args)}--help`)", err=True)
         sys.exit(2)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _debug_first(args: list[str]) -> tuple[list[str], bool]:
+    """(args with --debug moved before the command, whether it was given): --debug belongs to
+    the group, and a user may well add it after the command (`dhwt knn --debug A B`). Arguments
+    after `--` are left as they are."""
+    end = args.index("--") if "--" in args else len(args)
+    head = [a for a in args[:end] if a != "--debug"]
+    debug = len(head) < end
+    return (["--debug"] if debug else []) + head + args[end:], debug
 
 
 def _command_of(args: list[str]) -> str:

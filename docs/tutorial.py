@@ -91,6 +91,7 @@ def main(out: Path) -> None:
                           f"distance {mean[0]:.2f} at step 0, {mean[-1]:.2f} at the end")
         ax.set_title(f"{side} embeddings")
         ax.set_ylabel("distance / baseline")
+        ax.set_ylim(bottom=0)  # a distance: 0 is where the pair's two rows coincide
         step_axis(ax)
     ax.legend(fontsize=7)
     print(f"figure: {save(fig, out / 'closeness.png')}")

@@ -3,6 +3,7 @@ given, and prints the exact truth, the training, and measurements in their range
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import subprocess
 import sys
@@ -43,3 +44,15 @@ def test_the_tutorial_runs_and_writes_only_into_its_folder(tmp_path):
     assert all(0.0 <= float(x) <= 1.0 for pair in matches for x in pair)
     assert len(re.findall(r"^(tied|untied) output \S+: normalised distance [\d.]+ at step 0, "
                           r"[\d.]+ at the end$", text, re.M)) == 4
+
+
+@pytest.mark.slow  # trains: about 5 s
+def test_the_closeness_figure_starts_its_axes_at_0(tmp_path, monkeypatch, capsys):
+    spec = importlib.util.spec_from_file_location("tutorial", TUTORIAL)
+    tutorial = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tutorial)
+    drawn = []
+    monkeypatch.setattr(tutorial, "save", lambda fig, path: drawn.append(fig) or path)
+    tutorial.main(tmp_path / "out")
+    (fig,) = drawn
+    assert [ax.get_ylim()[0] for ax in fig.axes] == [0, 0]  # a distance: 0 is its origin

@@ -17,6 +17,12 @@ interval holds the excess are the ones the calibration cannot tell apart from it
 them, at very different violations, mean the overlap does not pin the violation down, and the
 advice says so rather than choosing. The calibration comes from tiny vocabularies and models
 (tens of tokens, d_model 16) at one k and one metric; the text says that too.
+
+Only a model near the calibration's (vocabulary and width within a factor NEAR of its own) is
+placed on it. A model far from it, or of unknown size, is not: its excess is not read as a
+synthetic violation level, and no price of tying measured on the synthetic languages is attached
+to it; instead the prices of tying measured on different footing (the synthetic languages,
+PRICES_ELSEWHERE) are shown side by side, since they disagree about 500-fold.
 """
 
 from __future__ import annotations
@@ -35,6 +41,14 @@ PACKAGED = Path(__file__).with_name("dh_calibration.json")
 #: Which interval of a level a single model is compared with (see the module doc).
 INTERVALS = ("pi95", "ci95")
 _NEEDED = ("violation", "n_seeds", "k", "metric", "V", "excess_mean")
+#: A model whose vocabulary or width is more than this factor from the calibration's is far
+#: from it: not placed on its violation scale, and given none of its prices.
+NEAR = 4.0
+#: Prices of tying measured away from the synthetic calibration: (where, price).
+PRICES_ELSEWHERE = (
+    ("WikiText-2, bpe:2048, d_model 64 (experiments/tying_wikitext, 3 seeds)",
+     "+0.19 nats per valid token"),
+)
 
 
 @dataclass(frozen=True)
@@ -66,7 +80,8 @@ class CalibrationTable:
     """The levels of one calibration at one (k, metric), sorted by excess_mean.
 
     V: vocabulary size the calibration models had; interval: which interval low/high are;
-    source: where it was read from (for messages)."""
+    source: where it was read from (for messages); d_model: the calibration models' width,
+    where the document records it (settings.model.d_model)."""
 
     k: int
     metric: str
@@ -74,6 +89,25 @@ class CalibrationTable:
     interval: str
     levels: tuple[CalibrationLevel, ...]
     source: str = "calibration"
+    d_model: int | None = None
+
+    def far(self, vocab: int | None, width: int | None = None) -> str | None:
+        """Why a model of `vocab` rows (and `width` columns, where known) is too far from this
+        calibration to be read on it, or None when it is near (within a factor NEAR).
+
+        Examples:
+            >>> table = CalibrationTable(10, "ip", 34, "pi95", (), d_model=16)
+            >>> table.far(40, 16) is None, table.far(2048)
+            (True, "vocabulary 2048 against the calibration's 34")
+        """
+        if vocab is None:
+            return "its vocabulary size is not known"
+        if not 1 / NEAR <= vocab / self.V <= NEAR:
+            return f"vocabulary {vocab} against the calibration's {self.V}"
+        if width is not None and self.d_model is not None and not (
+                1 / NEAR <= width / self.d_model <= NEAR):
+            return f"d_model {width} against the calibration's {self.d_model}"
+        return None
 
 
 @dataclass(frozen=True)
@@ -81,9 +115,10 @@ class Reading:
     """Where one model's excess falls in a calibration.
 
     place: "inside" (within at least one level's interval), "between" (inside none, between the
-    lowest and the highest interval), "below" or "above" all of them. levels: the levels whose
-    interval holds the excess ("inside"), else the nearest level on each side ("between") or the
-    nearest one ("below", "above"). text: one line of advice that states its uncertainty."""
+    lowest and the highest interval), "below" or "above" all of them, or "far" (the model is far
+    from the calibration's: not placed, levels empty). levels: the levels whose interval holds
+    the excess ("inside"), else the nearest level on each side ("between") or the nearest one
+    ("below", "above"). text: one line of advice that states its uncertainty."""
 
     overlap: float
     chance: float
@@ -94,9 +129,9 @@ class Reading:
 
     @property
     def violation_range(self) -> tuple[float, float]:
-        """The smallest and largest violation among `levels`."""
+        """The smallest and largest violation among `levels` (nan where none: "far")."""
         values = [level.violation for level in self.levels]
-        return min(values), max(values)
+        return (min(values), max(values)) if values else (float("nan"), float("nan"))
 
 
 @cache
@@ -167,20 +202,28 @@ def calibration_table(document: object, *, k: int = 10, metric: str = "ip",
              and entry.get("metric") == metric}
     if len(sizes) > 1:
         raise DhwtError(f"{source} mixes vocabulary sizes {sorted(sizes)} at k {k} / {metric}")
+    settings = document.get("settings")
+    model = settings.get("model") if isinstance(settings, dict) else None
+    width = model.get("d_model") if isinstance(model, dict) else None
     return CalibrationTable(k=k, metric=metric, V=sizes.pop(), interval=interval,
                             levels=tuple(sorted(chosen, key=lambda x: x.excess_mean)),
-                            source=source)
+                            source=source,
+                            d_model=width if isinstance(width, int) and width > 0 else None)
 
 
 def calibrated_reading(overlap: float, chance: float, table: CalibrationTable, *,
-                       k: int | None = None, metric: str | None = None) -> Reading:
+                       vocab: int | None, width: int | None = None, k: int | None = None,
+                       metric: str | None = None) -> Reading:
     """Place one untied model's input-vs-output overlap (and its chance level) in `table`.
 
-    k, metric: how the overlap was measured, checked against the table when given (a reading at
-    another k or metric has another scale). The advice names the levels the excess is
-    consistent with, their violations and, where measured, the price of tying they showed; it
-    says when the calibration cannot tell them apart and that it comes from small synthetic
-    languages.
+    vocab, width: the model's vocabulary size and d_model (None: unknown). A model far from the
+    calibration's (CalibrationTable.far) is not placed ("far"): the text gives its excess, why
+    the calibration does not apply, and the prices of tying measured on different footing side by
+    side, attaching none. k, metric: how the overlap was measured, checked against the table
+    when given (a reading at another k or metric has another scale). The advice names the levels
+    the excess is consistent with, their violations and, where measured, the price of tying they
+    showed; it says when the calibration cannot tell them apart and that it comes from small
+    synthetic languages.
 
     Examples:
         >>> doc = {"levels": [
@@ -189,11 +232,13 @@ def calibrated_reading(overlap: float, chance: float, table: CalibrationTable, *
         ...     {"violation": 0.5, "n_seeds": 8, "k": 10, "metric": "ip", "V": 34,
         ...      "excess_mean": 0.3, "excess_pi95": [0.2, 0.4]}]}
         >>> table = calibration_table(doc)
-        >>> reading = calibrated_reading(0.65, 0.125, table)  # excess (0.65 - 0.125) / 0.875
+        >>> reading = calibrated_reading(0.65, 0.125, table, vocab=34)  # excess 0.525 / 0.875
         >>> round(reading.excess, 3), reading.place, [lv.violation for lv in reading.levels]
         (0.6, 'inside', [0.0])
-        >>> calibrated_reading(0.45, 0.0, table).place  # between 0.4 and 0.5
+        >>> calibrated_reading(0.45, 0.0, table, vocab=34).place  # between 0.4 and 0.5
         'between'
+        >>> calibrated_reading(0.45, 0.0, table, vocab=50257).place  # GPT-2's vocabulary
+        'far'
     """
     if k is not None and k != table.k or metric is not None and metric != table.metric:
         raise DhwtError(f"the calibration ({table.source}) is for k {table.k} / {table.metric}; "
@@ -201,6 +246,10 @@ def calibrated_reading(overlap: float, chance: float, table: CalibrationTable, *
     excess = excess_over_chance(float(overlap), float(chance))
     if not math.isfinite(excess):
         raise DhwtError(f"no excess over chance from overlap {overlap!r} and chance {chance!r}")
+    reason = table.far(vocab, width)
+    if reason is not None:
+        return Reading(overlap=float(overlap), chance=float(chance), excess=excess, place="far",
+                       levels=(), text=_far_text(excess, reason, table))
     levels = table.levels
     inside = tuple(level for level in levels if level.low <= excess <= level.high)
     if inside:
@@ -240,6 +289,20 @@ def _text(excess: float, place: str, levels: tuple[CalibrationLevel, ...],
     n = min(lv.n_seeds for lv in levels)
     return (f"{head}: {where}{price} (95% {_INTERVAL_WORDS[table.interval]}, {n}+ seeds a "
             f"level; calibrated on small synthetic languages, V {table.V}, not real models)")
+
+
+def _far_text(excess: float, reason: str, table: CalibrationTable) -> str:
+    prices = sorted(lv.price for lv in table.levels if lv.price is not None)
+    synthetic = ("" if not prices else
+                 f"{prices[0]:+.4f} to {prices[-1]:+.4f} nats on the calibration's synthetic "
+                 f"languages (V {table.V})")
+    measured = [synthetic] if synthetic else []
+    measured += [f"{price} on {where}" for where, price in PRICES_ELSEWHERE]
+    width = f", d_model {table.d_model}" if table.d_model is not None else ""
+    return (f"excess over chance {excess:.2f} (k {table.k}, {table.metric}); not read on the "
+            f"calibration (small synthetic languages, V {table.V}{width}): this model is far "
+            f"from it ({reason}), so no violation level and no price of tying is read for it; "
+            f"prices of tying measured elsewhere disagree: {'; '.join(measured)}")
 
 
 _INTERVAL_WORDS = {"pi95": "prediction intervals of one model", "ci95": "intervals of the mean"}

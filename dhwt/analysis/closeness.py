@@ -71,6 +71,8 @@ def pair_closeness(
     vocab = snapshots[0].vocab
     index = {token: i for i, token in enumerate(vocab)}
     for a, b in (*pairs, *baseline_pairs):
+        if a == b:
+            raise DhwtError(f"the pair {a}:{b} is one symbol twice; a pair is two symbols")
         for token in (a, b):
             if token not in index:
                 raise DhwtError(f"symbol {token!r} is not in the vocabulary ({brief(vocab)})")

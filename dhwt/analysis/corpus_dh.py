@@ -323,6 +323,32 @@ def dh_violation(sem: np.ndarray, cnd: np.ndarray) -> tuple[float, int, int]:
     return (one / either if either else 0.0), one, either
 
 
+def relation_violations(sem: np.ndarray, cnd: np.ndarray, tolerance: float, top: int,
+                        among: np.ndarray | None = None) -> list[tuple[int, int, str, float]]:
+    """The `top` unordered pairs of two (m, m) relation distances (semantic_distance,
+    conditional_distance) that violate DH as estimated at `tolerance`: in one relation (distance
+    <= tolerance) and not in the other, both indices allowed by `among` ((m,) bool, default
+    all). Ranked by the departure, the distance from the relation the pair misses (largest
+    first; ties: lower indices first): (i, j, the relation it is in, departure).
+
+    Examples:
+        >>> sem = np.array([[0, 0, .4], [0, 0, .5], [.4, .5, 0]])
+        >>> cnd = np.array([[0, .3, 0], [.3, 0, .2], [0, .2, 0]])
+        >>> relation_violations(sem, cnd, 1e-9, 5)  # 0~1 sem not cnd, 0~2 cnd not sem
+        [(0, 2, 'cnd', 0.4), (0, 1, 'sem', 0.3)]
+    """
+    i, j = np.triu_indices(len(sem), 1)
+    if among is not None:
+        keep = among[i] & among[j]
+        i, j = i[keep], j[keep]
+    in_sem, in_cnd = sem[i, j] <= tolerance, cnd[i, j] <= tolerance
+    one = np.flatnonzero(in_sem != in_cnd)
+    departure = np.where(in_sem, cnd[i, j], sem[i, j])[one]
+    order = one[np.lexsort((j[one], i[one], -departure))][:top]
+    return [(int(i[t]), int(j[t]), "sem" if in_sem[t] else "cnd",
+             float(cnd[i[t], j[t]] if in_sem[t] else sem[i[t], j[t]])) for t in order]
+
+
 def precision_recall(predicted: np.ndarray, true: np.ndarray) -> tuple[float | None,
                                                                        float | None]:
     """(precision, recall) of the predicted unordered pairs of an (m, m) bool relation against
@@ -439,7 +465,10 @@ def violating_pairs(found: Neighbourhoods, top: int,
     """The `top` pairs that are neighbours in either space with the largest |cos_in - cos_out|
     (above 1e-9: pairs as close in both spaces violate nothing), both tokens allowed by `among`
     ((K,) bool over found.tokens, default all): (token id, token id, cos_in, cos_out), largest
-    difference first (ties: lower ids first)."""
+    difference first (ties: lower ids first). A heuristic for counts without estimated
+    relations (a corpus): PPMI cosines do not see a frequency ratio (two tokens predicted in
+    the same contexts, one twice as often, have one output direction but are not ~cnd), so
+    where the relations are estimated, relation_violations ranks them."""
     n, k = found.near_in.indices.shape
     first = np.repeat(np.arange(n), 2 * k)
     second = np.concatenate([found.near_in.indices, found.near_out.indices], axis=1).ravel()

@@ -18,7 +18,7 @@ import numpy as np
 
 from dhwt.analysis.knn import (Neighbours, choose_k, match_neighbours, nearest_neighbours,
                                norm_matched_random)
-from dhwt.analysis.frequency import check_counts, frequency_groups
+from dhwt.analysis.frequency import check_counts, count_span, frequency_groups
 from dhwt.analysis.knn_sample import Estimate, mean_estimate, sample_queries, sampled_neighbours
 from dhwt.analysis.similarity import whole_space
 from dhwt.errors import DhwtError
@@ -52,7 +52,9 @@ class Diagnosis:
 
     tokens: the query token ids (all tokens in exact mode); overlap_per_token: |N_in ∩ N_out| / k
     of each query; input / output: the queries' neighbours in each space; whole_rows: how many
-    rows CKA and Procrustes used; counts: the queries' token counts when counts were given."""
+    rows CKA and Procrustes used; counts: the queries' token counts when counts were given;
+    procrustes: nan when the two widths differ (an orthogonal map needs one width; the KNN
+    match and CKA need none)."""
 
     k: int
     k_note: str
@@ -124,7 +126,8 @@ def diagnose(e_in: np.ndarray, e_out: np.ndarray, *, k: int | None = None, metri
         k=k, k_note=k_note, metric=metric, n_tokens=n, tokens=ids,
         overlap_per_token=match.overlap, jaccard=match.mean_jaccard,
         overlap=mean_estimate(match.overlap, n), chance=chance, cka=whole.cka,
-        procrustes=whole.procrustes.error, whole_rows=len(rows), input=near_in, output=near_out,
+        procrustes=whole.procrustes.error if e_in.shape[1] == e_out.shape[1] else float("nan"),
+        whole_rows=len(rows), input=near_in, output=near_out,
         buckets=() if counts is None else frequency_buckets(match.overlap, ids, counts),
         counts=None if counts is None else np.asarray(counts)[ids],
     )
@@ -167,6 +170,6 @@ def frequency_buckets(overlap: np.ndarray, tokens: np.ndarray,
     for group in frequency_groups(seen_counts, BUCKETS):
         low, high = float(seen_counts[group].min()), float(seen_counts[group].max())
         population = max(len(group), round(len(group) * share))
-        buckets.append(Bucket(f"{low:,.0f}-{high:,.0f}", low, high,
+        buckets.append(Bucket(count_span(low, high), low, high,
                               mean_estimate(seen_overlap[group], population)))
     return tuple(buckets)

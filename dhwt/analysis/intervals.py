@@ -8,7 +8,8 @@
   t-interval means Sarle's bimodality coefficient (skewness^2 + 1) / (excess kurtosis + 3 (n-1)^2
   / ((n-2)(n-3))) at most 5/9, the uniform distribution's value (a screen, not a test; n >= 4),
   and not split by a known two-state outcome (the caller says so: `bimodal=True`).
-- `bounds` clip an interval to the measure's range (a cosine lies in [-1, 1]);
+- `bounds` clip an interval to the measure's range (a cosine lies in [-1, 1], a loss is not
+  negative), and the text says so: 'm ± h, clipped to [lo, hi]';
 - `mean_band` is the figures' band over seeds at each step: mean ± the 95% t half-width, none
   (nan) with fewer than 3 seeds.
 """
@@ -22,6 +23,9 @@ from scipy import stats
 
 LEVEL = 0.95
 BIMODAL = 5 / 9  # Sarle's bimodality coefficient of the uniform distribution
+NON_NEGATIVE = (0.0, float("inf"))  # bounds of a loss, an excess over the optimum, a distance
+SHARE = (0.0, 1.0)  # bounds of an accuracy or a KNN match
+COSINE = (-1.0, 1.0)
 
 
 def clopper_pearson(k: int, n: int, level: float = LEVEL) -> tuple[float, float]:
@@ -68,23 +72,26 @@ def bimodality(values: np.ndarray) -> float:
 @dataclass(frozen=True)
 class Summary:
     """How `summarise` described some values: kind "t" (centre = mean, low/high its 95%
-    t-interval), "quartiles" (centre = median, low/high the quartiles) or "values" (fewer than
-    3: `values` themselves, centre their mean)."""
+    t-interval, clipped to the measure's range; `half` its half-width before clipping),
+    "quartiles" (centre = median, low/high the quartiles) or "values" (fewer than 3: `values`
+    themselves, centre their mean)."""
 
     kind: str
     centre: float
     low: float
     high: float
     values: tuple[float, ...]
+    half: float = float("nan")
 
     def text(self, digits: int = 3) -> str:
-        """One table cell: 'm ± h' (or 'm [lo, hi]' where clipped), 'median m [q1, q3]' or the
-        values."""
+        """One table cell: 'm ± h' (', clipped to [lo, hi]' where the interval was clipped to
+        the measure's range), 'median m [q1, q3]' or the values."""
         f = f".{digits}f"
-        if self.kind == "t" and np.isclose(self.centre - self.low, self.high - self.centre):
-            return f"{self.centre:{f}} ± {(self.high - self.low) / 2:{f}}"
-        if self.kind == "t":  # clipped to the measure's range
-            return f"{self.centre:{f}} [{self.low:{f}}, {self.high:{f}}]"
+        if self.kind == "t":
+            text = f"{self.centre:{f}} ± {self.half:{f}}"
+            if self.low > self.centre - self.half or self.high < self.centre + self.half:
+                text += f", clipped to [{self.low:{f}}, {self.high:{f}}]"
+            return text
         if self.kind == "quartiles":
             return f"median {self.centre:{f}} [{self.low:{f}}, {self.high:{f}}]"
         return ", ".join(f"{v:{f}}" for v in self.values) or "-"
@@ -111,7 +118,9 @@ def summarise(values, *, bimodal: bool | None = None,
         >>> summarise([0.4, 0.6]).text(1)
         '0.4, 0.6'
         >>> summarise([0.95, 0.99, 0.97], bounds=(-1, 1)).text()  # a cosine's t-interval, clipped
-        '0.970 [0.920, 1.000]'
+        '0.970 ± 0.050, clipped to [0.920, 1.000]'
+        >>> summarise([0.001, 0.002, 0.09], bounds=(0, np.inf)).text()  # a loss is not negative
+        '0.031 ± 0.127, clipped to [0.000, 0.158]'
     """
     values = np.asarray(values, dtype=float).ravel()
     n = len(values)
@@ -120,6 +129,7 @@ def summarise(values, *, bimodal: bool | None = None,
         return Summary("values", centre, centre, centre, tuple(values.tolist()))
     if bimodal is None:
         bimodal = n >= 4 and bimodality(values) > BIMODAL
+    half = float("nan")
     if bimodal:
         q1, median, q3 = np.quantile(values, [0.25, 0.5, 0.75])
         low, centre, high = float(q1), float(median), float(q3)
@@ -129,7 +139,8 @@ def summarise(values, *, bimodal: bool | None = None,
         low, high = centre - half, centre + half
     if bounds is not None:
         low, high = max(low, float(bounds[0])), min(high, float(bounds[1]))
-    return Summary("quartiles" if bimodal else "t", centre, low, high, tuple(values.tolist()))
+    return Summary("quartiles" if bimodal else "t", centre, low, high, tuple(values.tolist()),
+                   half)
 
 
 def mean_band(values: np.ndarray, axis: int = 1) -> tuple[np.ndarray, np.ndarray]:

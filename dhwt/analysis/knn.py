@@ -284,9 +284,11 @@ def check_matrix(x: object, name: str) -> np.ndarray:
         row = int(np.flatnonzero(~finite)[0])
         raise DhwtError(f"{name} has NaN or infinite values ({int((~finite).sum())} rows, "
                         f"first row {row})")
-    if largest ** 2 * x.shape[1] > 1e36:
-        raise DhwtError(f"{name} has values too large for float32 scores "
-                        f"(max |value| {largest:.3g})")
+    limit = math.sqrt(1e36 / x.shape[1])  # squaring the largest would overflow a float
+    if largest > limit:
+        raise DhwtError(f"{name} has values too large for float32 scores (max |value| "
+                        f"{largest:.3g}, at most {limit:.3g} for {x.shape[1]} columns); scale it "
+                        "down")
     return x
 
 

@@ -19,6 +19,7 @@ import torch
 from scipy import stats
 from tqdm import tqdm
 
+from dhwt.analysis.intervals import SHARE
 from dhwt.analysis.knn import (BLOCK, METRICS, SLACK, KnnMatch, Neighbours, _gemm, _rerank,
                                _work_matrices, check_k, check_matrix, match_neighbours,
                                select_tokens)
@@ -138,9 +139,12 @@ def sampled_match(a: np.ndarray, b: np.ndarray, queries: np.ndarray, k: int,
     return match_neighbours(na, nb, tokens=queries)
 
 
-def mean_estimate(values: np.ndarray, population: int, level: float = LEVEL) -> Estimate:
+def mean_estimate(values: np.ndarray, population: int, level: float = LEVEL,
+                  bounds: tuple[float, float] = SHARE) -> Estimate:
     """The mean of per-token values sampled without replacement from `population` tokens, with
-    its Student-t interval times the finite-population correction sqrt((N - n) / (N - 1)).
+    its Student-t interval times the finite-population correction sqrt((N - n) / (N - 1)),
+    clipped to the values' range `bounds` (a KNN match lies in [0, 1]; a chance level near 0
+    has no interval below it).
 
     Examples:
         >>> import numpy as np
@@ -150,6 +154,8 @@ def mean_estimate(values: np.ndarray, population: int, level: float = LEVEL) -> 
         >>> e = mean_estimate(np.array([0.0, 1.0]), population=2)  # the whole population
         >>> (e.low, e.mean, e.high)
         (0.5, 0.5, 0.5)
+        >>> mean_estimate(np.array([0.0] * 99 + [0.1]), population=10_000).low  # not below 0
+        0.0
     """
     values = np.asarray(values, np.float64)
     n = len(values)
@@ -162,4 +168,5 @@ def mean_estimate(values: np.ndarray, population: int, level: float = LEVEL) -> 
         correction = math.sqrt((population - n) / (population - 1))
         half = (float(stats.t.ppf(0.5 + level / 2, n - 1)) * float(values.std(ddof=1))
                 / math.sqrt(n) * correction)
-    return Estimate(mean=mean, low=mean - half, high=mean + half, n=n, population=population)
+    return Estimate(mean=mean, low=max(mean - half, bounds[0]), high=min(mean + half, bounds[1]),
+                    n=n, population=population)

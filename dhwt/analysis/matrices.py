@@ -7,6 +7,7 @@ A matrix is named by one string:
   dhwt snapshots; any tensor name of the file) or the only tensor in the file; `.pt` is read with torch.load(weights_only=True)
   and may hold a tensor or a dict of tensors;
 - `RUN_DIR@STEP` or `RUN_DIR@last`: the snapshot embeddings/step_XXXXXXX.safetensors of a dhwt run.
+  A path that exists is that file or folder, @ or not: the run `untie@2000` is `untie@2000@last`.
 3-D arrays (an ensemble's members) give the row `member`.
 """
 
@@ -17,10 +18,14 @@ from pathlib import Path
 
 import numpy as np
 
-from dhwt.runs.snapshots import read_snapshot, snapshot_paths
-from dhwt.errors import DhwtError, brief
+from dhwt.runs.snapshots import read_snapshot, snapshot_paths, snapshot_step
+from dhwt.errors import DhwtError, brief, reason
+from dhwt.userfiles import load_npy
 
 SIDES = ("input", "output")
+
+#: How a torch.save file starts: a zip archive (since torch 1.6), or a pickle (before).
+_TORCH = (b"PK\x03\x04", b"\x80")
 
 
 @dataclass(frozen=True)
@@ -43,14 +48,16 @@ def load_matrix(spec: str, *, side: str = "input", member: int = 0) -> Matrix:
         snap = read_snapshot(_snapshot_file(run_dir, step))
         values, vocab = getattr(snap, side), snap.vocab
         label = f"{run_dir} step {snap.step} {side}"
+    elif path.is_dir():
+        steps = brief(map(snapshot_step, snapshot_paths(spec)), str)
+        raise DhwtError(f"{spec} is a run directory: name one of its snapshots, {spec}@last or "
+                        f"{spec}@STEP (steps {steps})")
     elif not path.is_file():
         raise DhwtError(f"{spec} is not a file (nor RUN_DIR@STEP of an existing run)")
+    elif path.stat().st_size == 0:
+        raise DhwtError(f"{spec} is an empty file; a matrix file holds a (V, d) array")
     elif path.suffix == ".npy":
-        try:
-            values = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise DhwtError(f"cannot read {spec} as a .npy array: {exc}") from None
-        label = spec
+        values, label = load_npy(path, "a .npy array"), spec
     elif path.suffix == ".safetensors":
         values, key = _pick(_read_safetensors(path), side, spec)
         label = f"{spec} [{key}]"
@@ -81,8 +88,8 @@ def _snapshot_file(run_dir: str, step: str) -> Path:
         raise DhwtError(f"{run_dir}@{step}: the step must be a whole number or 'last'")
     wanted = Path(run_dir) / "embeddings" / f"step_{int(step):07d}.safetensors"
     if wanted not in paths:
-        steps = ", ".join(p.stem.removeprefix("step_").lstrip("0") or "0" for p in paths)
-        raise DhwtError(f"{run_dir} has no snapshot at step {int(step)}; snapshots: {steps}")
+        raise DhwtError(f"{run_dir} has no snapshot at step {int(step)}; snapshots: "
+                        f"{brief(map(snapshot_step, paths), str)}")
     return wanted
 
 
@@ -92,17 +99,21 @@ def _read_safetensors(path: Path) -> dict[str, np.ndarray]:
     try:
         return load_file(str(path))
     except Exception as exc:  # safetensors raises its own types for corrupt files
-        raise DhwtError(f"cannot read {path} as safetensors: {exc}") from None
+        raise DhwtError(f"cannot read {path} as safetensors: {reason(exc)}") from None
 
 
 def _read_torch(path: Path) -> dict[str, np.ndarray] | np.ndarray:
     import torch
 
+    with open(path, "rb") as file:
+        if not file.read(4).startswith(_TORCH):
+            raise DhwtError(f"{path} is not a file written by torch.save (neither a zip archive "
+                            "nor a pickle)")
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # pickle, zip and torch errors alike
         raise DhwtError(f"cannot read {path} with torch.load(weights_only=True): "
-                        f"{str(exc).splitlines()[0]}") from None
+                        f"{reason(exc)}") from None
     if isinstance(obj, torch.Tensor):
         return obj.float().numpy()
     if isinstance(obj, dict):
@@ -124,25 +135,28 @@ def _pick(content: dict[str, np.ndarray] | np.ndarray, side: str,
 
 
 def read_tokens(path: str) -> np.ndarray:
-    """Token ids from a .npy file or a text file of whole numbers (whitespace separated)."""
+    """Token ids from a .npy file or a text file of whole numbers (whitespace separated); at
+    least one."""
     values = _read_numbers(path, "token ids")
-    if values.size and not np.array_equal(values, np.round(values)):
+    if not values.size:
+        raise DhwtError(f"token ids file {path} names no token")
+    if not np.array_equal(values, np.round(values)):
         raise DhwtError(f"{path} must hold whole-number token ids")
     return values.astype(np.int64).ravel()
 
 
-def read_weights(path: str) -> np.ndarray:
-    """One non-negative weight per token from a .npy file or a text file."""
-    return _read_numbers(path, "weights").astype(np.float64).ravel()
+def read_weights(path: str, what: str = "weights") -> np.ndarray:
+    """One non-negative weight per token (`what`: "token counts" in messages about counts)
+    from a .npy file or a text file."""
+    return _read_numbers(path, what).astype(np.float64).ravel()
 
 
 def _read_numbers(path: str, what: str) -> np.ndarray:
+    if not Path(path).exists():
+        raise DhwtError(f"{what} file {path} does not exist")
     try:
         if path.endswith(".npy"):
-            return np.asarray(np.load(path, allow_pickle=False), np.float64)
-        text = Path(path).read_text()
-        return np.array([float(t) for t in text.split()], np.float64)
-    except FileNotFoundError:
-        raise DhwtError(f"{what} file {path} does not exist") from None
-    except (OSError, ValueError, UnicodeDecodeError) as exc:
-        raise DhwtError(f"cannot read {what} from {path}: {exc}") from None
+            return np.asarray(load_npy(path, f"an array of {what}"), np.float64)
+        return np.array([float(t) for t in Path(path).read_text().split()], np.float64)
+    except (OSError, TypeError, ValueError, UnicodeDecodeError) as exc:
+        raise DhwtError(f"cannot read {what} from {path}: {reason(exc)}") from None

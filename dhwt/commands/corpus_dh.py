@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from dhwt.analysis import corpus_dh as cdh
-from dhwt.analysis.frequency import frequency_buckets
+from dhwt.analysis.frequency import count_span, frequency_buckets
 from dhwt.directories import atomic_write_bytes, check_report_dir, replace_report
 from dhwt.report.document import write_report
 from dhwt.errors import DhwtError
@@ -38,6 +38,13 @@ SAMPLED_TOLERANCE = 0.05
 #: tokens have profiles of a few contexts, whose cosines are near 0 or 1 by accident.
 MIN_COUNT = 100
 FIGURE = "figures/overlap_by_frequency.png"
+#: What the listed DH-violating pairs are ranked by, with estimated relations (grammars) and
+#: without (a corpus).
+RANKED_BY_RELATIONS = ("estimated relations: pairs in one of sem, cnd and not the other, "
+                       "largest distance from the other first")
+RANKED_BY_COSINE = ("neighbourhood cosines, no relations estimated: neighbours in one space, "
+                    "largest |cos_in - cos_out| first; blind to a frequency ratio, which breaks "
+                    "cnd")
 
 
 @dataclass(frozen=True)
@@ -83,6 +90,8 @@ def corpus_dh(options: CorpusDhOptions, *, progress: bool | None = None) -> Resu
     frequency = counts.token_counts
     min_count = options.min_count if options.min_count is not None else (
         0 if language is not None else MIN_COUNT)
+    symbols = None if language is None else np.arange(len(language.symbols))
+    relations = None if language is None else _relations(counts, language, options)
     document = {
         "source": source,
         "order": counts.order,
@@ -96,14 +105,23 @@ def corpus_dh(options: CorpusDhOptions, *, progress: bool | None = None) -> Resu
         "input_output_knn_overlap": _match_summary(found, options.seed),
         "frequency_buckets": _buckets(found, frequency, options.buckets),
         "dh_violating_pairs_min_count": min_count,
-        "dh_violating_pairs": [
+    }
+    if relations is None:
+        document["dh_violating_pairs_ranked_by"] = RANKED_BY_COSINE
+        document["dh_violating_pairs"] = [
             {"pair": [counts.vocab[a], counts.vocab[b]], "ids": [a, b], "cos_in": ci,
              "cos_out": co}
             for a, b, ci, co in cdh.violating_pairs(found, options.top,
-                                                    frequency[found.tokens] >= min_count)],
-    }
-    if language is not None:
-        document["relations"] = _relations(counts, language, options)
+                                                    frequency[found.tokens] >= min_count)]
+    else:
+        document["dh_violating_pairs_ranked_by"] = RANKED_BY_RELATIONS
+        document["dh_violating_pairs"] = [
+            {"pair": [counts.vocab[a], counts.vocab[b]], "ids": [a, b], "in": held,
+             "not_in": "cnd" if held == "sem" else "sem", "departure": departure}
+            for a, b, held, departure in cdh.relation_violations(
+                relations.distance["sem"], relations.distance["cnd"], relations.tolerance,
+                options.top, frequency[symbols] >= min_count)]
+        document["relations"] = relations.document
     per_token = [{"id": int(t), "token": counts.vocab[t], "count": float(frequency[t]),
                   "intersection": int(i), "overlap": float(o), "jaccard": float(j),
                   "chance_intersection": int(c)}
@@ -119,13 +137,13 @@ def _check(options: CorpusDhOptions) -> None:
         raise DhwtError("give one source of counts: --grammar NAME|PATH or --corpus PATH "
                         "with --tokenizer")
     if options.grammar is None:
-        from dhwt.languages.tokenizers import check_tokenizer
+        from dhwt.languages.tokenizers import LISTED, check_tokenizer
 
         for flag, value in (("--set", options.assignments), ("--samples", options.samples)):
             if value:
                 raise DhwtError(f"{flag} belongs to --grammar, not to --corpus")
         if options.tokenizer is None:
-            raise DhwtError("--corpus needs --tokenizer (char, word, bpe:N or gpt2)")
+            raise DhwtError(f"--corpus needs --tokenizer ({LISTED})")
         check_tokenizer(options.tokenizer)
         if options.order == "full":
             raise DhwtError("--order full (the longest string) needs --grammar; give a number")
@@ -135,7 +153,7 @@ def _check(options: CorpusDhOptions) -> None:
         _integer(options.order, "order", 1)
     _integer(options.dim, "dim", 1)
     _integer(options.buckets, "buckets", 1)
-    _integer(options.top, "top", 0)
+    _integer(options.top, "top", 1)
     _integer(options.seed, "seed", 0)
     if options.samples is not None:
         _integer(options.samples, "samples", 1)
@@ -194,7 +212,7 @@ def _grammar_counts(options: CorpusDhOptions):  # noqa: ANN202 (Counts, dict, La
 def _corpus_counts(options: CorpusDhOptions, progress: bool | None):  # noqa: ANN202
     from dhwt.languages.corpus import load_corpus
     from dhwt.languages.token_cache import cache_root, tokenize_corpus
-    from dhwt.languages.tokenizers import make_tokenizer
+    from dhwt.languages.tokenizers import make_tokenizer, shortfall
 
     path = Path(options.corpus)
     if path.is_file() and not path.name.endswith(".tar.xz"):
@@ -214,7 +232,8 @@ def _corpus_counts(options: CorpusDhOptions, progress: bool | None):  # noqa: AN
         ids, vocab = tokens.ids["train"], tokens.vocab
         where = {"corpus": corpus.name, "origin": corpus.origin, "split": "train"}
     counts = cdh.count_stream(ids, vocab, options.order, progress=progress)
-    return counts, {**where, "tokenizer": options.tokenizer, "positions": int(len(ids))}
+    return counts, {**where, "tokenizer": options.tokenizer, "positions": int(len(ids)),
+                    "tokenizer_note": shortfall(options.tokenizer, len(vocab))}
 
 
 def _token_summary(counts: cdh.Counts, found: cdh.Neighbourhoods) -> dict:
@@ -248,7 +267,17 @@ def _buckets(found: cdh.Neighbourhoods, frequency: np.ndarray, buckets: int) -> 
              "mean_overlap": r["means"][0], "chance_overlap": r["means"][1]} for r in rows]
 
 
-def _relations(counts: cdh.Counts, language, options: CorpusDhOptions) -> dict:  # noqa: ANN001
+@dataclass(frozen=True, eq=False)
+class Relations:
+    """The relations section of the document, with the (m, m) distances over the symbols and
+    the tolerance that predicts a relation from them."""
+
+    document: dict
+    distance: dict[str, np.ndarray]
+    tolerance: float
+
+
+def _relations(counts: cdh.Counts, language, options: CorpusDhOptions) -> Relations:  # noqa: ANN001
     from dhwt.languages.truth import compute_truth
 
     truth = compute_truth(language, "clm")
@@ -289,7 +318,7 @@ def _relations(counts: cdh.Counts, language, options: CorpusDhOptions) -> dict: 
                      "cnd_distance": float(distance["cnd"][i, j]),
                      "sem_true": bool(truth.sem[i, j]), "cnd_true": bool(truth.cnd[i, j])}
                     for i in range(len(names)) for j in range(i + 1, len(names))]
-    return out
+    return Relations(out, distance, tolerance)
 
 
 def _pairs(relation: np.ndarray, names: Sequence[str]) -> list[list[str]]:
@@ -312,8 +341,10 @@ def format_report(document: dict) -> str:
         head = (f"corpus {source['corpus']} ({source['origin']}), tokenizer "
                 f"{source['tokenizer']}, {source['positions']:,} tokens")
     vectors = document["vectors"]
-    lines = [
-        f"corpus-dh: {head}",
+    lines = [f"corpus-dh: {head}"]
+    if source.get("tokenizer_note"):
+        lines.append(f"note: {source['tokenizer_note']}")
+    lines += [
         f"order {document['order']}: context = {document['context']}; "
         f"{document['contexts']:,} contexts, {document['context_next_pairs']:,} (context, next) "
         "pairs",
@@ -332,13 +363,22 @@ def format_report(document: dict) -> str:
         "  bucket  tokens   count range        overlap  chance",
     ]
     for b in document["frequency_buckets"]:
-        span = f"{_count(b['count_min'])}-{_count(b['count_max'])}"
+        span = count_span(b["count_min"], b["count_max"], _count)
         lines.append(f"  {b['bucket']:<6d}  {b['tokens']:<7,d}  {span:<17s}  "
                      f"{b['mean_overlap']:.4f}   {b['chance_overlap']:.4f}")
-    if document["dh_violating_pairs"]:
-        lines.append("most DH-violating pairs (neighbours in one space, largest "
-                     "|cos_in - cos_out|; tokens counted at least "
-                     f"{_count(document['dh_violating_pairs_min_count'])} times):")
+    least = _count(document["dh_violating_pairs_min_count"])
+    if "relations" in document:
+        lines.append(f"most DH-violating pairs (by the {document['dh_violating_pairs_ranked_by']}"
+                     f"; tolerance {document['relations']['tolerance']:g}; tokens counted at "
+                     f"least {least} times):")
+        lines += [f"  {show(p['pair'][0])} ~ {show(p['pair'][1])}: {p['in']}, not {p['not_in']} "
+                  f"({p['not_in']} distance {p['departure']:.4g})"
+                  for p in document["dh_violating_pairs"]]
+        if not document["dh_violating_pairs"]:
+            lines.append("  none")
+    elif document["dh_violating_pairs"]:
+        lines.append(f"most DH-violating pairs (by {document['dh_violating_pairs_ranked_by']}; "
+                     f"tokens counted at least {least} times):")
         for p in document["dh_violating_pairs"]:
             a, b = (show(t) for t in p["pair"])
             lines.append(f"  {a} ~ {b}: cos_in {_signed(p['cos_in'])}  cos_out "
@@ -447,7 +487,7 @@ def _figure(document: dict, path: Path) -> None:
     ax = fig.subplots()
     ax.bar(x - 0.2, [b["mean_overlap"] for b in buckets], 0.4, label="input vs output")
     ax.bar(x + 0.2, [b["chance_overlap"] for b in buckets], 0.4, label="chance", color="0.7")
-    ax.set_xticks(x, [f"{_count(b['count_min'])}-{_count(b['count_max'])}" for b in buckets],
+    ax.set_xticks(x, [count_span(b["count_min"], b["count_max"], _count) for b in buckets],
                   rotation=30, fontsize=8)
     ax.set_xlabel("token count (equal-size buckets)")
     ax.set_ylabel(f"mean overlap, k = {document['input_output_knn_overlap']['k']}")

@@ -20,6 +20,7 @@ from dhwt.analysis.knn import check_k
 from dhwt.analysis.matrices import read_weights
 from dhwt.analysis.similarity import copy_residue
 from dhwt.config.device import resolve_device
+from dhwt.config.schedule import TieSchedule
 from dhwt.directories import check_report_dir
 from dhwt.errors import DhwtError
 from dhwt.report.dh_reading import TieHistory, member_reading, tie_history
@@ -28,6 +29,8 @@ from dhwt.report.dh_reading import TieHistory, member_reading, tie_history
 EXACT_UP_TO = 65_536
 #: Sampled queries by default above EXACT_UP_TO.
 QUERIES = 4_096
+#: Fewest tokens a k-NN diagnostic can tell spaces apart with: k = 1 of 2 others.
+MIN_TOKENS = 3
 
 
 @dataclass(frozen=True)
@@ -119,8 +122,16 @@ def _settings(options: DiagnoseOptions, n: int) -> dict[str, object]:
         raise DhwtError(f"chance queries must be 0 (none) or more, got {options.chance_queries}")
     if options.top < 1:
         raise DhwtError(f"top must be a positive whole number, got {options.top}")
+    if n < MIN_TOKENS:
+        raise DhwtError(f"{n} token{'s' if n > 1 else ''}: too few for a k-NN diagnostic, which "
+                        f"needs at least {MIN_TOKENS} (with 2, each token's one neighbour is the "
+                        "other in any two spaces)")
     if options.k is not None:
         check_k(options.k, n)
+        if options.k > n - 2:
+            raise DhwtError(f"k {options.k} of {n} tokens makes every token's neighbours all "
+                            "the others in any two spaces (overlap 1); a k-NN diagnostic needs "
+                            f"k <= {n - 2}")
     device = str(resolve_device(options.device))
     return dict(k=options.k, metric=options.metric, queries=queries,
                 chance_queries=options.chance_queries, seed=options.seed, progress=None,
@@ -131,6 +142,9 @@ def _run(path: Path, options: DiagnoseOptions) -> DiagnoseResult:
     from dhwt.runs.layout import TOKEN_COUNTS
     from dhwt.runs.run import load_run
 
+    if options.corpus:
+        raise DhwtError("--corpus counts tokens with a checkpoint's tokenizer.json; it does not "
+                        f"apply to a run directory ({path}): give --counts FILE")
     run = load_run(path)
     step = None if options.step == "last" else _step(options.step)
     snap = run.embeddings(step)
@@ -138,17 +152,20 @@ def _run(path: Path, options: DiagnoseOptions) -> DiagnoseResult:
     counts, counts_source = None, None
     if options.counts or (path / TOKEN_COUNTS).is_file():
         counts_source = options.counts or str(path / TOKEN_COUNTS)
-        counts = _counts(read_weights(counts_source), n, counts_source)
+        counts = _counts(read_weights(counts_source, "token counts"), n, counts_source)
     settings = _settings(options, n)
-    history = tie_history(run.config.tying.tie_schedule, snap.step)
+    schedule = run.config.tying.tie_schedule
+    history = tie_history(schedule, snap.step)
     subjects = []
     for m, seed in enumerate(snap.seeds):
         name = f"seed {seed}"
         if history is None:
-            subjects.append(Subject(name, f"tied at step {snap.step}", None, "no reading: tied",
-                                    tied_because=f"the tie schedule "
-                                    f"{str(run.config.tying.tie_schedule)!r} ties it at step "
-                                    f"{snap.step}"))
+            since = _last_tie(schedule, snap.step)
+            subjects.append(Subject(
+                name, "tied from the start" if since is None else f"tied since step {since}",
+                None, "no reading: tied",
+                tied_because=f"the tie schedule {str(schedule)!r} " + (
+                    "ties it from the start" if since is None else f"tied it at step {since}")))
             continue
         e_in, e_out = snap.input[m], snap.output[m]
         residue = copy_residue(e_in, e_out)
@@ -168,18 +185,26 @@ def _checkpoint(path: Path, options: DiagnoseOptions) -> DiagnoseResult:
     from dhwt.pretrained import read_checkpoint
     from dhwt.pretrained.reader import count_tokens
 
+    if options.step != "last":
+        raise DhwtError(f"--step picks a snapshot of a run directory; {path} is a checkpoint "
+                        "folder (one pair of matrices)")
     ckpt = read_checkpoint(path)
     n = ckpt.n_tokens
-    counts, counts_source = None, None
+    counts, counts_source, corpus_notes = None, None, []
     if options.counts and options.corpus:
         raise DhwtError("give token counts (--counts) or a corpus to count them in (--corpus), "
                         "not both")
     if options.counts:
         counts_source = options.counts
-        counts = _counts(read_weights(options.counts), n, options.counts)
+        counts = _counts(read_weights(options.counts, "token counts"), n, options.counts)
     elif options.corpus:
         counts_source = f"{options.corpus}, tokenized with {path / 'tokenizer.json'}"
-        counts = count_tokens(path, options.corpus)[:n]
+        counts = count_tokens(path, options.corpus)
+        if counts[n:].any():
+            corpus_notes.append(f"{int(counts[n:].sum()):,} of the {int(counts.sum()):,} tokens "
+                                f"of {options.corpus} have ids {n}-{len(counts) - 1}, with no "
+                                "row in the matrices, and are not counted")
+        counts = counts[:n]
     settings = _settings(options, n)
     model = ckpt.model_type or ckpt.layout
     name = path.name or str(path)
@@ -194,19 +219,42 @@ def _checkpoint(path: Path, options: DiagnoseOptions) -> DiagnoseResult:
         subject = Subject(name, "untied (a pretrained checkpoint; its training history is not "
                           "known)", diagnosis, _reading(diagnosis, history, residue),
                           residue=residue)
+    notes = [*ckpt.notes, *corpus_notes]
+    if ckpt.output is not None and ckpt.input.shape[1] != ckpt.output.shape[1]:
+        notes.append(f"the input matrix is {ckpt.input.shape[1]} wide and the output matrix "
+                     f"{ckpt.output.shape[1]}: the KNN match and CKA compare them (neither needs "
+                     "one width); the Procrustes error and the copy residue need one and are not "
+                     "computed")
     outputs = f" / {ckpt.output_name}" if ckpt.output_name else " (no output matrix saved)"
     return DiagnoseResult(
         source=str(path), kind="checkpoint",
         description=f"checkpoint {path} ({model}, {ckpt.layout} layout: {ckpt.input_name}"
                     f"{outputs})",
-        shape=(1, *ckpt.input.shape), subjects=(subject,), token=ckpt.token, notes=ckpt.notes,
+        shape=(1, *ckpt.input.shape), subjects=(subject,), token=ckpt.token, notes=tuple(notes),
         counts_source=counts_source)
 
 
 def _reading(diagnosis: Diagnosis, history: TieHistory, residue: float | None) -> str:
-    chance = diagnosis.chance.mean if diagnosis.chance is not None else float("nan")
+    if diagnosis.chance is None:
+        return "no reading (the chance level was not computed: --chance-queries 0)"
+    chance = diagnosis.chance.mean
     return member_reading(diagnosis.overlap.mean, chance, k=diagnosis.k,
-                          metric=diagnosis.metric, history=history, residue=residue)
+                          metric=diagnosis.metric, history=history, residue=residue,
+                          vocab=diagnosis.n_tokens)
+
+
+def _last_tie(schedule: TieSchedule, step: int) -> int | None:
+    """The step of the schedule's last tie switch at or before `step` (a switch at N shows from
+    the snapshot of step N on); None: none, so a member tied at `step` is tied from the start.
+
+    Examples:
+        >>> _last_tie(TieSchedule.parse("tie@100", 200), 200)
+        100
+        >>> _last_tie(TieSchedule.parse("untie@50,tie@100", 200), 20) is None
+        True
+    """
+    ties = [e.step for e in schedule.events if e.action == "tie" and e.step <= step]
+    return ties[-1] if ties else None
 
 
 def _step(text: str) -> int:

@@ -69,6 +69,7 @@ from dhwt.config.device import resolve_device
 from dhwt.training.distributed import Parallel
 from dhwt.training.group import group_key
 from dhwt.commands.train import train
+from dhwt.userfiles import parse_toml
 
 STUDY_FILE = "study.toml"
 SECTIONS = {"study", "data", "train", "runs", "analysis"}
@@ -99,13 +100,11 @@ def load_study(path: str | Path) -> Study:
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
-        raw = tomllib.loads(text)
     except FileNotFoundError:
         raise DhwtError(f"study file {path} does not exist") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise DhwtError(f"cannot read study file {path}: {exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise DhwtError(f"study file {path} is not valid TOML: {exc}") from None
+    raw = parse_toml(text, f"study file {path}")
     unknown = set(raw) - SECTIONS
     if unknown:
         raise DhwtError(f"study file {path}: unknown sections {sorted(unknown)}; "
@@ -143,8 +142,9 @@ def load_study(path: str | Path) -> Study:
     for run in runs:
         run = dict(run)
         name = str(run.pop("name", ""))
-        if not name or "/" in name or name.startswith("."):
-            raise DhwtError(f"study file {path}: every [[runs]] needs a plain name, got {name!r}")
+        if not name or "/" in name or name.startswith(".") or not name.isprintable():
+            raise DhwtError(f"study file {path}: every [[runs]] needs a plain name (one line of "
+                            f"printable characters, no '/', not starting with '.'), got {name!r}")
         if name in names:
             raise DhwtError(f"study file {path}: run name {name!r} appears twice")
         names.add(name)
@@ -309,8 +309,12 @@ def _splits(study: Study) -> dict[str, object]:
 
 
 def _check_pairs(study: Study, vocab: Sequence[str]) -> None:
-    """DhwtError naming an [analysis] pair's symbol that the language does not have."""
+    """DhwtError naming an [analysis] pair of one symbol, or one's symbol that the language does
+    not have."""
     for pair in study.pairs or ():
+        if pair[0] == pair[1]:
+            raise DhwtError(f"study file {study.path}: [analysis] pair {list(pair)} is one symbol "
+                            "twice; a pair is two symbols")
         unknown = [s for s in pair if s not in vocab]
         if unknown:
             raise DhwtError(f"study file {study.path}: [analysis] pair {list(pair)} names "

@@ -35,7 +35,6 @@ Examples:
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -46,10 +45,11 @@ from dhwt.config.schedule import TieSchedule
 from dhwt.errors import DhwtError
 from dhwt.languages.corpus import WIKITEXT2
 from dhwt.languages.splits import SPLIT_SEED, TEST_FRACTION, VALID_FRACTION
-from dhwt.languages.tokenizers import check_tokenizer
+from dhwt.languages.tokenizers import LISTED, check_tokenizer
 from dhwt.languages.tomlwrite import dumps
 from dhwt.models import ModelConfig
 from dhwt.models.config import TASK_FIELDS
+from dhwt.userfiles import parse_toml
 
 OBJECTIVES = ("mlm", "clm")
 LR_SCHEDULES = ("constant", "cosine", "periodic-cosine")
@@ -80,7 +80,7 @@ class DataConfig:
     RUN_DIR/data with valid_fraction, test_fraction and split_seed), `data` alone (a dataset
     directory written by `dhwt synth`) or `corpus` (natural text, causal LM only: `wikitext-2` or
     a folder with train/valid/test.txt, cut into windows of `seq_len` by `tokenizer` = gpt2 |
-    bpe:N | word, see dhwt.languages.text_task; with `corpus = "wikitext-2"`, `data` may say
+    bpe:N | word | char, see dhwt.languages.text_task; with `corpus = "wikitext-2"`, `data` may say
     where WikiText-2 lies; `eval_windows` caps the evaluation windows of every split)."""
 
     grammar: str | None = None
@@ -121,7 +121,7 @@ class DataConfig:
             raise DhwtError(f"data (where WikiText-2 lies) goes with corpus = \"{WIKITEXT2}\" "
                             f"only; corpus {self.corpus!r} is itself a path")
         if self.tokenizer is None or self.seq_len is None:
-            raise DhwtError("a text corpus needs tokenizer (gpt2, bpe:N or word) and seq_len")
+            raise DhwtError(f"a text corpus needs tokenizer ({LISTED}) and seq_len")
         check_tokenizer(self.tokenizer)
         check_int("seq_len", self.seq_len, low=1)
         if self.eval_windows is not None:
@@ -348,11 +348,12 @@ class TrainConfig:
         is only valid once `--architecture lstm` joins it."""
         path = Path(path)
         try:
-            values = tomllib.loads(path.read_text(encoding="utf-8"))
+            text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
             raise DhwtError(f"config file {path} does not exist") from None
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        except UnicodeDecodeError as exc:
             raise DhwtError(f"config file {path} is not valid TOML: {exc}") from None
+        values = parse_toml(text, f"config file {path}")
         values = _flatten(values, f"config file {path}")
         _check_keys(values, str(path))
         return values

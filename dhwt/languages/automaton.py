@@ -7,7 +7,10 @@
 Each transition emits one class and moves to a state or to "end". The automaton must be acyclic
 (a cycle means unboundedly long strings, so no exact finite ground truth), so every string is
 finite and the class-string distribution is enumerated exactly by expanding all paths. Several
-paths may yield the same class string; their probabilities add up.
+paths may yield the same class string; their probabilities add up, and paths that reach one
+state with one prefix are merged as they go, so the work follows the strings, not the paths
+(twenty states each entered by two transitions emitting the same class make 2^20 paths and one
+string).
 """
 
 from __future__ import annotations
@@ -30,6 +33,9 @@ from dhwt.languages.enumeration import PAD, check_size, group_arange, row_keys
 KEYS = ("family", "name", "description", "start", "classes", "states")
 TRANSITION_KEYS = ("emit", "to", "p")
 END = "end"
+#: Most nodes of the subset automaton built to count the strings (each node is the set of
+#: states some class prefix reaches: more nodes mean more distinct prefixes than that).
+MAX_NODES = 1_000_000
 
 
 def build(spec: dict) -> tuple[list[SymbolClass], np.ndarray, np.ndarray, None]:
@@ -43,8 +49,8 @@ def build(spec: dict) -> tuple[list[SymbolClass], np.ndarray, np.ndarray, None]:
     if start not in states:
         raise DhwtError(f"start state {start!r} is not declared in [states] "
                         f"(declared: {brief(states, str)})")
-    graph = _check_graph(states, start, classes)
-    n_strings, work = _enumeration_size(states, start, graph, classes)
+    _check_graph(states, start, classes)
+    n_strings, work = _enumeration_size(states, start, classes)
     check_size(n_strings, work)
     strings, probs = _enumerate(states, start, class_ids)
     return classes, strings, probs, None
@@ -84,7 +90,7 @@ def _read_states(table: object,
     return states
 
 
-def _check_graph(states: dict, start: str, classes: list[SymbolClass]) -> nx.DiGraph:
+def _check_graph(states: dict, start: str, classes: list[SymbolClass]) -> None:
     """Every state reachable, no cycle (strings must terminate), every class emitted somewhere."""
     graph = nx.DiGraph()
     graph.add_nodes_from(states)
@@ -104,31 +110,63 @@ def _check_graph(states: dict, start: str, classes: list[SymbolClass]) -> nx.DiG
     silent = [c.name for c in classes if c.name not in emitted]
     if silent:
         raise DhwtError(f"class {silent[0]!r} is never emitted by any transition")
-    return graph
 
 
-def _enumeration_size(states: dict, start: str, graph: nx.DiGraph,
+def _enumeration_size(states: dict, start: str,
                       classes: list[SymbolClass]) -> tuple[int, int]:
-    """(symbol strings, sum of their length^2) over all paths, exact, by dynamic programming
-    from "end" backwards: a path of length l grows to l + 1, and (l + 1)^2 = l^2 + 2 l + 1."""
+    """(symbol strings, sum of their length^2), exact, over the distinct class strings: by
+    dynamic programming over the subset automaton (a node: the set of states one class prefix
+    can reach, so paths emitting the same classes are one node), from the end backwards; a
+    string of length l grows to l + 1, and (l + 1)^2 = l^2 + 2 l + 1.
+
+    Examples:
+        >>> from dhwt.languages.classes import SymbolClass
+        >>> states = {"s": [("a", "t", 0.5), ("a", "u", 0.5)], "t": [("b", "end", 1.0)],
+        ...           "u": [("b", "end", 1.0)]}  # two paths, one string "a b"
+        >>> _enumeration_size(states, "s", [SymbolClass("a", ("a",), (1.0,), False),
+        ...                                 SymbolClass("b", ("b1", "b2"), (0.5, 0.5), False)])
+        (2, 8)
+    """
     n_variants = {c.name: len(c.variants) for c in classes}
-    # per state: (number of symbol strings, sum of lengths, sum of squared lengths) to the end
-    sums: dict[str, tuple[int, int, int]] = {END: (1, 0, 0)}
-    for state in reversed(list(nx.topological_sort(graph))):
+    start_node = frozenset([start])
+    steps: dict[frozenset, list[tuple[str, bool, frozenset]]] = {}
+    pending = [start_node]
+    while pending:  # the subset automaton: per node, each class's (ends, next node)
+        node = pending.pop()
+        if node in steps:
+            continue
+        reached: dict[str, set[str]] = {}
+        for state in node:
+            for emit, to, _ in states[state]:
+                reached.setdefault(emit, set()).add(to)
+        steps[node] = [(emit, END in to, frozenset(to - {END})) for emit, to in reached.items()]
+        if len(steps) > MAX_NODES:
+            raise DhwtError(f"the automaton's class strings have more than {MAX_NODES:,} distinct "
+                            "prefixes (each reaching its own set of states): too many to "
+                            "enumerate exactly; use fewer or shorter strings")
+        pending += [after for _, _, after in steps[node] if after and after not in steps]
+    graph = nx.DiGraph()
+    graph.add_nodes_from(steps)
+    graph.add_edges_from((node, after) for node, out in steps.items() for _, _, after in out
+                         if after)
+    # per node: (number of symbol strings, sum of lengths, sum of squared lengths) to the end
+    sums: dict[frozenset, tuple[int, int, int]] = {}
+    for node in reversed(list(nx.topological_sort(graph))):
         total = [0, 0, 0]
-        for emit, to, _ in states[state]:
-            n, s1, s2 = sums[to]
-            v = n_variants[emit]
-            total[0] += v * n
-            total[1] += v * (s1 + n)
-            total[2] += v * (s2 + 2 * s1 + n)
-        sums[state] = (total[0], total[1], total[2])
-    return sums[start][0], sums[start][2]
+        for emit, ends, after in steps[node]:
+            n, s1, s2 = sums[after] if after else (0, 0, 0)
+            v = n_variants[emit]  # the string ending here has length 1; the others grow by 1
+            total[0] += v * (ends + n)
+            total[1] += v * (ends + s1 + n)
+            total[2] += v * (ends + s2 + 2 * s1 + n)
+        sums[node] = (total[0], total[1], total[2])
+    return sums[start_node][0], sums[start_node][2]
 
 
 def _enumerate(states: dict, start: str,
                class_ids: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
-    """Expand all paths layer by layer (vectorised over the frontier); merge equal class strings."""
+    """Expand all paths layer by layer (vectorised over the frontier), merging the paths that
+    reach one state with one prefix; merge equal class strings."""
     names = list(states)
     index = {name: i for i, name in enumerate(names)}
     flat = [(index[s], class_ids[emit], index.get(to, -1), p)
@@ -153,6 +191,11 @@ def _enumerate(states: dict, start: str,
         ended = state == -1
         finished.append((rows[ended], prob[ended]))
         rows, prob, state = rows[~ended], prob[~ended], state[~ended]
+        keys = row_keys(np.column_stack([rows, state]), max(len(class_ids), len(names)))
+        _, first_seen, inverse = np.unique(keys, return_index=True, return_inverse=True)
+        if len(first_seen) < len(keys):
+            rows, state = rows[first_seen], state[first_seen]
+            prob = np.bincount(inverse, weights=prob)
 
     length = max(r.shape[1] for r, _ in finished)
     padded = np.concatenate([

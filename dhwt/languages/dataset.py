@@ -14,7 +14,6 @@ Written atomically: into a temporary directory beside DIR, renamed into place wh
 from __future__ import annotations
 
 import json
-import zipfile
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from dhwt.languages.language import OBJECTIVES, Language, load_language
 from dhwt.languages.splits import SPLIT_SEED, SPLITS, TEST_FRACTION, VALID_FRACTION, split_of
 from dhwt.languages.tomlwrite import dumps
 from dhwt.languages.truth import GroundTruth, compute_truth
+from dhwt.userfiles import load_npz
 
 FILES = ("spec.toml", "vocab.json", "strings.npz", "truth.json")
 EXISTS = "pass --overwrite to replace it"
@@ -88,12 +88,12 @@ def read_dataset(dataset_dir: str | Path) -> tuple[Language, np.ndarray]:
         raise DhwtError(f"{str(path)!r} is not a dataset directory (no {missing[0]}); write one "
                         f"with `dhwt synth --grammar NAME --out {path}`")
     language = load_language(str(path / "spec.toml"))
-    try:
-        with np.load(path / "strings.npz") as data:
-            classes, probs, split = data["classes"], data["probs"], data["split"]
-    except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
-        raise DhwtError(f"{str(path / 'strings.npz')!r} is not a readable strings archive "
-                        f"({' '.join(str(exc).split())})") from None
+    data = load_npz(path / "strings.npz", "a strings archive")
+    missing = sorted({"classes", "probs", "split"} - data.keys())
+    if missing:
+        raise DhwtError(f"cannot read {path / 'strings.npz'} as a strings archive: it has no "
+                        f"array {missing[0]!r}")
+    classes, probs, split = data["classes"], data["probs"], data["split"]
     if (classes.shape != language.strings.shape or not (classes == language.strings).all()
             or not np.allclose(probs, language.probs, rtol=0, atol=1e-12)
             or split.shape != probs.shape or not np.isin(split, range(len(SPLITS))).all()

@@ -89,4 +89,24 @@ def symbol_strings(language: Language) -> tuple[np.ndarray, np.ndarray]:
         symbols = offsets[classes[real, j]] + within[real]
         rows[real, j] = symbols
         probs[real] *= variant_probs[symbols]
+    check_representable(probs)
     return rows, probs
+
+
+def check_representable(probs: np.ndarray) -> None:
+    """Refuse strings whose probability, a product of the spec's probabilities, underflows
+    float64 to 0: their conditionals would be 0 / 0.
+
+    Examples:
+        >>> check_representable(np.array([1e-200 * 1e-200, 1.0]))
+        Traceback (most recent call last):
+          ...
+        dhwt.errors.DhwtError: 1 of the 2 symbol strings has a probability below float64's ...
+    """
+    lost = int((probs <= 0).sum())
+    if lost:
+        raise DhwtError(
+            f"{lost:,} of the {len(probs):,} symbol strings {'has' if lost == 1 else 'have'} a "
+            f"probability below float64's smallest ({np.finfo(np.float64).smallest_subnormal:.3g})"
+            ", a product of the spec's probabilities; exact ground truth needs every string's "
+            "probability: raise the smallest probabilities of the spec")

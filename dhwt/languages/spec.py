@@ -14,6 +14,7 @@ from importlib import resources
 from pathlib import Path
 
 from dhwt.errors import DhwtError
+from dhwt.userfiles import parse_toml
 
 BUILTIN_PACKAGE = "dhwt.synthetic"
 
@@ -29,8 +30,12 @@ def read_spec(name_or_path: str) -> tuple[str, dict]:
     names = builtin_names()
     if name_or_path in names:
         text = (resources.files(BUILTIN_PACKAGE) / f"{name_or_path}.toml").read_text("utf-8")
-        return name_or_path, _parse(text, f"built-in grammar {name_or_path!r}")
+        return name_or_path, parse_toml(text, f"built-in grammar {name_or_path!r}")
     path = Path(name_or_path)
+    if path.is_dir():
+        spec = path / "spec.toml"  # a dataset directory's copy of its grammar
+        hint = f"; its dataset's grammar is {str(spec)!r}" if spec.is_file() else ""
+        raise DhwtError(f"grammar {name_or_path!r} is a directory, not a grammar TOML{hint}")
     if not path.is_file():
         looks_like_path = path.suffix == ".toml" or len(path.parts) > 1
         problem = "no such file" if looks_like_path else "neither a built-in name nor a file"
@@ -40,14 +45,7 @@ def read_spec(name_or_path: str) -> tuple[str, dict]:
         text = path.read_text("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise DhwtError(f"cannot read grammar file {str(path)!r}: {exc}") from None
-    return path.stem, _parse(text, f"grammar file {str(path)!r}")
-
-
-def _parse(text: str, what: str) -> dict:
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise DhwtError(f"{what} is not valid TOML: {exc}") from None
+    return path.stem, parse_toml(text, f"grammar file {str(path)!r}")
 
 
 def parse_assignments(items: Iterable[str]) -> dict[str, object]:
@@ -61,7 +59,7 @@ def parse_assignments(items: Iterable[str]) -> dict[str, object]:
             raise DhwtError(f"--set takes KEY=VALUE (e.g. n_bits=5), got {item!r}")
         try:
             out[key] = tomllib.loads(f"v = {value.strip()}")["v"]
-        except tomllib.TOMLDecodeError:
+        except (tomllib.TOMLDecodeError, RecursionError):
             out[key] = value.strip()
     return out
 

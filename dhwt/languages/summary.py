@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dhwt.errors import counted
 from dhwt.languages.enumeration import symbol_strings
 from dhwt.languages.language import OBJECTIVES, Language
 from dhwt.languages.splits import SPLITS
@@ -32,7 +33,8 @@ def format_summary(language: Language, truths: dict[str, GroundTruth],
     lines = [
         f"language {language.name} (family {language.family})",
         *([f"  {language.spec['description']}"] if language.spec.get("description") else []),
-        f"  {len(language.probs):,} class strings, {n_symbol_strings:,} symbol strings, {length}",
+        f"  {counted(len(language.probs), 'class string')}, "
+        f"{counted(n_symbol_strings, 'symbol string')}, {length}",
         "classes (variant: probability):",
     ]
     if language.split is not None:
@@ -47,7 +49,7 @@ def format_summary(language: Language, truths: dict[str, GroundTruth],
         lines.append(f"  {cls.name:<{width}}  {variants}{note}")
     small = train is not None and 2 * train.sum() <= len(train)
     if small:
-        lines.append(f"  train split: {train.sum():,} of {len(train):,} class strings "
+        lines.append(f"  train split: {train.sum():,} of {counted(len(train), 'class string')} "
                      f"(probability {language.probs[train].sum():.4g}), at most half the "
                      "language: its own Bayes optimum follows the language's below")
     for objective in OBJECTIVES:

@@ -118,7 +118,7 @@ def load_text_task(corpus: str | Path, tokenizer: str, seq_len: int, *,
                    source: str | Path | None = None, cache_dir: str | Path | None = None,
                    eval_windows: int | None = None) -> TextTask:
     """A TextTask for a corpus (`wikitext-2` or a path, see load_corpus) and a tokenizer name
-    (`gpt2`, `bpe:N`, `word`); token ids come from the cache (dhwt.languages.token_cache).
+    (`gpt2`, `bpe:N`, `word`, `char`); token ids come from the cache (dhwt.languages.token_cache).
     `source`: where WikiText-2 lies (folder or archive), instead of the environment."""
     found = load_wikitext2(source) if source is not None and str(corpus) == WIKITEXT2 else (
         load_corpus(corpus))

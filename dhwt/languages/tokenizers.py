@@ -30,6 +30,8 @@ from dhwt.errors import DhwtError
 EOS = "<eos>"
 UNK = "<unk>"
 NAMES = ("gpt2", "bpe:N", "word", "char")
+#: The tokenizers as a message lists them (every one: a list that omits one misleads).
+LISTED = f"{', '.join(NAMES[:-1])} or {NAMES[-1]}"
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,22 @@ def check_tokenizer(spec: object) -> None:
     if spec.startswith("bpe:") and (not size.isdigit() or int(size) < 257):
         raise DhwtError(f"bpe vocabulary size must be a whole number >= 257 (256 bytes plus "
                         f"merges), got {size!r}")
+
+
+def shortfall(spec: str, vocab_size: int) -> str | None:
+    """What to say when a tokenizer has fewer tokens than `spec` asked for (bpe:N stops merging
+    once every word of the train text is one token, which can be short of N), else None.
+
+    Examples:
+        >>> shortfall("bpe:10000000", 319)
+        'bpe:10000000 asked for 10,000,000 tokens and learned 319: the train text has no more...'
+        >>> shortfall("bpe:300", 300) is None, shortfall("word", 12) is None
+        (True, True)
+    """
+    if not spec.startswith("bpe:") or vocab_size >= int(spec.removeprefix("bpe:")):
+        return None
+    return (f"{spec} asked for {int(spec.removeprefix('bpe:')):,} tokens and learned "
+            f"{vocab_size:,}: the train text has no more pairs to merge")
 
 
 def _need_text(text: str | None, spec: str) -> str:

@@ -18,12 +18,15 @@ from pathlib import Path
 import numpy as np
 
 from dhwt.analysis.knn import check_matrix
-from dhwt.errors import DhwtError
+from dhwt.errors import DhwtError, reason, shorten
 from dhwt.pretrained.layouts import find_layout
 
 CONFIG = "config.json"
 INDEX = "model.safetensors.index.json"
 TOKENIZER = "tokenizer.json"
+#: Rows past the tokenizer's tokens are called padding up to this share of the matrix (models
+#: round a vocabulary up to a multiple of 64 to 1,024: well under 10%).
+PADDING = 0.1
 
 
 @dataclass(frozen=True)
@@ -94,9 +97,16 @@ def read_checkpoint(path: str | Path) -> Checkpoint:
     if note:
         notes.append(note)
     if size is not None and size < n_tokens:
+        extra = n_tokens - size
+        why = ("(padding)" if extra <= PADDING * n_tokens else
+               f"({extra / n_tokens:.0%}: more than padding adds, so {TOKENIZER} may not be "
+               "this model's)")
         notes.append(f"rows {size}-{n_tokens - 1} of the {n_tokens}-row matrices have no token in "
-                     f"{TOKENIZER} (padding) and are left out")
+                     f"{TOKENIZER} {why} and are left out")
         n_tokens = size
+    elif size is not None and size > n_tokens:
+        notes.append(f"{TOKENIZER} has {size} tokens and the matrices {n_tokens} rows: ids "
+                     f"{n_tokens}-{size - 1} have no row ({TOKENIZER} may not be this model's)")
     return Checkpoint(path=path, model_type=config.get("model_type"), layout=found.layout.name,
                       input_name=found.input, output_name=found.output,
                       tied_because=tied_because, input=vectors, output=output,
@@ -107,13 +117,17 @@ def _config(path: Path) -> dict[str, object]:
     file = path / CONFIG
     if not file.is_file():
         return {}
-    try:
-        config = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DhwtError(f"cannot read {file} as JSON: {exc}") from None
+    config = _json(file)
     if not isinstance(config, dict):
         raise DhwtError(f"{file} must hold a JSON object, got {type(config).__name__}")
     return config
+
+
+def _json(file: Path) -> object:
+    try:
+        return json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise DhwtError(f"cannot read {file} as JSON: {reason(exc)}") from None
 
 
 def _tensor_files(path: Path) -> dict[str, Path]:
@@ -121,12 +135,13 @@ def _tensor_files(path: Path) -> dict[str, Path]:
     in every *.safetensors file of the folder."""
     index = path / INDEX
     if index.is_file():
-        try:
-            weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-            return {name: path / file for name, file in weight_map.items()}
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError,
-                AttributeError) as exc:
-            raise DhwtError(f"cannot read the weight map of {index}: {exc!r}") from None
+        weight_map = _json(index)
+        weight_map = weight_map.get("weight_map") if isinstance(weight_map, dict) else None
+        if not (isinstance(weight_map, dict)
+                and all(isinstance(file, str) for file in weight_map.values())):
+            raise DhwtError(f"{index} holds no weight map (\"weight_map\": an object of tensor "
+                            "name -> safetensors file name)")
+        return {name: path / file for name, file in weight_map.items()}
     files = sorted(path.glob("*.safetensors"))
     if not files:
         others = sorted(p.name for p in path.iterdir() if p.suffix in (".bin", ".pt", ".pth"))
@@ -144,24 +159,27 @@ def _tensor_files(path: Path) -> dict[str, Path]:
             with safe_open(str(file), framework="pt") as f:
                 names.update({name: file for name in f.keys()})
         except Exception as exc:  # safetensors raises its own types for corrupt files
-            raise DhwtError(f"cannot read {file} as safetensors: {exc}") from None
+            raise DhwtError(f"cannot read {file} as safetensors: {reason(exc)}") from None
     return names
 
 
 def _read(file: Path, name: str) -> np.ndarray:
     """One tensor as a finite float32 (V, d) matrix."""
+    import torch
     from safetensors import safe_open
 
     try:
         with safe_open(str(file), framework="pt") as f:
             tensor = f.get_tensor(name)
     except FileNotFoundError:
-        raise DhwtError(f"{file} (listed as holding {name}) does not exist") from None
+        raise DhwtError(f"{shorten(file)} (listed as holding {name}) does not exist") from None
     except Exception as exc:  # safetensors raises its own types for corrupt files
-        raise DhwtError(f"cannot read {name} from {file}: {exc}") from None
+        raise DhwtError(f"cannot read {name} from {shorten(file)}: {reason(exc)}") from None
     if tensor.ndim != 2:
         raise DhwtError(f"{name} in {file.name} has shape {tuple(tensor.shape)}; an embedding "
                         "matrix is (tokens, dimensions)")
+    if tensor.dtype == torch.float64:  # checked before float32 turns values past 3e38 to inf
+        return check_matrix(tensor.numpy(), name).astype(np.float32)
     return check_matrix(tensor.float().numpy(), name)
 
 
@@ -181,7 +199,7 @@ def _tokens(path: Path) -> tuple[Callable[[int], str], int | None, str | None]:
     try:
         tokenizer = Tokenizer.from_file(str(file))
     except Exception as exc:  # tokenizers raises its own exception type
-        return by_id, None, f"cannot read {TOKENIZER} ({exc}): tokens are shown by id"
+        return by_id, None, f"cannot read {TOKENIZER} ({reason(exc)}): tokens are shown by id"
 
     def text(i: int) -> str:
         return tokenizer.decode([i], skip_special_tokens=False) or tokenizer.id_to_token(i) or f"#{i}"
@@ -201,13 +219,16 @@ def count_tokens(path: str | Path, corpus: str | Path) -> np.ndarray:
     except ImportError:
         raise DhwtError("counting tokens in a corpus needs the tokenizers package: pip install "
                         "'dhwt[text]'") from None
-    tokenizer = Tokenizer.from_file(str(file))
+    try:
+        tokenizer = Tokenizer.from_file(str(file))
+    except Exception as exc:  # tokenizers raises its own exception type
+        raise DhwtError(f"cannot read {file}: {reason(exc)}") from None
     try:
         lines = Path(corpus).read_text(encoding="utf-8").splitlines()
     except FileNotFoundError:
         raise DhwtError(f"corpus {corpus} does not exist") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise DhwtError(f"cannot read corpus {corpus} as UTF-8 text: {exc}") from None
+        raise DhwtError(f"cannot read corpus {corpus} as UTF-8 text: {reason(exc)}") from None
     size = tokenizer.get_vocab_size(with_added_tokens=True)
     counts = np.zeros(size, np.int64)
     for batch in range(0, len(lines), 4096):

@@ -41,9 +41,12 @@ COPY_RESIDUE = 1.0
 
 
 def dh_reading(value: float, chance: float, score: str = "overlap", *, k: int | None = None,
-               metric: str | None = None) -> str:
+               metric: str | None = None, vocab: int | None = None,
+               width: int | None = None) -> str:
     """One line on what an input/output KNN match of one untied model shows, with what the
     calibration at (k, metric) supports (dhwt.analysis.calibration; none at other settings).
+    vocab, width: the model's vocabulary size and d_model; a model far from the calibration's,
+    or of unknown size, gets no synthetic violation level and no synthetic price of tying.
 
     Examples:
         >>> dh_reading(0.9, 0.02)[:88]
@@ -65,17 +68,19 @@ def dh_reading(value: float, chance: float, score: str = "overlap", *, k: int | 
                  f"{value / chance:.0f}x chance but far from identity" if chance > 0 else
                  "far from identity")
         words = f"mostly disagree ({level})"
-    return f"{head}: they {words}; {_calibrated(value, chance, k, metric)}; a tied run decides"
+    calibrated = _calibrated(value, chance, k, metric, vocab, width)
+    return f"{head}: they {words}; {calibrated}; a tied run decides"
 
 
-def _calibrated(value: float, chance: float, k: int | None, metric: str | None) -> str:
+def _calibrated(value: float, chance: float, k: int | None, metric: str | None,
+                vocab: int | None, width: int | None) -> str:
     from dhwt.analysis.calibration import calibrated_reading, packaged
 
     table = packaged(k, metric) if k is not None and metric is not None else None
     if table is None:
         where = f" at k {k} / {metric}" if k is not None else ""
         return f"what this implies for DH and tying is not calibrated{where}"
-    return calibrated_reading(value, chance, table).text
+    return calibrated_reading(value, chance, table, vocab=vocab, width=width).text
 
 
 @dataclass(frozen=True)
@@ -149,9 +154,11 @@ def copy_flag(history: TieHistory) -> str:
 
 def member_reading(value: float, chance: float, *, k: int | None = None,
                    metric: str | None = None, history: TieHistory | None = None,
-                   residue: float | None = None) -> str:
+                   residue: float | None = None, vocab: int | None = None,
+                   width: int | None = None) -> str:
     """The reading of one member: withheld right after an untie (when its history and copy
-    residue are known), else dh_reading with the copy flag of its history.
+    residue are known), else dh_reading (vocab, width: the model's size) with the copy flag of
+    its history.
 
     Examples:
         >>> member_reading(0.9, 0.02, history=TieHistory(40, 20), residue=0.1)[:9]
@@ -162,4 +169,4 @@ def member_reading(value: float, chance: float, *, k: int | None = None,
         if reason is not None:
             return reason
     flag = copy_flag(history) if history is not None else ""
-    return dh_reading(value, chance, k=k, metric=metric) + flag
+    return dh_reading(value, chance, k=k, metric=metric, vocab=vocab, width=width) + flag

@@ -43,7 +43,7 @@ def text(result: DiagnoseResult) -> str:
                   f"  overlap  {_estimate(d.overlap)}   (|N_in ∩ N_out|/k)",
                   f"  chance   {_estimate(d.chance) if d.chance else 'not computed'}",
                   f"  jaccard  {d.jaccard:.4f}   CKA {d.cka:.4f}   Procrustes error "
-                  f"{d.procrustes:.4f}" + (f"   copy residue {s.residue:.3f}"
+                  f"{_procrustes(d)}" + (f"   copy residue {s.residue:.3f}"
                                            if s.residue is not None else ""),
                   f"  reading: {s.reading}"]
     return "\n".join(lines)
@@ -99,7 +99,7 @@ def _markdown(result: DiagnoseResult, top: int, figure: bool) -> list[str]:
             continue
         chance = _estimate(d.chance) if d.chance else "—"
         lines.append(f"| {s.name} | {s.history} | {_estimate(d.overlap)} | {chance} | "
-                     f"{_excess(d):.3f} | {d.cka:.4f} | {d.procrustes:.4f} | {s.reading} |")
+                     f"{_excess(d):.3f} | {d.cka:.4f} | {_procrustes(d)} | {s.reading} |")
     lines.append("")
     if figure:
         lines += [f"![per-token agreement]({FIGURE})", ""]
@@ -141,7 +141,7 @@ def _subject_document(s: Subject, result: DiagnoseResult, top: int) -> dict[str,
         KEY: _estimate_document(d.overlap), "input_output_knn_jaccard": d.jaccard,
         "chance_knn_overlap": _estimate_document(d.chance) if d.chance else None,
         "excess_over_chance": _finite(_excess(d)), "cka": d.cka,
-        "procrustes_error": d.procrustes, "whole_space_rows": d.whole_rows,
+        "procrustes_error": _finite(d.procrustes), "whole_space_rows": d.whole_rows,
         "copy_residue": None if s.residue is None else _finite(s.residue),
         "buckets": [{"label": b.label, "low": b.low, "high": b.high,
                      **_estimate_document(b.overlap)} for b in d.buckets],
@@ -216,6 +216,11 @@ def _scope(d: Diagnosis) -> str:
     chance = f"; chance from {d.chance.n:,} queries" if d.chance else ""
     return (f"k = {d.k}{d.k_note}, metric {d.metric}, {queries}{chance}; CKA and Procrustes over "
             f"{d.whole_rows:,} rows")
+
+
+def _procrustes(d: Diagnosis) -> str:
+    return (f"{d.procrustes:.4f}" if math.isfinite(d.procrustes) else
+            "not computed (the widths differ)")
 
 
 def _estimate(e: Estimate) -> str:

@@ -9,7 +9,7 @@ import math
 from collections.abc import Mapping
 from pathlib import Path
 
-from dhwt.analysis.intervals import summarise
+from dhwt.analysis.intervals import NON_NEGATIVE, SHARE, summarise
 from dhwt.report.figures import metric_figure
 from dhwt.runs import layout, load_run
 from dhwt.runs.metrics import metric_table, read_metrics
@@ -23,8 +23,9 @@ def loss_lines(runs: Mapping[str, Path], out: Path) -> list[str]:
     per run, the last evaluation of each split (test perplexity once the run has finished)."""
     records = {name: read_metrics(Path(run) / layout.METRICS) for name, run in runs.items()}
     events = {name: load_run(run).config.tying.tie_schedule.events for name, run in runs.items()}
-    lines = ["## Loss (last evaluation; over members: mean ± 95% t-interval, median [quartiles] "
-             "where bimodal, the values where fewer than 3; dhwt.analysis.intervals)", "",
+    lines = ["## Loss (last evaluation; over members: mean ± 95% t-interval, clipped to the "
+             "quantity's range where it leaves it, median [quartiles] where bimodal, the values "
+             "where fewer than 3; dhwt.analysis.intervals)", "",
              "| run | split | step | cross-entropy (nats) | perplexity | accuracy |",
              "|---|---|---|---|---|---|"]
     for name, rows in records.items():
@@ -32,8 +33,8 @@ def loss_lines(runs: Mapping[str, Path], out: Path) -> list[str]:
             if not any(r["split"] == split for r in rows):
                 continue
             steps, losses = metric_table(rows, split, "loss")
-            loss = summarise(losses[-1])
-            accuracy = summarise(metric_table(rows, split, "accuracy")[1][-1])
+            loss = summarise(losses[-1], bounds=NON_NEGATIVE)
+            accuracy = summarise(metric_table(rows, split, "accuracy")[1][-1], bounds=SHARE)
             lines.append(f"| {name} | {split} | {steps[-1]} | {loss.text(4)} | "
                          f"{math.exp(loss.centre):.2f} | {accuracy.text(4)} |")
     figures = []

@@ -18,6 +18,7 @@ from dhwt.config.run import TrainConfig
 from dhwt.config.schedule import TieEvent
 from dhwt.report.document import write_report as write_document
 from dhwt.languages import GroundTruth
+from dhwt.languages.tokenizers import shortfall
 from dhwt.runs import layout
 from dhwt.runs.metrics import read_metrics
 
@@ -42,7 +43,7 @@ def write_run_report(run_dir: Path, config: TrainConfig, task) -> list[dict[str,
         exact = [{"seed": seed, "loss": float(ce), "accuracy": float(acc)}
                  for seed, ce, acc in zip(fit.seeds, fit.cross_entropy, fit.accuracy)]
     write_figure(records, run_dir / layout.FIGURE, task.truth, config.tying.tie_schedule.events)
-    write_report(run_dir / layout.REPORT, config, final, task.truth, exact)
+    write_report(run_dir / layout.REPORT, config, final, task.truth, exact, len(task.vocab))
     return final
 
 
@@ -96,13 +97,22 @@ def write_figure(records: list[dict[str, object]], path: Path, truth: GroundTrut
     save(fig, path)
 
 
+def _vocabulary(tokenizer: str, size: int | None) -> str:
+    """' (N tokens)' after a corpus's tokenizer, saying when bpe:N learned fewer than asked."""
+    if size is None:
+        return ""
+    return f" ({shortfall(tokenizer, size) or f'{size:,} tokens'})"
+
+
 def write_report(path: Path, config: TrainConfig, final: list[dict[str, object]],
-                 truth: GroundTruth | None, exact: list[dict[str, object]] = ()) -> None:
-    """report.md: the config in brief; where the task has ground truth, each member's exact fit
-    (`exact`: seed, loss, accuracy) against the Bayes optimum; the final evaluation-set metrics;
-    pointers to the figure and the files."""
+                 truth: GroundTruth | None, exact: list[dict[str, object]] = (),
+                 vocab_size: int | None = None) -> None:
+    """report.md: the config in brief (a corpus's tokenizer with its `vocab_size`); where the
+    task has ground truth, each member's exact fit (`exact`: seed, loss, accuracy) against the
+    Bayes optimum; the final evaluation-set metrics; pointers to the figure and the files."""
     data = (f"grammar `{config.data.grammar}` (dataset in `data/`)" if config.data.grammar is not None
-            else f"corpus `{config.data.corpus}`, tokenizer `{config.data.tokenizer}`, windows of "
+            else f"corpus `{config.data.corpus}`, tokenizer `{config.data.tokenizer}`"
+                 f"{_vocabulary(config.data.tokenizer, vocab_size)}, windows of "
                  f"{config.data.seq_len} tokens" if config.data.corpus is not None
             else f"dataset `{config.data.data}`")
     lines = [

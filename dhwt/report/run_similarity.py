@@ -76,7 +76,9 @@ def similarity_lines(runs: Mapping[str, Path], out: Path,
     heading = ["## Similarity of embedding spaces over training", ""]
     k, k_note = choose_k(options.k, n)
     if n <= k:
-        return heading + [f"Skipped: {n} tokens, not more than k = {k}{k_note} neighbours.", ""]
+        why = ("no token was seen in training (every count is 0)" if tokens is not None and not n
+               else f"{n} tokens, not more than k = {k}{k_note} neighbours")
+        return heading + [f"Skipped: {why}.", ""]
     result = similarity_curves(
         sources, k=k, metric=options.metric, measures=measures, tokens=tokens,
         weights=counts if options.weighted else None, chance=options.chance, seed=options.seed,
@@ -88,8 +90,9 @@ def similarity_lines(runs: Mapping[str, Path], out: Path,
             if options.tokens == "seen" else "")
     note += ", weighted by training counts" if options.weighted else ""
     schedules = {s.name: load_run(s.run).config.tying.tie_schedule for s in sources}
+    run_of = {s.name: name for s in sources for name, run in runs.items() if Path(run) == s.run}
     return similarity_section(result, out, score=options.score, k_note=k_note, tokens_note=note,
-                              schedules=schedules)
+                              schedules=schedules, runs=run_of)
 
 
 def select_sources(runs: Mapping[str, Path], members: str) -> list[Source]:
@@ -122,11 +125,11 @@ def token_counts(runs: Mapping[str, Path], counts_file: str | None) -> np.ndarra
     """One training count per token id: from counts_file, else the first run's
     token_counts.npy; DhwtError naming both ways when neither exists."""
     if counts_file is not None:
-        return check_counts(read_weights(counts_file), counts_file)
+        return check_counts(read_weights(counts_file, "token counts"), counts_file)
     for run in runs.values():
         path = Path(run) / TOKEN_COUNTS
         if path.is_file():
-            return check_counts(read_weights(str(path)), str(path))
+            return check_counts(read_weights(str(path), "token counts"), str(path))
     first = next(iter(runs.values()))
     raise DhwtError(f"tokens seen in training need counts: {first}/{TOKEN_COUNTS} does not exist "
                     "(the trainer writes it for text tasks); give --counts FILE with one count "

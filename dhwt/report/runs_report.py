@@ -16,20 +16,17 @@ import itertools
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-import numpy as np
-
 from dhwt.analysis.closeness import Closeness, pair_closeness
-from dhwt.analysis.escape import SPLIT as POPULATION, escapes, kaplan_meier, logrank
-from dhwt.analysis.intervals import count_text, summarise
+from dhwt.analysis.escape import SPLIT as POPULATION
+from dhwt.analysis.intervals import COSINE, NON_NEGATIVE, SHARE, count_text, summarise
 from dhwt.analysis.population import run_population_fit
 from dhwt.runs.snapshots import read_run
 from dhwt.report.document import write_report
-from dhwt.report.figures import MEASURE_LABELS, closeness_figure, fit_figure, survival_figure
+from dhwt.report.escape_report import escape_lines
+from dhwt.report.figures import MEASURE_LABELS, closeness_figure, fit_figure
 from dhwt.runs import layout, load_run
-from dhwt.directories import atomic_write_bytes
 from dhwt.runs.metrics import metric_table, read_metrics
 
-ESCAPE_TABLE = "escape.csv"  # per run and seed: escape step (empty if censored), last step
 EVAL_SPLIT = "train"  # the fixed evaluation set over the training strings (see dhwt.training)
 
 
@@ -67,8 +64,8 @@ def write_runs_report(
         matrices[name] = {"tied matrix" if len(sides) == 1 else side:
                           pair_closeness(snapshots, side, pairs, baseline) for side in sides}
         records[name] = read_metrics(run_dir / layout.METRICS)
-    events = {name: load_run(run_dir).config.tying.tie_schedule.events
-              for name, run_dir in runs.items()}
+    configs = {name: load_run(run_dir).config for name, run_dir in runs.items()}
+    events = {name: config.tying.tie_schedule.events for name, config in configs.items()}
     exact = all(any(r["split"] == POPULATION for r in rows) for rows in records.values())
     curve_split = POPULATION if exact else EVAL_SPLIT
     fit_curves = {name: (*metric_table(rows, curve_split, "loss"),
@@ -99,7 +96,8 @@ def write_runs_report(
         "the seeds whose excess is below half the unigram baseline's, with its exact 95% "
         "(Clopper-Pearson) interval. Where a run's seeds split between the plateau and a "
         "learned fit, the outcome is bimodal and is given as the median [quartiles]; else as "
-        "mean ± 95% t-interval (3 or more seeds; fewer: the values).",
+        "mean ± 95% t-interval (3 or more seeds; fewer: the values), clipped where it leaves "
+        "the quantity's range (no loss below 0, no accuracy above 1) and then said so.",
         "",
         "| run | step | cross-entropy (nats) | excess over Bayes | expected accuracy | "
         "off plateau |",
@@ -109,8 +107,9 @@ def write_runs_report(
     for name, fit in fits.items():
         learned, n = int(off[name].sum()), len(fit.seeds)
         split[name] = 0 < learned < n
-        cells = [summarise(v, bimodal=split[name] or None).text()
-                 for v in (fit.cross_entropy, fit.excess, fit.accuracy)]
+        cells = [summarise(v, bimodal=split[name] or None, bounds=bounds).text()
+                 for v, bounds in ((fit.cross_entropy, NON_NEGATIVE), (fit.excess, NON_NEGATIVE),
+                                   (fit.accuracy, SHARE))]
         lines.append(f"| {name} | {fit.step} | {' | '.join(cells)} | {count_text(learned, n)} |")
     lines += [
         "",
@@ -146,7 +145,7 @@ def write_runs_report(
         "",
         f"![closeness ({measure})](figures/closeness.png)",
     ]
-    lines += _escape_lines(records, events, truth, figures)
+    lines += escape_lines(records, configs, truth, figures)
     lines += [
         "",
         *more,
@@ -183,59 +182,11 @@ def _closeness_rows(panels, panel_runs, relation, split, off=None) -> list[str]:
         for p, pair in enumerate(c.pairs):
             cells = [summarise(getattr(c, m)[-1, keep, p],
                                bimodal=None if off is not None else split[name] or None,
-                               bounds=(-1, 1) if m == "cosine" else (0, np.inf)).text()
+                               bounds=COSINE if m == "cosine" else NON_NEGATIVE).text()
                      for m in ("raw", "normalised", "cosine")]
             rows.append(f"| {title} | {pair[0]}-{pair[1]} | {_kind(relation, pair)} | "
                         + " | ".join(cells) + " |")
     return rows
-
-
-def _escape_lines(records: Mapping[str, list[dict]], events: Mapping[str, Sequence[object]],
-                  truth, figures: Path) -> list[str]:
-    """The plateau escape section (dhwt.analysis.escape) of runs that recorded the exact
-    population fit during training; nothing for runs that did not. `events`: each run's tie
-    switches."""
-    found = {name: escapes(rows, truth) for name, rows in records.items()
-             if any(r["split"] == POPULATION for r in rows)}
-    if not found:
-        return []
-    horizon = max(e.last for e in found.values())
-    label = {name: f"{name} ({len(e.seeds)} seeds)" for name, e in found.items()}
-    survival_figure({label[name]: kaplan_meier(e) for name, e in found.items()},
-                    figures / "survival.png", horizon,
-                    {label[name]: events[name] for name in found})
-    table = ["run,seed,escape_step,last_step,off_at_end"]  # escape_step empty: censored
-    table += [f"{name},{seed},{step if left else ''},{e.last},{int(end)}"
-              for name, e in found.items()
-              for seed, step, left, end in zip(e.seeds, e.step, e.escaped, e.final_off)]
-    atomic_write_bytes(figures.parent / ESCAPE_TABLE, ("\n".join(table) + "\n").encode())
-    lines = ["", "## Leaving the plateau", "",
-             "From the exact population cross-entropy recorded during training "
-             "(record.population_every): a seed has left the plateau at the first recorded step "
-             f"where its cross-entropy is below {found[next(iter(found))].threshold:.4f} nats, "
-             "midway between the plateau (the target marginal's entropy) and the Bayes optimum "
-             "(dhwt.analysis.escape); one that never does is censored at its last step. Counts "
-             "with exact 95% intervals; escape steps of the seeds that left as median "
-             f"[quartiles] (the values where fewer than 3); every seed's step in `{ESCAPE_TABLE}`.",
-             "",
-             "| run | left by its last step | escape steps | off the plateau at the end |",
-             "|---|---|---|---|"]
-    for name, e in found.items():
-        left = e.step[e.escaped]
-        steps = summarise(left, bimodal=True).text(0) if len(left) else "-"
-        lines.append(f"| {name} (to step {e.last}) | "
-                     f"{count_text(int(e.escaped.sum()), len(e.seeds))} | {steps} | "
-                     f"{count_text(int(e.final_off.sum()), len(e.seeds))} |")
-    first, *others = found
-    if others:
-        lines += ["", f"Log-rank test against {first} (two-sided; z > 0: the run leaves the "
-                  "plateau faster):", "", "| run | z | p |", "|---|---|---|"]
-        for name in others:
-            z, p = logrank(found[name], found[first])
-            lines.append(f"| {name} | no escape in either run | - |" if np.isnan(z)
-                         else f"| {name} | {z:+.2f} | {p:.3g} |")
-    lines += ["", "![share still on the plateau](figures/survival.png)"]
-    return lines
 
 
 def _kind(relation: dict, pair: tuple[str, str]) -> str:

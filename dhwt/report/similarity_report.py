@@ -1,6 +1,11 @@
 """The similarity section of a runs report: KNN match between members over training, the DH
 diagnostic, their chance levels; figures, a CSV and a JSON of every number, markdown lines. The
 DH reading itself is dhwt.report.dh_reading's.
+
+The figures draw groups of curves, not one line per curve (3 runs of 3 seeds make 36 pairs):
+the pairs of one run's seeds, the pairs of members of two runs, each run's DH curves; per
+group the median over its curves with their range as a band, so that they stay readable at
+any number of members. The tables and files give every curve.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from dhwt.analysis.knn_curves import Curve, SimilarityCurves
 from dhwt.config.schedule import TieSchedule
 from dhwt.report.dh_reading import EXCESS_AGREE, EXCESS_PARTLY, member_reading, tie_history
 from dhwt.report.figures import (distinct_events, legend_below, mark_events, new_figure, save,
-                                  step_axis)
+                                  spread, step_axis)
 from dhwt.directories import atomic_write_bytes
 
 SCORES = ("overlap", "jaccard")
@@ -24,16 +29,21 @@ OTHER = {"cka": "linear CKA", "procrustes": "Procrustes relative error",
          "mutual_knn": "mutual k-NN (cosine overlap)"}
 CSV = "similarity.csv"
 JSON = "similarity.json"
+#: Most groups of seed pairs drawn one per run; more runs share one "within a run" group.
+WITHIN_GROUPS = 6
 
 
 def similarity_section(result: SimilarityCurves, out: Path, *, score: str = "overlap",
                        k_note: str = "", tokens_note: str = "",
-                       schedules: Mapping[str, TieSchedule] | None = None) -> list[str]:
+                       schedules: Mapping[str, TieSchedule] | None = None,
+                       runs: Mapping[str, str] | None = None) -> list[str]:
     """Write out/figures/similarity_*.png, out/similarity.csv and .json; return the markdown.
     k_note follows k (why it is what it is, see dhwt.analysis.knn.choose_k); schedules: each
-    source's tie schedule, by name, for the DH reading's tie history (dhwt.report.dh_reading)."""
+    source's tie schedule, by name, for the DH reading's tie history (dhwt.report.dh_reading);
+    runs: each source's run, by name, for the figures' groups (none: one run)."""
     write_numbers(result, out)
     pairs, dh = result.of_kind("pair"), result.of_kind("dh")
+    runs = runs or {}
     events = distinct_events({name: s.events for name, s in (schedules or {}).items()})
     lines = ["## Similarity of embedding spaces over training", "",
              f"KNN Match Similarity: for each token its k = {result.k}{k_note} nearest neighbours "
@@ -44,8 +54,9 @@ def similarity_section(result: SimilarityCurves, out: Path, *, score: str = "ove
     if pairs and _has(pairs, score):
         sides = sorted({c.side for c in pairs}, key=("input", "output").index)
         names = ["tied matrix"] if result.tied_everywhere else sides
-        _curves_figure([[c for c in pairs if c.side == s] for s in sides], names, result.steps,
-                       score, out / "figures" / "similarity_knn.png", events)
+        _curves_figure([group_curves([c for c in pairs if c.side == s], runs) for s in sides],
+                       names, result.steps, score, out / "figures" / "similarity_knn.png",
+                       events)
         lines += ["### Between members", "",
                   "| pair | side | step | jaccard | overlap | chance overlap "
                   "| peak overlap (step) |",
@@ -60,10 +71,13 @@ def similarity_section(result: SimilarityCurves, out: Path, *, score: str = "ove
                          f"{c.values['jaccard'][t]:.4f} | {c.values['overlap'][t]:.4f} | "
                          f"{_cell(c, 'chance_overlap', t)} | "
                          f"{c.values['overlap'][peak]:.4f} ({result.steps[peak]}) |")
-        lines += ["", "![KNN match between members](figures/similarity_knn.png)", ""]
+        lines += ["", "The figure groups the pairs (each run's seed pairs, the pairs across runs): "
+                  "per group the median with the range as a band; the table gives every pair.",
+                  "", "![KNN match between members](figures/similarity_knn.png)", ""]
     others = [m for m in OTHER if pairs and m in pairs[0].values]
     if others:
-        _others_figure(pairs, others, result, out / "figures" / "similarity_other.png", events)
+        _others_figure(pairs, others, result, runs, out / "figures" / "similarity_other.png",
+                       events)
         lines += ["| pair | side | " + " | ".join(OTHER[m] for m in others) + " (last step) |",
                   "|---|---|" + "---|" * len(others)]
         for c in pairs:
@@ -73,8 +87,8 @@ def similarity_section(result: SimilarityCurves, out: Path, *, score: str = "ove
                              + " | ".join(f"{c.values[m][t]:.4f}" for m in others) + " |")
         lines += ["", "![other measures](figures/similarity_other.png)", ""]
     if dh and _has(dh, score):
-        _curves_figure([dh], ["input vs output (DH diagnostic)"], result.steps, score,
-                       out / "figures" / "similarity_dh.png", events)
+        _curves_figure([group_curves(dh, runs)], ["input vs output (DH diagnostic)"],
+                       result.steps, score, out / "figures" / "similarity_dh.png", events)
         lines += ["### DH diagnostic: each untied member's input vs output neighbourhoods", "",
                   "| member | step | jaccard | overlap | chance overlap | reading |",
                   "|---|---|---|---|---|---|"]
@@ -82,7 +96,7 @@ def similarity_section(result: SimilarityCurves, out: Path, *, score: str = "ove
             t = _last(c, "overlap")
             chance = c.values.get("chance_overlap", np.full(len(result.steps), np.nan))[t]
             reading = _reading(c, t, int(result.steps[t]), chance, schedules, result.k,
-                               result.metric)
+                               result.metric, result.n_tokens)
             lines.append(f"| {c.a} | {result.steps[t]} | {c.values['jaccard'][t]:.4f} | "
                          f"{c.values['overlap'][t]:.4f} | {_cell(c, 'chance_overlap', t)} | "
                          f"{reading} |")
@@ -102,13 +116,14 @@ _METRIC = {"ip": "raw inner product", "cos": "cosine", "l2": "Euclidean distance
 
 
 def _reading(curve: Curve, t: int, step: int, chance: float,
-             schedules: Mapping[str, TieSchedule] | None, k: int, metric: str) -> str:
+             schedules: Mapping[str, TieSchedule] | None, k: int, metric: str,
+             vocab: int) -> str:
     """The DH reading of a dh curve at index t, withheld right after an untie."""
     schedule = (schedules or {}).get(curve.a)
     residue = curve.values["copy_residue"][t] if "copy_residue" in curve.values else None
     return member_reading(curve.values["overlap"][t], chance, k=k, metric=metric,
                           history=tie_history(schedule, step) if schedule is not None else None,
-                          residue=residue)
+                          residue=residue, vocab=vocab)
 
 
 def _has(curves: Sequence[Curve], score: str) -> bool:
@@ -149,40 +164,107 @@ def _num(value: float) -> str:
     return "" if math.isnan(value) else f"{value:.6g}"
 
 
-def _curves_figure(panels: Sequence[Sequence[Curve]], titles: Sequence[str], steps: np.ndarray,
-                   score: str, path: Path, events: Sequence[object]) -> None:
-    """One panel per group of curves: each curve solid, its chance level dotted, same colour;
-    the tie switches of the runs marked."""
-    fig = new_figure(4.8 * len(panels) + 0.6, 3.8)
+def group_curves(curves: Sequence[Curve],
+                 runs: Mapping[str, str]) -> list[tuple[str, list[Curve]]]:
+    """(label, curves) groups of pair or DH curves for a figure. DH curves: one group per run.
+    Pairs: one group of each run's seed pairs ("within RUN"; past WITHIN_GROUPS runs one group
+    "within a run") and one of the pairs of members of two runs ("between runs"). `runs`:
+    source name -> run name (sources not in it: members of one unnamed run).
+
+    Examples:
+        >>> pair = lambda a, b: Curve("pair", "input", a, b)
+        >>> runs = {"t/s1": "t", "t/s2": "t", "u/s1": "u", "u/s2": "u"}
+        >>> curves = [pair("t/s1", "t/s2"), pair("t/s1", "u/s1"), pair("u/s1", "u/s2")]
+        >>> [(label, len(group)) for label, group in group_curves(curves, runs)]
+        [('within t', 1), ('within u', 1), ('between runs', 1)]
+    """
+    def run(name: str) -> str:
+        return runs.get(name, "")
+
+    def key(c: Curve) -> str:
+        if c.kind == "dh":
+            return run(c.a) or "members"
+        if run(c.a) != run(c.b):
+            return "between runs"
+        return f"within {run(c.a)}" if run(c.a) and len(own) <= WITHIN_GROUPS else "within a run"
+
+    own = {run(c.a) for c in curves if run(c.a) == run(c.b)}
+    groups: dict[str, list[Curve]] = {}
+    for curve in curves:
+        groups.setdefault(key(curve), []).append(curve)
+    return sorted(groups.items(), key=lambda item: item[0] == "between runs")
+
+
+def _group_label(label: str, curves: Sequence[Curve]) -> str:
+    """A group's legend entry: the curve itself when alone, else the group and its size."""
+    if len(curves) == 1:
+        c = curves[0]
+        return c.label if c.kind == "dh" else f"{c.a} vs {c.b}"
+    noun = "members" if curves[0].kind == "dh" else "pairs"
+    return f"{label} ({len(curves)} {noun})"
+
+
+def _draw_group(ax, steps: np.ndarray, curves: Sequence[Curve], measure: str, label: str,
+                color: str) -> None:
+    """The median of `measure` over the group's curves, their range as a band, and the median
+    chance level dotted, in one colour."""
+    median, low, high = spread(np.array([c.values[measure] for c in curves]))
+    ax.plot(steps, median, marker=".", lw=1.6, color=color, label=_group_label(label, curves))
+    if len(curves) > 1:
+        ax.fill_between(steps, low, high, color=color, alpha=0.2, lw=0)
+    if f"chance_{measure}" in curves[0].values:
+        chance = spread(np.array([c.values[f"chance_{measure}"] for c in curves]))[0]
+        ax.plot(steps, chance, ls=":", lw=1.2, color=color)
+
+
+def _colours(groups: Sequence[Sequence[tuple[str, list[Curve]]]]) -> dict[str, str]:
+    """One colour per group label, the same in every panel."""
+    labels = dict.fromkeys(label for panel in groups for label, _ in panel)
+    return {label: f"C{i % 10}" for i, label in enumerate(labels)}
+
+
+BAND_NOTE = ("line: median over the group's curves (a curve alone: itself); band: their range,\n"
+             "min to max; dotted, same colour: the median chance level (norm-matched random "
+             "stand-ins)")
+
+
+def _curves_figure(panels: Sequence[Sequence[tuple[str, list[Curve]]]], titles: Sequence[str],
+                   steps: np.ndarray, score: str, path: Path, events: Sequence[object]) -> None:
+    """One panel per list of (label, curves) groups (group_curves); the tie switches of the
+    runs marked."""
+    fig = new_figure(4.8 * len(panels) + 0.8, 4.2)
     axes = fig.subplots(1, len(panels), squeeze=False, sharey=True)[0]
-    for ax, curves, title in zip(axes, panels, titles):
-        for c in curves:
-            (line,) = ax.plot(steps, c.values[score], marker=".", lw=1.4,
-                              label=c.label if c.kind == "dh" else f"{c.a} vs {c.b}")
-            if f"chance_{score}" in c.values:
-                ax.plot(steps, c.values[f"chance_{score}"], ls=":", lw=1.2,
-                        color=line.get_color())
+    colour = _colours(panels)
+    for ax, groups, title in zip(axes, panels, titles):
+        for label, curves in groups:
+            _draw_group(ax, steps, curves, score, label, colour[label])
         ax.set_title(title, fontsize=10)
         mark_events(ax, events)
         step_axis(ax)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel(f"KNN match ({score})")
-    legend_below(fig, axes, "solid: measured; dotted, same colour: its chance level "
-                 "(norm-matched random stand-ins)")
+    legend_below(fig, axes, BAND_NOTE)
     save(fig, path)
 
 
 def _others_figure(pairs: Sequence[Curve], measures: Sequence[str], result: SimilarityCurves,
-                   path: Path, events: Sequence[object]) -> None:
-    """One panel per whole-space measure, one line per pair; the tie switches marked."""
-    fig = new_figure(4.4 * len(measures) + 0.6, 3.6)
-    axes = fig.subplots(1, len(measures), squeeze=False)[0]
-    for ax, m in zip(axes, measures):
-        for c in pairs:
-            ax.plot(result.steps, c.values[m], marker=".", lw=1.2, label=c.label)
-        ax.set_title(OTHER[m], fontsize=10)
-        mark_events(ax, events)
-        step_axis(ax)
-        ax.grid(alpha=0.3)
-    legend_below(fig, axes)
+                   runs: Mapping[str, str], path: Path, events: Sequence[object]) -> None:
+    """One panel per whole-space measure (columns) and side (rows), the pairs in groups
+    (group_curves); the tie switches marked."""
+    sides = sorted({c.side for c in pairs}, key=("input", "output").index)
+    panels = {side: group_curves([c for c in pairs if c.side == side], runs) for side in sides}
+    colour = _colours(list(panels.values()))
+    fig = new_figure(4.4 * len(measures) + 0.8, 3.2 * len(sides) + 1.2)
+    axes = fig.subplots(len(sides), len(measures), squeeze=False, sharex=True)
+    for row, side in enumerate(sides):
+        for ax, m in zip(axes[row], measures):
+            for label, curves in panels[side]:
+                _draw_group(ax, result.steps, curves, m, label, colour[label])
+            title = "tied matrix" if result.tied_everywhere else side
+            ax.set_title(f"{OTHER[m]}: {title}", fontsize=10)
+            mark_events(ax, events)
+            if row == len(sides) - 1:
+                step_axis(ax)
+            ax.grid(alpha=0.3)
+    legend_below(fig, axes.ravel(), BAND_NOTE.split(";")[0] + "; band: their range, min to max")
     save(fig, path)

@@ -66,7 +66,9 @@ def read_cell(cell: Path, frozen: bool) -> dict[str, object]:
 
 
 def text(values: np.ndarray, digits: int = 4) -> str:
-    return summarise(values).text(digits)
+    """One cell that says what it is: 'mean m ± h' (95% t) or 'median m [q1, q3]'."""
+    summary = summarise(values)
+    return ("mean " if summary.kind == "t" else "") + summary.text(digits)
 
 
 def steps_text(values: np.ndarray) -> str:

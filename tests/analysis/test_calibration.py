@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 import pytest
 
 from dhwt.analysis.calibration import (calibrated_reading, calibration_table,
@@ -37,7 +38,7 @@ def table():
 
 
 def test_an_excess_inside_one_interval_picks_that_level(table):
-    reading = calibrated_reading(excess_to_overlap(0.33), 0.2, table)
+    reading = calibrated_reading(excess_to_overlap(0.33), 0.2, table, vocab=34)
     assert reading.excess == pytest.approx(0.33)
     assert reading.place == "inside"
     assert [lv.violation for lv in reading.levels] == [0.5]
@@ -46,7 +47,7 @@ def test_an_excess_inside_one_interval_picks_that_level(table):
 
 
 def test_an_excess_between_levels_names_both_neighbours(table):
-    reading = calibrated_reading(excess_to_overlap(0.45), 0.2, table)
+    reading = calibrated_reading(excess_to_overlap(0.45), 0.2, table, vocab=34)
     assert reading.place == "between"
     assert [lv.violation for lv in reading.levels] == [0.0, 0.5]
     assert "violation 0.00" in reading.text and "violation 0.50" in reading.text
@@ -55,7 +56,7 @@ def test_an_excess_between_levels_names_both_neighbours(table):
 
 @pytest.mark.parametrize("excess, place, nearest", [(0.9, "above", 0.0), (0.01, "below", 1.0)])
 def test_an_excess_outside_the_range_says_so(table, excess, place, nearest):
-    reading = calibrated_reading(excess_to_overlap(excess), 0.2, table)
+    reading = calibrated_reading(excess_to_overlap(excess), 0.2, table, vocab=34)
     assert reading.place == place
     assert [lv.violation for lv in reading.levels] == [nearest]
     assert "does not cover" in reading.text
@@ -64,7 +65,7 @@ def test_an_excess_outside_the_range_says_so(table, excess, place, nearest):
 def test_overlapping_intervals_are_all_named_and_the_text_admits_it():
     doc = {"levels": [level(0.0, 0.26, 0.15, 0.37), level(0.5, 0.25, 0.14, 0.36),
                       level(1.0, 0.24, 0.12, 0.35)]}
-    reading = calibrated_reading(excess_to_overlap(0.25), 0.2, calibration_table(doc))
+    reading = calibrated_reading(excess_to_overlap(0.25), 0.2, calibration_table(doc), vocab=34)
     assert reading.place == "inside"
     assert [lv.violation for lv in reading.levels] == [0.0, 0.5, 1.0]
     assert "does not tell them apart" in reading.text and "0.00-1.00" in reading.text
@@ -73,15 +74,15 @@ def test_overlapping_intervals_are_all_named_and_the_text_admits_it():
 def test_the_table_at_another_k_and_metric_is_its_own():
     table = calibration_table(DOC, k=3, metric="cos")
     assert (table.k, table.metric, len(table.levels)) == (3, "cos", 1)
-    assert calibrated_reading(excess_to_overlap(0.9), 0.2, table).place == "inside"
+    assert calibrated_reading(excess_to_overlap(0.9), 0.2, table, vocab=34).place == "inside"
 
 
 def test_a_reading_at_another_k_or_metric_is_refused(table):
     with pytest.raises(DhwtError, match="k 10 / ip"):
-        calibrated_reading(0.5, 0.2, table, k=5)
+        calibrated_reading(0.5, 0.2, table, vocab=34, k=5)
     with pytest.raises(DhwtError, match="k 10 / ip"):
-        calibrated_reading(0.5, 0.2, table, metric="cos")
-    assert calibrated_reading(0.5, 0.2, table, k=10, metric="ip").place in {"inside", "between"}
+        calibrated_reading(0.5, 0.2, table, vocab=34, metric="cos")
+    assert calibrated_reading(0.5, 0.2, table, vocab=34, k=10, metric="ip").place in {"inside", "between"}
 
 
 def test_load_calibration_reads_the_file(tmp_path, table):
@@ -93,7 +94,7 @@ def test_load_calibration_reads_the_file(tmp_path, table):
 
 def test_the_confidence_interval_can_be_asked_for_instead():
     table = calibration_table(DOC, interval="ci95")
-    assert calibrated_reading(excess_to_overlap(0.35), 0.2, table).place == "between"
+    assert calibrated_reading(excess_to_overlap(0.35), 0.2, table, vocab=34).place == "between"
 
 
 def broken(change):
@@ -136,11 +137,47 @@ def test_unreadable_files_raise_one_line(tmp_path, content):
 
 def test_an_impossible_overlap_is_refused(table):
     with pytest.raises(DhwtError, match="no excess"):
-        calibrated_reading(float("nan"), 0.2, table)
+        calibrated_reading(float("nan"), 0.2, table, vocab=34)
     with pytest.raises(DhwtError, match="no excess"):
-        calibrated_reading(0.5, 1.0, table)
+        calibrated_reading(0.5, 1.0, table, vocab=34)
 
 
 def test_a_bad_interval_name_is_refused():
     with pytest.raises(DhwtError, match="interval must be one of"):
         calibration_table(DOC, interval="sd")
+
+
+@pytest.mark.parametrize("vocab, width, why", [
+    (2048, None, "vocabulary 2048 against the calibration's 34"),   # WikiText-2, bpe:2048
+    (50257, 768, "vocabulary 50257"),                                # GPT-2
+    (34, 512, "d_model 512 against the calibration's 16"),
+    (None, None, "vocabulary size is not known")])
+def test_a_model_far_from_the_calibration_gets_no_synthetic_level_or_price(vocab, width, why):
+    """The excess 0.33 lies inside the violation-0.5 level's interval, whose price is +0.0020
+    nats: a model near the calibration's size gets both, a far one neither, and sees the prices
+    measured on different footing side by side instead."""
+    doc = {**DOC, "settings": {"model": {"d_model": 16}}}
+    table = calibration_table(doc)
+    assert table.d_model == 16
+    near = calibrated_reading(excess_to_overlap(0.33), 0.2, table, vocab=40, width=32)
+    assert near.place == "inside" and "price of tying measured there +0.0020" in near.text
+    far = calibrated_reading(excess_to_overlap(0.33), 0.2, table, vocab=vocab, width=width)
+    assert far.place == "far" and far.levels == ()
+    assert why in far.text
+    assert "violation 0.50" not in far.text and "measured there" not in far.text
+    assert "+0.0001 to +0.0100 nats on the calibration's synthetic languages" in far.text
+    assert "+0.19 nats per valid token on WikiText-2" in far.text
+    assert np.isnan(far.violation_range[0])
+
+
+def test_the_shipped_reading_of_a_wikitext_model_attaches_no_synthetic_price():
+    """A WikiText-like reading (bpe:2048, overlap 0.03 vs chance 0.003) once ended "price of
+    tying measured there +0.0001 to +0.0003 nats", the synthetic languages' price, where tying
+    cost about 0.19 nats per token on WikiText-2 itself."""
+    from dhwt.report.dh_reading import dh_reading
+
+    line = dh_reading(0.03, 0.003, k=10, metric="ip", vocab=2048)
+    assert "measured there" not in line and "violation 0." not in line
+    assert "+0.19 nats per valid token" in line and "synthetic languages (V 34)" in line
+    near = dh_reading(0.5, 0.3, k=10, metric="ip", vocab=34)
+    assert "price of tying measured there" in near

@@ -72,10 +72,23 @@ def test_summarise_picks_the_summary_that_fits():
     assert summarise([]).text() == "-"
 
 
-def test_cosine_intervals_stay_in_range():
-    s = summarise([0.999, 0.90, 0.999, 0.97], bimodal=False, bounds=(-1, 1))
-    assert s.high == 1.0 and s.low >= -1.0
-    assert "±" not in s.text()
+def test_cosine_intervals_stay_in_range_and_say_they_were_clipped():
+    values = np.array([0.999, 0.90, 0.999, 0.97])
+    s = summarise(values, bimodal=False, bounds=(-1, 1))
+    half = values.std(ddof=1) / 2 * stats.t.ppf(0.975, 3)
+    assert s.high == 1.0 and s.low == pytest.approx(values.mean() - half)
+    assert s.text() == f"{values.mean():.3f} ± {half:.3f}, clipped to [{s.low:.3f}, 1.000]"
+    assert not s.text().startswith("median")  # not to be read as median [quartiles]
+
+
+def test_an_interval_of_a_quantity_that_cannot_be_negative_stops_at_0():
+    values = [0.001, 0.002, 0.09]
+    half = np.std(values, ddof=1) / np.sqrt(3) * stats.t.ppf(0.975, 2)
+    assert np.mean(values) - half < 0  # the t-interval itself reaches below 0
+    s = summarise(values, bounds=(0, np.inf))
+    assert s.low == 0.0 and s.high == pytest.approx(np.mean(values) + half)
+    assert s.text().endswith(f"clipped to [0.000, {s.high:.3f}]")
+    assert summarise(values).text() == f"{np.mean(values):.3f} ± {half:.3f}"  # unbounded: as is
 
 
 def test_mean_band_matches_textbook_t_quantile():

@@ -11,7 +11,7 @@ import torch
 from safetensors.numpy import save_file
 
 from dhwt.analysis.knn import (
-    Neighbours, chance_baseline, knn_match, match_neighbours, nearest_neighbours,
+    Neighbours, chance_baseline, check_matrix, knn_match, match_neighbours, nearest_neighbours,
     norm_matched_random,
 )
 from dhwt.analysis.matrices import load_matrix
@@ -301,3 +301,15 @@ def test_load_matrix_picks_member_and_tensor(tmp_path):
     save_file({"output": x[0], "input": x[1]}, str(tmp_path / "s.safetensors"))
     np.testing.assert_array_equal(
         load_matrix(str(tmp_path / "s.safetensors"), side="output").values, x[0])
+
+
+@pytest.mark.parametrize("largest", [1e18, 1e154, 1e300, np.finfo(np.float64).max])
+def test_values_too_large_for_float32_scores_are_refused_by_name(largest):
+    """Squared, 1e300 is past float64's range: the check itself must not overflow."""
+    x = np.ones((3, 4))
+    x[1, 2] = -largest
+    with pytest.raises(DhwtError, match=r"X has values too large for float32 scores \(max "
+                                        r"\|value\| .*, at most 5e\+17 for 4 columns\)"):
+        check_matrix(x, "X")
+    x[1, 2] = -4.9e17  # 4 * (4.9e17)^2 < 1e36: scores fit float32
+    assert check_matrix(x, "X") is x

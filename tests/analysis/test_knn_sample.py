@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 import pytest
+from scipy import stats
 
 from dhwt.analysis.knn import nearest_neighbours
 from dhwt.analysis.knn_sample import mean_estimate, sample_queries, sampled_match, \
@@ -50,6 +51,15 @@ def test_interval_covers_the_population_mean_about_95_percent_of_the_time():
         e = mean_estimate(population[ids], 5000)
         covered += e.low <= truth <= e.high
     assert 0.92 <= covered / 400 <= 0.98  # binomial sd of the share: about 0.011
+
+
+def test_a_chance_level_near_0_has_no_interval_below_0():
+    values = np.r_[np.zeros(99), 0.1]  # a chance overlap: nearly every stand-in shares nothing
+    half = values.std(ddof=1) / 10 * stats.t.ppf(0.975, 99) * np.sqrt(9900 / 9999)
+    assert values.mean() - half < 0  # the t-interval itself reaches below 0
+    e = mean_estimate(values, 10_000)
+    assert e.low == 0.0 and e.high == pytest.approx(values.mean() + half)
+    assert mean_estimate(1 - values, 10_000).high == 1.0  # nor above 1
 
 
 def test_finite_population_correction_and_bad_samples():

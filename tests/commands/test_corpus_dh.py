@@ -7,7 +7,13 @@ import csv
 import json
 from collections import Counter
 
+import numpy as np
 import pytest
+
+from dhwt.commands.corpus_dh import CorpusDhOptions, corpus_dh
+from dhwt.languages import load_language
+from dhwt.languages.spec import builtin_names, parse_assignments
+from dhwt.languages.truth import compute_truth
 
 TEXT = "the cat sat on the mat\nthe dog sat on the log\na cat and a dog\n" * 20
 
@@ -27,6 +33,42 @@ def test_four_cases_exact_relations_as_json(cli):
     assert knn["tokens"] == 9 and knn["k"] == 4  # the 9 symbols; [EOS] is never a context
     assert 0 <= knn["mean_overlap"] <= 1
     assert sum(knn["intersection_histogram"]) == 9
+
+
+def _built_in(name):
+    """Each built-in grammar, parity families at 3 bits (the same relations, fewer strings)."""
+    return (name, ("n_bits=3",) if name.startswith("parity") else ())
+
+
+@pytest.mark.parametrize("grammar, sets", [_built_in(n) for n in builtin_names()])
+def test_listed_violating_pairs_are_the_exact_ones(grammar, sets):
+    """At full order with exact counts the listed pairs are the truth's DH-violating pairs (in
+    exactly one of sem, cnd; dhwt.languages.truth derives them without counts), each with the
+    relation it is in, and no pair where DH holds is listed."""
+    language = load_language(grammar, parse_assignments(sets))
+    truth = compute_truth(language, "clm")
+    names = language.symbols
+    i, j = np.nonzero(np.triu(truth.sem != truth.cnd, 1))
+    expected = {(names[a], names[b]): "sem" if truth.sem[a, b] else "cnd" for a, b in zip(i, j)}
+    doc = corpus_dh(CorpusDhOptions(grammar=grammar, assignments=sets, order="full",
+                                    top=1000)).document
+    listed = {tuple(p["pair"]): p["in"] for p in doc["dh_violating_pairs"]}
+    assert listed == expected
+    assert all(p["departure"] > 0 for p in doc["dh_violating_pairs"])
+    departures = [p["departure"] for p in doc["dh_violating_pairs"]]
+    assert departures == sorted(departures, reverse=True)
+
+
+def test_parity_lists_the_frequency_ratio_pair_and_says_how_it_ranks(cli):
+    """0a and 0b are followed alike (sem) but drawn with probabilities 0.1 and 0.9 wherever a
+    0 comes (not cnd, cnd distance |0.1 - 0.9| / (0.1 + 0.9)): the one violation of parity,
+    which cosines of PPMI vectors cannot see."""
+    code, out, err = cli(["corpus-dh", "--grammar", "parity", "--set", "n_bits=4", "--order",
+                          "full"])
+    assert code == 0, err
+    listed = out[out.index("most DH-violating pairs"):out.index("relations against")]
+    assert "by the estimated relations" in listed
+    assert listed.splitlines()[1:] == ["  0a ~ 0b: sem, not cnd (cnd distance 0.8)"]
 
 
 def test_parity_dh_estimate_is_zero_and_text_names_it(cli):
@@ -73,6 +115,23 @@ def test_a_text_file_by_characters_with_out(cli, tmp_path):
     assert again[0] == 0, again[2]
 
 
+def test_a_bpe_larger_than_the_text_gives_says_what_it_learned(cli, tmp_path, monkeypatch):
+    pytest.importorskip("tokenizers")
+    monkeypatch.setenv("DHWT_CACHE", str(tmp_path / "cache"))
+    text = tmp_path / "tiny.txt"
+    text.write_text(TEXT)
+    code, out, err = cli(["corpus-dh", "--corpus", text, "--tokenizer", "bpe:10000000", "--dim",
+                          "5", "--json"])
+    assert code == 0, err
+    learned = json.loads(out)["tokens"]["vocabulary"]
+    assert 257 <= learned < 10_000_000
+    code, out, err = cli(["corpus-dh", "--corpus", text, "--tokenizer", "bpe:10000000", "--dim",
+                          "5"])
+    assert code == 0, err
+    assert out.splitlines()[1] == (f"note: bpe:10000000 asked for 10,000,000 tokens and learned "
+                                   f"{learned:,}: the train text has no more pairs to merge")
+
+
 def test_out_refuses_a_folder_of_the_users_files(cli, tmp_path):
     mine = tmp_path / "mine"
     mine.mkdir()
@@ -94,6 +153,7 @@ def test_a_corpus_folder_by_words_uses_the_token_cache(cli, tmp_path, monkeypatc
     doc = json.loads(out)
     words = len(TEXT.split()) + TEXT.count("\n")  # one <eos> per line
     assert doc["source"]["positions"] == words and doc["source"]["split"] == "train"
+    assert doc["dh_violating_pairs_ranked_by"].startswith("neighbourhood cosines, no relations")
     assert (tmp_path / "cache" / "tokens").is_dir()
 
 

@@ -123,7 +123,7 @@ def test_junk_strings_archive_is_a_user_error(tmp_path, junk):
     write_dataset(load_language("parity", {"n_bits": 3}), out, valid_fraction=0.2,
                   test_fraction=0.2, seed=14)
     (out / "strings.npz").write_bytes(junk)
-    with pytest.raises(DhwtError, match="not a readable strings archive"):
+    with pytest.raises(DhwtError, match="as a strings archive"):
         load_task(out, "mlm")
 
 
@@ -132,7 +132,7 @@ def test_archive_without_a_key_or_with_bad_splits_is_a_user_error(tmp_path):
     language = load_language("parity", {"n_bits": 3})
     write_dataset(language, out, valid_fraction=0.2, test_fraction=0.2, seed=14)
     np.savez(out / "strings.npz", classes=language.strings, probs=language.probs)
-    with pytest.raises(DhwtError, match="not a readable strings archive"):
+    with pytest.raises(DhwtError, match="as a strings archive"):
         load_task(out, "mlm")
     np.savez(out / "strings.npz", classes=language.strings, probs=language.probs,
              split=np.full(len(language.probs), 7))

@@ -229,6 +229,10 @@ def bad(tmp_path, matrices):
                                                          "lm_head.weight": rotated},
                                       {"model_type": "llama", "tie_word_embeddings": False}),
                      "NaN or infinite values (1 rows, first row 7)"),
+        "huge float64": (write_checkpoint(tmp_path / "huge",
+                                          {"model.embed_tokens.weight": e * 1e300},
+                                          {"model_type": "llama"}, dtype=torch.float64),
+                         "has values too large for float32 scores"),
     }
     (tmp_path / "empty").mkdir()
     (tmp_path / "bin").mkdir()
@@ -238,6 +242,13 @@ def bad(tmp_path, matrices):
     (tmp_path / "badjson").mkdir()
     (tmp_path / "badjson" / "config.json").write_text("{not json")
     cases["bad config"] = (tmp_path / "badjson", "cannot read")
+    for name, index, words in (("binary index", b"\xc5\xd7" * 1_000, "as JSON: 'utf-8' codec"),
+                               ("deep index", b"[" * 100_000, "as JSON: maximum recursion"),
+                               ("no weight map", b'{"weight_map": ["a"]}', "holds no weight map")):
+        folder = write_checkpoint(tmp_path / name, {"model.embed_tokens.weight": e},
+                                  {"model_type": "llama"})
+        (folder / "model.safetensors.index.json").write_bytes(index)
+        cases[name] = (folder, words)
     return cases
 
 

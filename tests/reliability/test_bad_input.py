@@ -8,6 +8,7 @@ dataset errors of `dhwt train`."""
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -48,6 +49,12 @@ FILES = {
     "study_measure.toml": STUDY.format(extra="", runs='[analysis]\nmeasure = "fast"'),
     "full/ds/keep.txt": "a dataset directory that is not empty\n",
     "other/study.toml": "# another study\n",
+    "deep.toml": "x = " + "[" * 1000 + "]" * 1000 + "\n",  # tomllib's recursion gives out
+    "empty.npy": "",
+    "empty.pt": "",
+    "empty.safetensors": "",
+    "empty.txt": "",
+    "junk.pt": "not a torch file\n",
 }
 
 # (args, fragment of the message[, why it fails today]); {name} is a path under the test's
@@ -70,6 +77,9 @@ CASES = {
         (["synth", "--grammar", "parity", "--set", "classes.0.skew=1"], "must be in [0, 1)"),
         (["synth", "--grammar", "{bad.toml}"], "is not valid TOML"),
         (["synth", "--grammar", "{cycle.toml}"], "has the cycle s -> t -> s"),
+        (["synth", "--grammar", "{deep.toml}"], "nests arrays or tables too deeply"),
+        (["synth", "--grammar", "{full}"], "'{full}' is a directory, not a grammar TOML"),
+        (["synth", "--grammar", "{data}"], "its dataset's grammar is '{data}/spec.toml'"),
         (["synth", "--grammar", "parity", "--valid-fraction", "abc"], "'abc' is not a valid float"),
         (["synth", "--grammar", "parity", "--valid-fraction", "1.5", "--out", "{ds}"],
          "valid_fraction must be in [0, 1), got 1.5"),
@@ -99,6 +109,11 @@ CASES = {
          "has a table [trainer]"),
         (["train", "--data", "{data}", "--config", "{bad.toml}", "--out", "{run2}"],
          "is not valid TOML"),
+        (["train", "--data", "{data}", "--config", "{deep.toml}", "--out", "{run2}"],
+         "config file {deep.toml} nests arrays or tables too deeply"),
+        (["train", "--grammar", "{full}", "--out", "{run2}"], "is a directory, not a grammar"),
+        (["train", "--data", "{emptied}", "--out", "{run2}"],
+         "cannot read {emptied}/strings.npz as a strings archive: the file is empty"),
         (["train", "--data", "{data}", "--out", "{file}/run"], "{file} is not a directory"),
         (["train", "--data", "{data}", "--out", "{run}"], "already exists; pass --overwrite"),
         (["train", "--out", "{data}", "--resume"], "no config.toml"),
@@ -109,6 +124,7 @@ CASES = {
     "study": [
         (["study", "{missing.toml}", "--out", "{s}"], "{missing.toml} does not exist"),
         (["study", "{bad.toml}", "--out", "{s}"], "is not valid TOML"),
+        (["study", "{deep.toml}", "--out", "{s}"], "study file {deep.toml} nests arrays"),
         (["study", "{study_section.toml}", "--out", "{s}"], "unknown sections ['plots']"),
         (["study", "{study_no_runs.toml}", "--out", "{s}"], "no [[runs]]"),
         (["study", "{study_twice.toml}", "--out", "{s}"], "run name 'a' appears twice"),
@@ -131,6 +147,10 @@ CASES = {
         (["analyze", "{data}", "--out", "{a}"], "is not a dhwt run directory"),
         (["analyze", "{run}", "--pairs", "0a-0b", "--out", "{a}"], "bad --pairs '0a-0b'"),
         (["analyze", "{run}", "--pairs", "0a:zz", "--out", "{a}"], "symbol 'zz' is not in"),
+        (["analyze", "{run}", "--pairs", "0a:0b,1a:1a", "--out", "{a}"],
+         "the pair 1a:1a is one symbol twice"),
+        (["analyze", "{run}", "--tokens", "seen", "--counts", "{empty.npy}", "--out", "{a}"],
+         "cannot read {empty.npy} as an array of token counts: the file is empty"),
         (["analyze", "{run}", "--measure", "fast", "--out", "{a}"],
          "Invalid value for '--measure'"),
         (["analyze", "{run}", "--out", "{file}/a"], "{file}"),
@@ -151,6 +171,20 @@ CASES = {
         (["knn", "{a.npy}", "{a.npy}", "--tokens", "{nothere.txt}"],
          "{nothere.txt} does not exist"),
         (["knn", "{a.npy}", "{a.npy}", "--per-token", "{file}/knn.csv"], "Not a directory"),
+        (["knn", "{empty.npy}", "{a.npy}"], "{empty.npy} is an empty file"),
+        (["knn", "{a.npy}", "{empty.pt}"], "{empty.pt} is an empty file"),
+        (["knn", "{empty.safetensors}", "{a.npy}"], "{empty.safetensors} is an empty file"),
+        (["knn", "{junk.pt}", "{a.npy}"], "{junk.pt} is not a file written by torch.save"),
+        (["knn", "{file}.npy", "{a.npy}"], "cannot read {file}.npy as a .npy array: it is not"),
+        (["knn", "{a.npy}", "{a.npy}", "--tokens", "{empty.npy}"],
+         "cannot read {empty.npy} as an array of token ids: the file is empty"),
+        (["knn", "{a.npy}", "{a.npy}", "--weights", "{empty.npy}"],
+         "cannot read {empty.npy} as an array of weights: the file is empty"),
+        (["knn", "{a.npy}", "{a.npy}", "--tokens", "{empty.txt}"],
+         "token ids file {empty.txt} names no token"),
+        (["knn", "{huge.npy}", "{huge.npy}"], "A has values too large for float32 scores"),
+        (["knn", "{run}", "{run}@last"],
+         "{run} is a run directory: name one of its snapshots, {run}@last or {run}@STEP"),
     ],
     "diagnose": [
         (["diagnose"], "Missing argument 'PATH'"),
@@ -162,6 +196,8 @@ CASES = {
         (["diagnose", "{run}", "--k", "0"], "k must be an integer with 1 <= k"),
         (["diagnose", "{run}", "--device", "tpu"], "device must be one of"),
         (["diagnose", "{run}", "--out", "{file}"], "is a file"),
+        (["diagnose", "{run}", "--counts", "{empty.npy}"],
+         "cannot read {empty.npy} as an array of token counts: the file is empty"),
     ],
     "corpus-dh": [
         (["corpus-dh"], "give one source of counts"),
@@ -169,6 +205,8 @@ CASES = {
         (["corpus-dh", "--grammar", "{cycle.toml}"], "has the cycle s -> t -> s"),
         (["corpus-dh", "--grammar", "parity", "--order", "0"], "order must be an integer >= 1"),
         (["corpus-dh", "--grammar", "parity", "--dim", "0"], "dim must be an integer >= 1"),
+        (["corpus-dh", "--grammar", "parity", "--top", "0"], "top must be an integer >= 1, got 0"),
+        (["corpus-dh", "--grammar", "{deep.toml}"], "nests arrays or tables too deeply"),
         (["corpus-dh", "--corpus", "{file}", "--tokenizer", "chars"], "unknown tokenizer"),
         (["corpus-dh", "--corpus", "{nothere}", "--tokenizer", "char"],
          "is neither wikitext-2 nor an existing path"),
@@ -200,6 +238,10 @@ def place(tmp_path, dataset, finished_run):
         (root / name).write_text(text)
     for name, rows in (("a.npy", 20), ("b.npy", 19)):  # embedding matrices for knn
         np.save(root / name, np.random.default_rng(rows).normal(size=(rows, 4)).astype("f4"))
+    np.save(root / "huge.npy", np.full((20, 4), 1e300))  # squared, past float64's range
+    (root / "file.npy").write_text("just a file\n")
+    shutil.copytree(dataset, root / "emptied")
+    (root / "emptied" / "strings.npz").write_bytes(b"")
     known = {"data": str(dataset), "run": str(finished_run)}
     return lambda text: re.sub(r"\{([^{}]+)\}", lambda m: known.get(m[1], str(root / m[1])),
                                text)

@@ -188,15 +188,15 @@ def _automaton(spec: dict) -> dict[tuple[str, ...], float]:
         raise Invalid("unreachable")
     if {e for ts in arcs.values() for e, _, _ in ts} != set(classes):
         raise Invalid("silent class")
-    work = sum(math.prod(len(classes[c][0]) for c in path) * len(path) ** 2 for path, _ in paths)
-    if work > MAX_WORK:
+    strings: dict[tuple[str, ...], float] = {}
+    for path, p in paths:
+        strings[path] = strings.get(path, 0.0) + p
+    work = sum(math.prod(len(classes[c][0]) for c in s) * len(s) ** 2 for s in strings)
+    if work > MAX_WORK:  # over distinct strings: paths emitting the same classes count once
         raise Invalid("too large")
     _symbols_ok([s for v, _, _ in classes.values() for s in v])
     if not all(any(classes[c][2] for c in path) for path, _ in paths):
         raise Invalid("a string without a maskable position")
-    strings: dict[tuple[str, ...], float] = {}
-    for path, p in paths:
-        strings[path] = strings.get(path, 0.0) + p
     return strings
 
 

@@ -5,8 +5,10 @@ numbers are checked against values the test derives itself, never copied from th
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +16,8 @@ import pytest
 
 from dhwt.analysis.knn import default_k
 from dhwt.runs.snapshots import read_snapshot, snapshot_paths
-from dhwt.errors import brief
+from dhwt.cli import main
+from dhwt.errors import LINE, DhwtError, brief
 from dhwt.languages import load_task
 from dhwt.languages.splits import make_splits
 from dhwt.languages.text_task import TextTask
@@ -304,3 +307,83 @@ def test_a_corpus_that_is_not_there_is_named(corpus, fragments, tmp_path, cli, m
                    *fragments)
     assert "did you mean" not in err or corpus == "wikitext2"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty"]
+
+
+# --- 7. a user's files and flags, round three (issue 29) ------------------------------------------
+
+def test_debug_may_follow_the_command(tmp_path, cli):
+    np.save(tmp_path / "a.npy", np.random.default_rng(0).normal(size=(8, 3)))
+    code, out, err = cli(["knn", tmp_path / "a.npy", tmp_path / "a.npy", "--debug", "--k", 2])
+    assert code == 0 and "overlap  1.0000" in out, err
+    with pytest.raises(DhwtError, match="is not a file"):  # --debug: the traceback, not a line
+        main(["knn", "--debug", str(tmp_path / "missing.npy"), str(tmp_path / "a.npy")])
+
+
+def test_an_eof_error_is_a_bug_not_ctrl_c(tmp_path, monkeypatch):
+    """click turns EOFError into the Abort of Ctrl-C; dhwt must not say 'interrupted' (exit 130)
+    for what is a bug: the EOFError itself surfaces."""
+    def fails(*args: object) -> str:
+        raise EOFError("No data left in file")
+
+    monkeypatch.setattr("dhwt.commands.knn.knn_command", fails)
+    with pytest.raises(EOFError, match="No data left"):
+        main(["knn", "a.npy", "b.npy"])
+
+
+def test_a_users_bytes_are_quoted_briefly(tmp_path, cli):
+    """A 2 MB index.json of random bytes, or one naming a 2 MB tensor, is named in a short line
+    (the error once repeated the file's bytes: 5.7 MB)."""
+    rng = np.random.default_rng(0)
+    for name, index in (("bytes", rng.integers(0, 256, 2_000_000, np.uint8).tobytes()),
+                        ("name", json.dumps({"weight_map": {"x" * 2_000_000: "a.safetensors"}})
+                         .encode())):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "config.json").write_text("{}")
+        (folder / "model.safetensors.index.json").write_bytes(index)
+        code, out, err = cli(["diagnose", folder])
+        assert code == 2 and out == "" and err.count("\n") == 1 and len(err) < 1_000, err[:300]
+        assert err.startswith(f"error: cannot read {folder}" if name == "bytes" else
+                              "error: no known embedding layout"), err[:300]
+
+
+def test_the_cli_prints_any_message_as_one_bounded_line(monkeypatch, cli):
+    def fails(*args: object) -> str:
+        raise DhwtError("head " + "x\n" * 1_000_000 + "advice")
+
+    monkeypatch.setattr("dhwt.commands.knn.knn_command", fails)
+    code, _, err = cli(["knn", "a.npy", "b.npy"])
+    assert code == 2 and err.count("\n") == 1 and len(err) <= len("error: \n") + LINE
+    assert err.startswith("error: head x x") and err.endswith("x x advice\n")
+
+
+def test_diagnose_with_counts_all_zero_has_one_never_seen_bucket(two_members, tmp_path, cli):
+    n = read_snapshot(snapshot_paths(two_members)[-1]).input.shape[1]
+    np.save(tmp_path / "zero.npy", np.zeros(n))
+    code, _, err = cli(["diagnose", two_members, "--counts", tmp_path / "zero.npy",
+                        "--out", tmp_path / "report"])
+    assert code == 0, err
+    rows = [line for line in (tmp_path / "report" / "report.md").read_text().splitlines()
+            if re.match(r"\| (never seen|[0-9,]+(-[0-9,]+)?) \|", line)]
+    assert len(rows) == 2 and all(row.startswith(f"| never seen | {n} |") for row in rows)
+
+
+def test_a_run_named_with_an_at_sign_is_a_run(two_members, tmp_path, cli):
+    run = tmp_path / "untie@2"
+    shutil.copytree(two_members, run)
+    _refused(cli(["knn", run, f"{run}@last"]),
+             f"{run} is a run directory: name one of its snapshots, {run}@last or {run}@STEP "
+             "(steps 0, 1, 2)")
+    code, out, err = cli(["knn", f"{run}@last", f"{run}@0", "--no-baseline"])
+    assert code == 0 and f"A: {run} step 2 input" in out and f"B: {run} step 0 input" in out, err
+
+
+def test_analyze_with_no_token_seen_says_so_not_k(two_members, tmp_path, cli):
+    n = read_snapshot(snapshot_paths(two_members)[-1]).input.shape[1]
+    np.save(tmp_path / "zero.npy", np.zeros(n))
+    code, _, err = cli(["analyze", two_members, "--tokens", "seen", "--counts",
+                        tmp_path / "zero.npy", "--similarity", "knn", "--out", tmp_path / "rep"])
+    assert code == 0, err
+    text = (tmp_path / "rep" / "report.md").read_text()
+    assert "Skipped: no token was seen in training (every count is 0)." in text
+    assert "k = " not in text.split("## Similarity")[1]

@@ -24,7 +24,8 @@ def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("runs")
     return {"untie": make_run(root, "untie", "untie@2", 1e-4),
             "untied": make_run(root, "untied", "untied", 0.05),
-            "tied": make_run(root, "tied", "tied", 0.05)}
+            "tied": make_run(root, "tied", "tied", 0.05),
+            "tie": make_run(root, "tie", "tie@4", 0.05)}
 
 
 def test_right_after_an_untie_the_reading_is_withheld(runs, cli):
@@ -49,8 +50,22 @@ def test_untied_from_the_start_gets_a_reading_and_tied_is_said(runs):
     assert all(s.reading.startswith("input and output neighbourhoods share")
                for s in result.subjects)
     tied = diagnose_path(str(runs["tied"]), DiagnoseOptions())
-    assert all(s.diagnosis is None and "ties it at step 8" in s.tied_because
+    assert all(s.diagnosis is None and s.history == "tied from the start"
+               and s.tied_because == "the tie schedule 'tied' ties it from the start"
                for s in tied.subjects)
+
+
+def test_a_tie_switch_is_named_by_its_own_step_at_every_later_snapshot(runs, cli):
+    for step in ("4", "6", "last"):  # the switch after update 4; snapshots 4, 6 and 8
+        result = diagnose_path(str(runs["tie"]), DiagnoseOptions(step=step))
+        assert all(s.diagnosis is None and s.history == "tied since step 4"
+                   and s.tied_because == "the tie schedule 'tie@4:mean' tied it at step 4"
+                   for s in result.subjects)
+    before = diagnose_path(str(runs["tie"]), DiagnoseOptions(step="2", k=5))
+    assert all(s.history == "untied from the start (independent matrices)"
+               for s in before.subjects)
+    code, out, _ = cli(["diagnose", runs["tie"]])
+    assert code == 0 and "tied it at step 4;" in out and "step 8;" not in out
 
 
 def test_tied_before_the_untie_and_bad_steps(runs, cli):

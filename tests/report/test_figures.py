@@ -5,9 +5,13 @@ before they are saved and checked against values computed here from the inputs."
 from __future__ import annotations
 
 import json
+import warnings
 
 import numpy as np
 import pytest
+from matplotlib import font_manager
+from matplotlib.font_manager import FontProperties
+from matplotlib.ft2font import FT2Font
 from matplotlib.ticker import NullFormatter
 
 from dhwt.analysis.closeness import Closeness
@@ -94,6 +98,64 @@ def test_metric_figure_keeps_runs_identical_until_an_untie_visible(drawn):
     assert tied.get_linewidth() > untie.get_linewidth()
     assert tied.get_linestyle() != untie.get_linestyle()
     assert [t.get_text() for t in ax.texts] == ["untie@2"]
+
+
+def artists(ax) -> int:
+    return len(ax.get_lines()) + len(ax.collections)
+
+
+def test_hundreds_of_runs_are_overlaid_in_a_few_artists(drawn):
+    """Past COLUMNS runs each figure keeps its panels and a few artists per panel (one column
+    per run took minutes at 300 runs), without a layout warning; the thick line is the median
+    over runs of each run's mean over its kept seeds."""
+    rng = np.random.default_rng(1)
+    n = figures.COLUMNS * 5
+    values = rng.random((n, 6, 3, 2))  # run, step, seed, pair
+    runs = {f"r{i}": {"input": closeness("input", values[i]),
+                      "output": closeness("output", 1 - values[i])} for i in range(n)}
+    keep = {f"r{i}": np.array([True, True, False]) for i in range(n)}
+    events = {f"r{i}": (TieEvent(10 * (i % 4) + 10, "untie"),) for i in range(n)}
+    steps = np.arange(6) * 10
+    fits = {f"r{i}": (steps, 0.6 + values[i, :, :, 0], values[i, :, :, 1]) for i in range(n)}
+    kaplan = {f"r{i}": (np.array([10, 30]), np.array([0.5, 0.2]), np.array([0.3, 0.1]),
+                        np.array([0.7, 0.4])) for i in range(n)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        figures.closeness_figure(runs, "unused.png", "normalised", keep=keep, events=events)
+        figures.fit_figure(fits, "unused.png", Truth, True, keep)
+        figures.survival_figure(kaplan, "unused.png", 60)
+        figures.metric_figure({k: (steps, v[1]) for k, v in fits.items()}, "unused.png")
+        for fig in drawn:
+            fig.canvas.draw()  # lays the figure out: a collapsed layout would warn here
+    close, fit, survival, metric = drawn
+    assert len(close.axes) == 2 * 2 and len(fit.axes) == 2
+    switches = len(figures.distinct_events(events))
+    assert max(artists(ax) for fig in drawn for ax in fig.axes) <= 4 + switches
+    (median,) = lines_labelled(close.axes[0], "median over runs")
+    np.testing.assert_allclose(median.get_ydata(),
+                               np.median(values[:, :, :2, 0].mean(axis=2), axis=0))
+    assert [t.get_text() for t in close.axes[0].texts] == [f"untie@{s}" for s in (10, 20, 30, 40)]
+    assert f"{n} runs" in close.axes[0].get_title() and f"{n} runs" in fit.axes[0].get_title()
+    assert len(fit.axes[0].collections) == 2  # seeds off and on the plateau: one artist each
+
+
+def test_text_no_font_can_draw_is_escaped_and_a_font_that_can_is_used(tmp_path):
+    fig = figures.new_figure(3, 2)
+    ax = fig.subplots()
+    cjk, circled, private = ax.set_title("run 未绑定"), ax.set_xlabel("Ⓐ"), ax.set_ylabel(
+        "\U0010fffd")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # matplotlib warns of each glyph it draws as a box
+        figures.save(fig, tmp_path / "f.png")
+    assert private.get_text() == "\\U0010fffd"  # in no font: escaped
+    for text, value in ((circled, "Ⓐ"), (cjk, "run 未绑定")):  # in a font that is installed
+        family = text.get_fontfamily()
+        if text.get_text() == value:
+            path = font_manager.findfont(FontProperties(family=family[-1]))
+            assert {ord(c) for c in value if c != " "} <= set(FT2Font(path).get_charmap())
+        else:
+            assert text.get_text() == value.encode("unicode_escape").decode()
+    assert circled.get_text() == "Ⓐ"  # STIXGeneral, shipped with matplotlib, has it
 
 
 def test_log_axis_labels_are_plain_numbers():

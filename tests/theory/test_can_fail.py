@@ -4,6 +4,7 @@ theorem needs, it reports FAIL. (A check that cannot fail would prove nothing.)"
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import sympy as sp
 
 from dhwt.theory import exor
@@ -188,31 +189,93 @@ def test_t5_numeric_checks_fail_off_their_hypotheses():
     assert fails(t5.numeric_merge_extension(rng(), bias_kappa=3.0))  # the bias splits 1 : 3
 
 
-def test_t5_exhaustive_check_fails_when_positivity_is_wrongly_assumed(monkeypatch):
+def issue_counterexample():
+    """`L s1` (1/2), `a s1 c`, `a s2 c` (1/4 each), L never masked: (P) and (M) hold, s1 ~sem s2,
+    and the ratio is infinite after `L` (s1 alone) and 1 inside `a _ c`: (N) is needed."""
     from dhwt.languages.language import language_from_spec
     from dhwt.theory import t5_grammars
 
-    spec = {"family": "automaton", "start": "q",
-            "classes": {c: {"variants": [c]} for c in ("a", "b", "c", "d", "s1", "s2")},
-            "states": {"q": [{"emit": "a", "to": "qa", "p": 0.5}, {"emit": "b", "to": "qb", "p": 0.5}],
-                       "qa": [{"emit": "c", "to": "ra", "p": 1.0}],
-                       "qb": [{"emit": "d", "to": "rb", "p": 1.0}],
-                       "ra": [{"emit": "s1", "to": "end", "p": 0.5}, {"emit": "s2", "to": "end", "p": 0.5}],
-                       "rb": [{"emit": "s1", "to": "end", "p": 0.1}, {"emit": "s2", "to": "end", "p": 0.9}]}}
-    language = language_from_spec(spec, "counterexample")
-    honest = t5_grammars.examine(language)
-    assert not honest.positive and honest.sem_varying == 1 and honest.holds
-    monkeypatch.setattr(t5_grammars, "positive_product", lambda *strings: True)
-    assert not t5_grammars.examine(language).holds
+    spec = t5_grammars.strings_spec({("L", "s1"): 0.5, ("a", "s1", "c"): 0.25,
+                                     ("a", "s2", "c"): 0.25}, never_masked=("L",))
+    return language_from_spec(spec, "issue30")
 
 
-def test_t5_empirical_checks_fail_under_a_wrong_claim():
-    from dhwt.commands.train import train
+def test_t5_counterexample_needs_a_maskable_neighbour(monkeypatch):
+    from dhwt.languages import compute_truth
+    from dhwt.theory import t5_grammars
+
+    language = issue_counterexample()
+    truth = compute_truth(language, "mlm")
+    pair = next(p for p in truth.pairs() if (p.first, p.second) == ("s1", "s2"))
+    assert pair.sem and not pair.cnd
+    p_s2 = truth.conditionals[:, truth.vocab.index("s2")]
+    assert (p_s2 == 0).any() and (p_s2 > 0).any()  # s1 alone after L, both inside a _ c
+    found = t5_grammars.examine(language)
+    assert found.holds and found.needed == {"N"} and found.sem_varying_elsewhere == 1
+    monkeypatch.setattr(t5_grammars, "maskable_elsewhere", lambda *args: True)
+    assert not t5_grammars.examine(language).holds  # (b ⇒) without (N): refuted here
+
+
+EXHAUSTIVE = [pytest.param("named_grammars", marks=pytest.mark.slow), "random_grammars"]
+
+
+def replace_sem(monkeypatch, relation: str) -> None:
+    """Hand the exhaustive checks a truth whose sem relation is every pair, or cnd."""
+    import dataclasses
+
+    from dhwt.theory import t5_grammars
+
+    real = t5_grammars.compute_truth
+
+    def wrong(language, objective):
+        truth = real(language, objective)
+        sem = np.ones_like(truth.sem) if relation == "all pairs" else truth.cnd.copy()
+        return dataclasses.replace(truth, sem=sem)
+
+    monkeypatch.setattr(t5_grammars, "compute_truth", wrong)
+
+
+@pytest.mark.parametrize("check", EXHAUSTIVE)
+@pytest.mark.parametrize("relation", ["all pairs", "cnd"])
+def test_t5_exhaustive_checks_fail_with_a_wrong_sem(monkeypatch, check, relation):
+    from dhwt.theory import t5_grammars
+
+    replace_sem(monkeypatch, relation)
+    assert fails(getattr(t5_grammars, check)(0))
+
+
+@pytest.mark.parametrize("check", EXHAUSTIVE)
+@pytest.mark.parametrize("hypothesis", ["is_product", "varying_is_maskable", "maskable_elsewhere"])
+def test_t5_exhaustive_checks_fail_without_a_hypothesis(monkeypatch, check, hypothesis):
+    """(P), (M), (N) each taken as holding everywhere: (b ⇒) is then claimed where it is false."""
+    from dhwt.theory import t5_grammars
+
+    monkeypatch.setattr(t5_grammars, hypothesis, lambda *args: True)
+    assert fails(getattr(t5_grammars, check)(0))
+
+
+@pytest.mark.slow
+def test_t5_masked_merged_rows_fail_when_the_rows_are_not_held_merged():
+    from dhwt.theory import price
+
+    # "merged" arms trained with free rows: without a bias they no longer pay B(0)
+    assert fails(price.masked_merged_rows(0, merge=False))
+
+
+@pytest.mark.slow
+def test_t5_masked_construction_fails_with_a_wrong_split():
     from dhwt.theory import price
 
     # the bias split at 1 : 1 instead of the pair's 1 : 9: the split model's excess moves
-    assert fails(price.masked_bias_pays_nothing(0, train, steps=300,
-                                                shares={"s1": 0.5, "s2": 0.5}))
-    # a bound computed as if ||h|| were 100 times smaller than sqrt(d): rows that far apart
-    # would pay B_b(delta) > 0, more than the trained members' excess
-    assert fails(price.causal_bound(0, train, norm_scale=0.001))
+    assert fails(price.masked_merged_rows(0, shares={"s1": 0.5, "s2": 0.5}))
+
+
+@pytest.mark.slow
+def test_t5_causal_merged_rows_fail_under_a_wrong_claim():
+    from dhwt.theory import price
+
+    # a bound computed as if ||h|| were 1000 times smaller than sqrt(d): rows that far apart
+    # would pay B_b(delta) > 0, more than the free members' excess
+    assert fails(price.causal_merged_rows(0, norm_scale=0.001))
+    # a constant ratio (1 : 9 after b too): B_b(0) = 0, there is no conflict to pay for
+    assert fails(price.causal_merged_rows(0, after_b=price.KAPPA))

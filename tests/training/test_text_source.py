@@ -13,6 +13,7 @@ import pytest
 from dhwt.errors import DhwtError
 from dhwt.commands.study import load_study
 from dhwt.config import TrainConfig
+from dhwt.runs.run import load_run
 
 WORDS = "the cat sat on a mat and the dog ran to the red door".split()
 
@@ -51,6 +52,18 @@ def test_train_on_a_corpus_folder_reports_full_valid_and_test_perplexity(corpus,
     assert (config.data.corpus, config.data.tokenizer, config.data.seq_len) == (str(corpus), "word", 5)
 
 
+def test_the_report_says_the_vocabulary_a_bpe_learned(corpus, tmp_path, cli):
+    """The corpus has 14 words: bpe:100000 stops merging far short of 100,000 tokens."""
+    code, out, err = cli(["train", "--corpus", str(corpus), "--tokenizer", "bpe:100000",
+                          "--seq-len", "5", *MODEL, "--out", str(tmp_path / "run")])
+    assert code == 0, err
+    learned = len(load_run(tmp_path / "run").embeddings().vocab)
+    assert 257 <= learned < 100_000
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert (f"tokenizer `bpe:100000` (bpe:100000 asked for 100,000 tokens and learned "
+            f"{learned:,}: the train text has no more pairs to merge)") in report
+
+
 @pytest.mark.parametrize("extra, message", [
     (["--grammar", "parity"], "either grammar or corpus"),
     (["--tokenizer", "bpe:12"], "bpe vocabulary size must be a whole number >= 257"),
@@ -71,7 +84,7 @@ def test_bad_text_sources_are_one_line_errors(corpus, tmp_path, cli, extra, mess
 def test_text_options_need_a_corpus():
     with pytest.raises(DhwtError, match="seq_len is an option of text corpora"):
         TrainConfig(grammar="parity", seq_len=8)
-    with pytest.raises(DhwtError, match="needs tokenizer"):
+    with pytest.raises(DhwtError, match=r"needs tokenizer \(gpt2, bpe:N, word or char\)"):
         TrainConfig(corpus="wikitext-2", objective="clm", batch_size=2, seq_len=8)
 
 
