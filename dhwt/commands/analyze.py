@@ -19,7 +19,8 @@ from dhwt.errors import DhwtError
 from dhwt.languages import load_task
 from dhwt.report.loss_report import loss_lines
 from dhwt.report.run_similarity import SimilarityOptions, similarity_lines
-from dhwt.report.runs_report import ESCAPE_TABLE, write_runs_report
+from dhwt.report.escape_report import ESCAPE_TABLE
+from dhwt.report.runs_report import write_runs_report
 from dhwt.report.similarity_report import CSV, JSON
 from dhwt.directories import atomic_write_bytes, kind_of, replace_report
 from dhwt.report.document import write_report
