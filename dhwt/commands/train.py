@@ -218,16 +218,21 @@ def check_resumable(run_dir: Path, config: TrainConfig) -> TrainConfig:
     if not saved_path.is_file():
         raise DhwtError(f"cannot resume {run_dir}: it has no {layout.CONFIG} (not a run directory)")
     saved = TrainConfig.from_toml(saved_path)
-    if config.optim.steps < saved.optim.steps:
-        raise DhwtError(f"cannot resume {run_dir} with steps = {config.optim.steps}: the run is "
-                        f"configured for {saved.optim.steps} steps, and --steps may extend it, not "
-                        "shorten it")
+    _check_extension(run_dir, config.optim.steps, saved)
     wanted, have = config.resume_key(), saved.resume_key()
     for key, value in wanted.items():
         if have[key] != value:
             raise DhwtError(f"cannot resume {run_dir} with {key} = {value!r}: the run was "
                             f"configured with {have[key]!r} (see {saved_path})")
     return saved
+
+
+def _check_extension(run_dir: Path, steps: object, saved: TrainConfig) -> None:
+    """DhwtError if `steps` (an int: a resume's steps) would shorten the run `saved` configures."""
+    if isinstance(steps, int) and not isinstance(steps, bool) and steps < saved.optim.steps:
+        raise DhwtError(f"cannot resume {run_dir} with steps = {steps}: the run is configured "
+                        f"for {saved.optim.steps} steps, and --steps may extend it, not shorten "
+                        "it")
 
 
 def _finished(run_dir: Path, saved: TrainConfig) -> RunResult | None:
@@ -267,8 +272,10 @@ def _resolve_config(options: dict[str, object], config_file: str | None, run_dir
         if not saved.is_file():
             raise DhwtError(f"cannot resume {run_dir}: it has no {layout.CONFIG} (not a run "
                             "directory)")
-        return TrainConfig.from_dict({**TrainConfig.from_toml(saved).to_dict(),
-                                      **_absolute(options)}, source="the flags")
+        config = TrainConfig.from_toml(saved)
+        _check_extension(run_dir, options.get("steps"), config)  # before its tie switches fail
+        return TrainConfig.from_dict({**config.to_dict(), **_absolute(options)},
+                                     source="the flags")
     values = TrainConfig.toml_values(config_file) if config_file is not None else {}
     if {"grammar", "data", "corpus"} & set(options):
         for key in ("grammar", "data", "corpus", "tokenizer", "seq_len", "eval_windows"):

@@ -63,6 +63,11 @@ FREEZE = ("none", "non-embedding", "loaded")
 PLACEMENT = ("device", "tensorboard")
 #: Fields a resume may raise (an extension: `--resume --steps M`).
 EXTENDABLE = ("steps",)
+#: The most CPU threads a run may ask for: a fixed bound, not this machine's core count, since a
+#: config is read (and a run resumed, with the same threads) on other machines. Beyond a few
+#: thousand, OpenMP fails to start the threads (the system's limit on a user's processes) and
+#: kills the process; no CPU dhwt trains on has more than a few hundred cores.
+MAX_THREADS = 1024
 
 
 def _floats(section: object) -> None:
@@ -253,15 +258,15 @@ class RecordConfig:
 @dataclass(frozen=True)
 class Placement:
     """`device`: "cpu", "cuda", "cuda:N" or "auto" (dhwt.config.device), recorded as given and
-    changeable on resume. `threads`: torch CPU threads; 1 by default, since the tiny models here
-    spend their time in per-op overhead, which more threads only add to."""
+    changeable on resume. `threads`: torch CPU threads, 1 to MAX_THREADS; 1 by default, since the
+    tiny models here spend their time in per-op overhead, which more threads only add to."""
 
     device: str = "cpu"
     threads: int = 1
 
     def __post_init__(self) -> None:
         check_device(self.device)
-        check_int("threads", self.threads, low=1)
+        check_int("threads", self.threads, low=1, high=MAX_THREADS)
 
 
 SECTIONS = {"data": DataConfig, "model": ModelConfig, "members": MembersConfig,

@@ -93,6 +93,7 @@ from dhwt.training.ensemble import chunked_metrics, clip_member_grads, eval_rows
 from dhwt.training.group import member_rows
 from dhwt.training.lr import LRSchedule
 from dhwt.training.members import prepare_members
+from dhwt.training.memory import Need, allocation_failure, available_memory
 from dhwt.training.tying import apply_switch, tie_penalty
 
 # Generator streams of a seed for the trainer's draws, beside the model's (dhwt.models.init).
@@ -140,10 +141,22 @@ class Trainer:
         self.config, self.task, self.parallel = config, task, parallel
         parallel.check(config.model.dropout, task, config.optim.batch_size)
         self.device = parallel.device
-        self.model = build_model(model_config(config, task), self.seeds,
-                                 tied=[r.config.tying.tie_schedule.initial_tied for r in self.runs for _ in r.rows])
-        prepare_members(self.model, config)
-        self.model.to(self.device)  # weights drawn on the CPU: the same on every device
+        model = model_config(config, task)
+        rows = config.optim.batch_size or task.n_strings("train")
+        Need.of(model, len(self.seeds), -(-rows // parallel.world_size), task.seq_len).check(
+            available_memory(self.device), f"device {self.device}")
+        try:
+            self.model = build_model(model, self.seeds, tied=[
+                r.config.tying.tie_schedule.initial_tied for r in self.runs for _ in r.rows])
+            prepare_members(self.model, config)
+            self.model.to(self.device)  # weights drawn on the CPU: the same on every device
+        except RuntimeError as exc:
+            reason = allocation_failure(exc)
+            if reason is None:
+                raise
+            raise DhwtError(f"cannot allocate the model of {self._dirs()} on device "
+                            f"{self.device}: {reason}; train fewer seeds or a smaller "
+                            "model") from None
         self.optimizer = self._optimizer([[p for p in self.model.parameters() if p.requires_grad]])
         optim = config.optim
         self.lr = LRSchedule(optim.lr_schedule, optim.lr, optim.lr_min, optim.steps,
@@ -167,8 +180,9 @@ class Trainer:
     def run(self, resume: bool) -> int:
         """Train to config.optim.steps (from the newest checkpoint if `resume`); the step it started
         from. Afterwards `self.step` is the last step and each run's `last_checkpoint` its
-        checkpoint. A failed write (full disk, lost permission) stops the run with a DhwtError
-        naming the last good checkpoint; everything written before it stays valid for --resume."""
+        checkpoint. A failed write (full disk, lost permission) or allocation (out of memory)
+        stops the run with a DhwtError naming the last good checkpoint; everything written before
+        it stays valid for --resume."""
         try:
             with _torch_settings(self.config.placement.threads, self.device):
                 return self._train(resume)
@@ -180,6 +194,13 @@ class Trainer:
                             f"{exc.strerror or exc}{where}; last good checkpoint: "
                             f"{self._last_good()}; free space (or fix permissions) "
                             "and continue with --resume") from None
+        except RuntimeError as exc:
+            reason = allocation_failure(exc)
+            if reason is None:
+                raise
+            raise DhwtError(f"out of memory at step {self.step} on device {self.device}: "
+                            f"{reason}; last good checkpoint: {self._last_good()}; train fewer "
+                            "seeds, a smaller batch or a smaller model") from None
 
     def _go_on(self) -> str:
         """How to continue after an interrupt: from the last checkpoint, or afresh if none."""
