@@ -256,6 +256,24 @@ def test_a_torn_last_metrics_line_is_dropped_and_a_torn_middle_line_refused(
     assert rundirs.digest(run) == before
 
 
+def test_bytes_that_are_not_utf8_in_metrics_are_one_error_line_naming_the_line(
+        reference, tmp_path, cli, rundirs):
+    """analyze and --resume read metrics.jsonl: a line that is not UTF-8 is named, not a
+    UnicodeDecodeError, and nothing is written."""
+    run = tmp_path / "run"
+    shutil.copytree(reference, run)
+    metrics = run / "metrics.jsonl"
+    lines = metrics.read_bytes().splitlines(keepends=True)
+    metrics.write_bytes(b"".join(lines[:6]) + b'{"step": 2, "\xff\xfe"}\n' + b"".join(lines[6:]))
+    before = rundirs.digest(tmp_path)
+    for args in (["train", "--out", run, "--resume"],
+                 ["analyze", run, "--out", tmp_path / "report"]):
+        code, out, err = cli(args)
+        assert (code, out) == (2, "")
+        assert _one_error_line(err) == f"{metrics} line 7 is not UTF-8 text"
+        assert rundirs.digest(tmp_path) == before
+
+
 # -- NaN ------------------------------------------------------------------------------------------
 def test_forced_nan_stops_and_keeps_the_last_good_checkpoint(dataset, tmp_path, cli, rundirs):
     """lr 1e30 blows the weights up within a few steps. The message names the last good

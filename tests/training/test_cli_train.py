@@ -103,6 +103,14 @@ BAD = [
     (["--grammar", "parity", "--config", "UNKNOWN.toml"], "unknown key 'widht'"),
     (["--grammar", "parity", "--resume", "--overwrite"], "give only one"),
     (["--resume"], "no config.toml"),
+    (["--grammar", "parity", "--threads", "100000"],
+     "threads must be an integer from 1 to 1024, got 100000"),
+    (["--grammar", "parity", "--seeds", "1-100000000"],
+     "bad seeds '1-100000000': 100,000,000 seeds, more than the 100,000 one run may train"),
+    (["--grammar", "parity", "--batch-size", "1000000000000"], "the run needs at least"),
+    (["--data", "DATA", "--seeds", "1-3", "--batch-size", "1000000000000"],
+     "batches of 1,000,000,000,000 strings"),
+    (["--data", "DATA", "--config", "BIG.toml"], "1 member x 4,000,"),
 ]
 
 
@@ -114,7 +122,8 @@ def test_bad_input_one_line_exit_2_nothing_written(args, fragment, tmp_path, dat
     spec = tmp_path / "EDITED" / "spec.toml"
     spec.write_text(spec.read_text().replace("n_bits = 7", "n_bits = 6"))
     (tmp_path / "UNKNOWN.toml").write_text("widht = 3\n")
-    names = {"DATA": str(dataset), "MISSING": str(tmp_path / "missing"),
+    (tmp_path / "BIG.toml").write_text("d_model = 1000000\n")  # 4 x 10^12 weights: 64 TB
+    names = {"BIG.toml": str(tmp_path / "BIG.toml"),"DATA": str(dataset), "MISSING": str(tmp_path / "missing"),
              "JUNK": str(tmp_path / "JUNK"), "EDITED": str(tmp_path / "EDITED"),
              "MISSING.toml": str(tmp_path / "missing.toml"),
              "UNKNOWN.toml": str(tmp_path / "UNKNOWN.toml")}
@@ -125,7 +134,7 @@ def test_bad_input_one_line_exit_2_nothing_written(args, fragment, tmp_path, dat
     assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err
     assert fragment in err
     assert _tree(tmp_path) == before and sorted(p.name for p in tmp_path.iterdir()) == [
-        "EDITED", "JUNK", "UNKNOWN.toml"]
+        "BIG.toml", "EDITED", "JUNK", "UNKNOWN.toml"]
 
 
 def test_existing_run_dir_is_refused_without_overwrite(tmp_path, dataset, cli):
@@ -155,3 +164,30 @@ def test_resume_errors_leave_the_run_untouched(damage, args, fragment, tmp_path,
     code, _, err = cli(["train", "--out", str(run), "--resume", *args])
     assert code == 2 and err.startswith("error: ") and err.count("\n") == 1
     assert fragment in err and _tree(tmp_path) == before
+
+
+def test_resume_with_fewer_steps_says_steps_only_extend_a_run(tmp_path, dataset, cli):
+    """Not the tie switch, which lies beyond the shorter run's end: the steps are what is wrong."""
+    run = tmp_path / "run"
+    code, _, err = cli(["train", "--data", str(dataset), "--steps", "20", "--tie-schedule",
+                        "untie@15", "--checkpoint-every", "10", "--out", str(run)])
+    assert code == 0, err
+    before = _tree(tmp_path)
+    code, out, err = cli(["train", "--out", str(run), "--resume", "--steps", "10"])
+    assert (code, out) == (2, "") and err == (
+        f"error: cannot resume {run} with steps = 10: the run is configured for 20 steps, and "
+        "--steps may extend it, not shorten it\n")
+    assert _tree(tmp_path) == before
+
+
+def test_a_model_torch_cannot_allocate_is_one_line(tmp_path, dataset, cli, monkeypatch):
+    """Where the memory available cannot be read, nothing is refused beforehand; torch's
+    allocator then refuses 64 TB of weights, which is one error line and leaves nothing."""
+    monkeypatch.setattr("dhwt.training.trainer.available_memory", lambda device: None)
+    (tmp_path / "big.toml").write_text("d_model = 1000000\n")
+    code, out, err = cli(["train", "--data", str(dataset), "--config", tmp_path / "big.toml",
+                          "--out", tmp_path / "run"])
+    assert (code, out) == (2, "") and err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"error: cannot allocate the model of {tmp_path / 'run'} on device "
+                          "cpu: can't allocate memory: you tried to allocate ")
+    assert not (tmp_path / "run").exists()
