@@ -248,16 +248,17 @@ def train_cmd(config_file: str | None, out: str, overwrite: bool, resume: bool,
 
 
 def _trained(result, resume: bool) -> str:  # noqa: ANN001 (a RunResult, imported lazily)
-    """What `dhwt train` did, in one line."""
+    """What `dhwt train` did, in one line, after a line per repair a resume made."""
     where = f"run directory: {result.run_dir} (see report.md)"
     if not resume:
         return f"trained {result.step} steps in {result.seconds:.1f} s; {where}"
     if not result.touched:
         return (f"{result.run_dir} is already trained to step {result.step}; nothing to do (to "
                 f"train on, --resume --steps M with M > {result.step})")
+    notes = "".join(f"{note}\n" for note in result.notes)
     if result.start == result.step:
-        return f"training had reached step {result.step}; wrote its report; {where}"
-    return (f"resumed at step {result.start} and trained to step {result.step} "
+        return f"{notes}training had reached step {result.step}; wrote its report; {where}"
+    return (f"{notes}resumed at step {result.start} and trained to step {result.step} "
             f"({result.step - result.start} steps) in {result.seconds:.1f} s; {where}")
 
 

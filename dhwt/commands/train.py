@@ -54,6 +54,7 @@ from dhwt.languages import Task, load_language, load_task, write_dataset
 from dhwt.report.run_report import write_run_report
 from dhwt.runs import layout
 from dhwt.runs.checkpoints import checkpoint_step, latest_checkpoint, list_checkpoints
+from dhwt.runs.history import check_history
 from dhwt.runs.metrics import read_metrics
 from dhwt.runs.run import check_task, run_task
 from dhwt.training.distributed import Parallel, launch
@@ -67,7 +68,8 @@ PathLike = str | Path
 class RunResult:
     """What a finished run left: its directory, final step, last evaluation and checkpoint, and
     the step this call started from (0 fresh; the checkpoint's on resume); `touched` is False
-    for a finished run that a resume left as it was."""
+    for a finished run that a resume left as it was; `notes`: what a resume repaired in the
+    run's record (dhwt.runs.history)."""
 
     run_dir: Path
     step: int
@@ -76,6 +78,7 @@ class RunResult:
     seconds: float
     start: int = 0
     touched: bool = True
+    notes: tuple[str, ...] = ()
 
 
 @overload
@@ -156,8 +159,8 @@ def _train(runs: list[tuple[TrainConfig, Path]], task: Task | None, resume: bool
         start = trainer.run(resume)
         finals = _reports(trainer, parallel)
     seconds = time.perf_counter() - started
-    return [RunResult(r.run_dir, trainer.step, final, r.last_checkpoint, seconds, start)
-            for r, final in zip(trainer.runs, finals)]
+    return [RunResult(r.run_dir, trainer.step, final, r.last_checkpoint, seconds, start,
+                      notes=tuple(r.notes)) for r, final in zip(trainer.runs, finals)]
 
 
 def _create(runs: list[tuple[TrainConfig, Path]], task: Task | None, overwrite: bool,
@@ -237,12 +240,16 @@ def _check_extension(run_dir: Path, steps: object, saved: TrainConfig) -> None:
 
 def _finished(run_dir: Path, saved: TrainConfig) -> RunResult | None:
     """The result of a run that has finished (its report written after the checkpoint of its
-    last step), read from disk; None if it has not."""
+    last step), read from disk; None if it has not, or if its record lost the snapshot of
+    its last step (the trainer writes it again); DhwtError if it lost more
+    (dhwt.runs.history)."""
     checkpoints = list_checkpoints(run_dir / layout.CHECKPOINTS)
     if not (run_dir / layout.REPORT).is_file() or not checkpoints or \
             checkpoint_step(checkpoints[-1]) != saved.optim.steps:
         return None
     path, _ = latest_checkpoint(run_dir / layout.CHECKPOINTS)  # a damaged one is an error
+    if check_history(run_dir, saved, saved.optim.steps) is not None:
+        return None
     final = [r for r in read_metrics(run_dir / layout.METRICS) if r["step"] == saved.optim.steps]
     return RunResult(run_dir, saved.optim.steps, final, path, 0.0, start=saved.optim.steps, touched=False)
 

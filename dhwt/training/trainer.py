@@ -29,7 +29,10 @@ the same writer logs those numbers as TensorBoard scalars in RUN_DIR/tensorboard
 is built, before anything is trained or written.
 
 Resume. A checkpoint holds the model (with its tying state), the optimizer, the step and every RNG
-state (dhwt.training.state). Resuming from step N cuts metrics.jsonl back to the lines of steps <= N and deletes
+state (dhwt.training.state). Resuming from step N first checks the run's record up to N
+(dhwt.runs.history: every evaluation in metrics.jsonl, every snapshot readable; a lost snapshot
+of step N is written again from the checkpoint, anything else lost stops the resume), then cuts
+metrics.jsonl back to the lines of steps <= N and deletes
 snapshots of later steps (TensorBoard events of later steps are purged: MetricsWriter), then runs
 on; the result equals an uninterrupted run bit for bit.
 
@@ -68,7 +71,7 @@ import io
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -85,6 +88,7 @@ from dhwt.models.init import member_generator
 from dhwt.runs import layout
 from dhwt.runs.checkpoints import (checkpoint_path, checkpoint_step, common_step,
                                    latest_checkpoint, remove_stray_temporaries, save_checkpoint)
+from dhwt.runs.history import check_history
 from dhwt.runs.metrics import MetricsWriter, summary_writer, truncate_metrics
 from dhwt.runs.snapshots import remove_snapshots_after, save_snapshot
 from dhwt.training import state
@@ -103,13 +107,14 @@ DRAW_STREAM = int.from_bytes(b"draw", "big")
 
 @dataclass
 class _Run:
-    """One run directory's share of the trained ensemble: its config, its member rows, and its
-    newest checkpoint written so far."""
+    """One run directory's share of the trained ensemble: its config, its member rows, its
+    newest checkpoint written so far, and what a resume repaired in it (notes for the user)."""
 
     config: TrainConfig
     run_dir: Path
     rows: range
     last_checkpoint: Path | None = None
+    notes: list[str] = field(default_factory=list)
 
 
 def model_config(config: TrainConfig, task: Task) -> ModelConfig:
@@ -229,9 +234,7 @@ class Trainer:
         """Train to config.optim.steps; the step it started from."""
         if resume:
             self._restore()
-            for run in self.runs if self.parallel.writes else ():
-                truncate_metrics(run.run_dir / layout.METRICS, self.step)
-                remove_snapshots_after(run.run_dir / layout.EMBEDDINGS, self.step)
+            self.parallel.on_writer(self._continue_history)
         self.net = self.parallel.wrap(self.model)  # a collective: after every rank has restored
         writers = ([MetricsWriter(r.run_dir / layout.METRICS, r.run_dir / layout.TENSORBOARD
                                   if r.config.record.tensorboard else None, start=self.step)
@@ -259,6 +262,19 @@ class Trainer:
             for writer in writers or ():
                 writer.close()
         return start
+
+    def _continue_history(self) -> None:
+        """Check each run's record up to the restored step (dhwt.runs.history), write the
+        snapshot of that step again where it was lost (noted in the run's `notes`), and cut off
+        what was recorded after it."""
+        lost = [check_history(run.run_dir, run.config, self.step) for run in self.runs]
+        for run, problem in zip(self.runs, lost):
+            if problem is not None:
+                path = self._snapshot(run)
+                run.notes.append(f"wrote {path} again from the checkpoint of step {self.step} "
+                                 f"(it was {problem})")
+            truncate_metrics(run.run_dir / layout.METRICS, self.step)
+            remove_snapshots_after(run.run_dir / layout.EMBEDDINGS, self.step)
 
     def _update(self) -> None:
         """One optimizer update: step N -> N + 1."""
@@ -300,15 +316,18 @@ class Trainer:
             for writer, lines in zip(writers or (), self._last_eval):
                 writer.write(lines)
         if snapshot and self.parallel.writes:
-            emb = self.model.embeddings
             for run in self.runs:
-                rows = slice(run.rows.start, run.rows.stop)
-                save_snapshot(run.run_dir / layout.EMBEDDINGS, step, emb.input_weight[rows],
-                              emb.output_weight[rows], tied=emb.tied_members[run.rows.start],
-                              seeds=run.config.members.seeds, vocab=self.task.vocab)
+                self._snapshot(run)
         if checkpoint:
             self._checkpoint()
         return evaluate
+
+    def _snapshot(self, run: _Run) -> Path:
+        """Write the embedding snapshot of `run`'s members at the current step."""
+        emb, rows = self.model.embeddings, slice(run.rows.start, run.rows.stop)
+        return save_snapshot(run.run_dir / layout.EMBEDDINGS, self.step, emb.input_weight[rows],
+                             emb.output_weight[rows], tied=emb.tied_members[run.rows.start],
+                             seeds=run.config.members.seeds, vocab=self.task.vocab)
 
     def _postfix(self) -> str:
         """Mean fresh-draw loss and accuracy over members, for the progress bar."""
