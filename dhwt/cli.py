@@ -124,6 +124,8 @@ class _BatchSize(click.ParamType):
 @click.option("--grammar", metavar="NAME|PATH",
               help="A built-in grammar (e.g. parity) or a grammar TOML; the dataset is built into "
                    "RUN_DIR/data.")
+@click.option("--set", "set", multiple=True, metavar="KEY=VALUE",
+              help="Override a key of --grammar's spec, as `dhwt synth --set`; repeatable.")
 @click.option("--data", metavar="DIR",
               help="A dataset directory written by `dhwt synth`; with --corpus wikitext-2: the "
                    "WikiText-2 folder or archive (else WIKITEXT2_PATH, DHWT_DATA, HF datasets).")
@@ -240,7 +242,7 @@ def train_cmd(config_file: str | None, out: str, overwrite: bool, resume: bool,
     """
     from dhwt.commands.train import train_command
 
-    given = {k: v for k, v in options.items() if v is not None}
+    given = {k: v for k, v in options.items() if v is not None and v != ()}
     result = train_command(given, config_file=config_file, out=out, overwrite=overwrite,
                            resume=resume)
     if result is not None:  # None on the processes of a torchrun launch that do not write

@@ -44,6 +44,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import overload
 
+import numpy as np
+
 from dhwt.config.device import resolve_device
 from dhwt.config.checks import split_init_from
 from dhwt.config.run import TrainConfig
@@ -51,6 +53,8 @@ from dhwt.config.sources import SOURCES, resolve_source
 from dhwt.directories import atomic_write_bytes, held, lock
 from dhwt.errors import DhwtError, Interrupted
 from dhwt.languages import Task, load_language, load_task, write_dataset
+from dhwt.languages.dataset import read_dataset
+from dhwt.languages.splits import SPLITS, split_of
 from dhwt.report.run_report import write_run_report
 from dhwt.runs import layout
 from dhwt.runs.checkpoints import checkpoint_step, latest_checkpoint, list_checkpoints
@@ -174,10 +178,12 @@ def _create(runs: list[tuple[TrainConfig, Path]], task: Task | None, overwrite: 
                         "grammar's dataset first (dhwt synth)")
     if task is None and not build:
         task = run_task(config, run_dir)
+        _check_split(config)
 
     def fill(staging: Path) -> Trainer:
         if build:
-            write_dataset(load_language(config.data.grammar), staging / layout.DATA,
+            write_dataset(load_language(config.data.grammar, config.data.set),
+                          staging / layout.DATA,
                           valid_fraction=config.data.valid_fraction,
                           test_fraction=config.data.test_fraction, seed=config.data.split_seed)
             return Trainer(runs, load_task(staging / layout.DATA, config.data.objective), parallel)
@@ -193,6 +199,26 @@ def _create(runs: list[tuple[TrainConfig, Path]], task: Task | None, overwrite: 
     if build or trainer is None:  # the dataset now lies in RUN_DIR/data; other ranks: their own
         trainer = Trainer(runs, run_task(config, run_dir) if task is None else task, parallel)
     return trainer
+
+
+def _check_split(config: TrainConfig) -> None:
+    """DhwtError unless the split options a config gives with a dataset (they are recorded as
+    how it was split, dhwt.config.run.DataConfig) give the dataset's split."""
+    data = config.data
+    if data.data is None or data.corpus is not None or data.valid_fraction is None:
+        return
+    language, split = read_dataset(data.data)
+    try:
+        same = np.array_equal(split_of(language, data.valid_fraction, data.test_fraction,
+                                       data.split_seed), split)
+    except DhwtError:
+        same = False
+    if not same:
+        sizes = "/".join(str(int((split == i).sum())) for i in range(len(SPLITS)))
+        raise DhwtError(f"valid_fraction {data.valid_fraction}, test_fraction "
+                        f"{data.test_fraction} and split_seed {data.split_seed} do not give the "
+                        f"split of dataset {data.data} (train/valid/test {sizes} strings); leave "
+                        "them out: a dataset keeps the split it was built with")
 
 
 def _reports(trainer: Trainer, parallel: Parallel) -> list[list[dict[str, object]]]:
@@ -285,7 +311,7 @@ def _resolve_config(options: dict[str, object], config_file: str | None, run_dir
                                      source="the flags")
     values = TrainConfig.toml_values(config_file) if config_file is not None else {}
     if {"grammar", "data", "corpus"} & set(options):
-        for key in ("grammar", "data", "corpus", "tokenizer", "seq_len", "eval_windows"):
+        for key in ("grammar", "set", "data", "corpus", "tokenizer", "seq_len", "eval_windows"):
             if key not in options:
                 values.pop(key, None)
     config = TrainConfig.from_dict(_absolute({**values, **options}), source="the flags")
