@@ -4,9 +4,10 @@ A resume from the checkpoint of step N keeps the lines of metrics.jsonl and the 
 snapshots of steps <= N and goes on after them, so they must hold the run's record up to N: the
 evaluation (a line per member) of every step the trainer evaluated, and a snapshot that reads of
 every step it snapshotted. The trainer records step 0, every multiple of eval_every (of
-snapshot_every), and the step of a checkpoint written off the checkpoint_every schedule (the
-last step of the run as it was configured then, since extended with --steps). Records beyond
-these (the last steps of earlier extensions) are kept and not required.
+snapshot_every), and the run's last step: N if it is the run's configured steps, or if the
+checkpoint lies off the checkpoint_every schedule (so it was the last step before an extension
+with --steps). Records beyond these (the last steps of earlier extensions) are kept and not
+required.
 
 What is lost cannot be computed again, with one exception: the snapshot of step N, whose
 matrices the checkpoint holds; the trainer rewrites it from the restored model, bit for bit.
@@ -27,22 +28,20 @@ from dhwt.runs.snapshots import check_snapshot, snapshot_path
 REMEDY = "restore it from a copy, or train the run again with --overwrite"
 
 
-def recorded_steps(every: int, checkpoint_every: int, step: int) -> list[int]:
-    """The steps up to the checkpoint of `step` that a run recording every `every` steps and
-    checkpointing every `checkpoint_every` steps has recorded.
+def recorded_steps(every: int, step: int, last: bool) -> list[int]:
+    """The steps up to the checkpoint of `step` that a run recording every `every` steps has
+    recorded; `last`: `step` was the run's last step then (recorded whatever `every`).
 
     Examples:
-        >>> recorded_steps(50, 100, 200)
+        >>> recorded_steps(50, 200, last=False)
         [0, 50, 100, 150, 200]
-        >>> recorded_steps(30, 100, 200)  # 200 is off schedule: the end of a run of 200 steps
+        >>> recorded_steps(30, 200, last=False)
+        [0, 30, 60, 90, 120, 150, 180]
+        >>> recorded_steps(30, 200, last=True)
         [0, 30, 60, 90, 120, 150, 180, 200]
-        >>> recorded_steps(30, 100, 300)  # 300 is on schedule: no record due there
-        [0, 30, 60, 90, 120, 150, 180, 210, 240, 270]
     """
     steps = list(range(0, step + 1, every))
-    if step % checkpoint_every and steps[-1] != step:
-        steps.append(step)
-    return steps
+    return steps + [step] if last and steps[-1] != step else steps
 
 
 def check_history(run_dir: Path, config: TrainConfig, step: int) -> str | None:
@@ -50,6 +49,7 @@ def check_history(run_dir: Path, config: TrainConfig, step: int) -> str | None:
     module docstring); what happened to the snapshot of `step` ("missing", or "damaged" and
     why) when it must be rewritten, else None."""
     record = config.record
+    last = step % record.checkpoint_every != 0 or step == config.optim.steps
     metrics = run_dir / layout.METRICS
     if not metrics.is_file():
         raise DhwtError(f"cannot resume {run_dir}: {metrics} is missing, and the evaluations up "
@@ -58,14 +58,14 @@ def check_history(run_dir: Path, config: TrainConfig, step: int) -> str | None:
     seen: dict[int, set[int]] = {}
     for line in read_metrics(metrics):
         seen.setdefault(int(line["step"]), set()).add(int(line["seed"]))
-    lacking = [s for s in recorded_steps(record.eval_every, record.checkpoint_every, step)
+    lacking = [s for s in recorded_steps(record.eval_every, step, last)
                if not seeds <= seen.get(s, set())]
     if lacking:
         raise DhwtError(f"cannot resume {run_dir}: {metrics} lacks the evaluation of step"
                         f"{'s' * (len(lacking) > 1)} {brief(lacking, str)} (of every member), "
                         f"which cannot be computed again; {REMEDY}")
     lost = {}
-    for at in recorded_steps(record.snapshot_every, record.checkpoint_every, step):
+    for at in recorded_steps(record.snapshot_every, step, last):
         problem = _snapshot_problem(snapshot_path(run_dir / layout.EMBEDDINGS, at), at,
                                     config.members.seeds)
         if problem is not None:
