@@ -149,7 +149,6 @@ class DataConfig:
             raise DhwtError(f"a text corpus is for causal LM: objective must be 'clm', got "
                             f"{self.objective!r}")
 
-
     def _splits(self) -> None:
         """Check the split options and settle them as the class docstring says."""
         given = {name: getattr(self, name) for name in SPLIT_OPTIONS
@@ -458,7 +457,8 @@ class TrainConfig:
             flat["batch_size"] = FULL_BATCH
         data = self.data
         own = ("" if data.grammar is not None or data.data is None and data.corpus is None
-               else f": the {'corpus' if data.corpus is not None else 'dataset'}'s own split")
+               else ": the corpus' own files" if data.corpus is not None
+               else ": the dataset's own split")
         unset = {k: own if k in SPLIT_OPTIONS else "" for k in flat}
         text = "# dhwt train: resolved config\n"
         for name in SECTIONS:

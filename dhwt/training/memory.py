@@ -7,10 +7,11 @@ The estimate is a lower bound on what training holds at once, so that a refusal 
                 AdamW's two moments. P is counted on torch's meta device (shapes, no memory),
                 with both embedding matrices (untied).
     a batch     S x B strings (B = batch_size, or every training string for the full batch),
-                each with at least its L token ids (int64) and their embeddings (d float32
-                values each, kept for the backward pass), and its logits over the V tokens of
-                the vocabulary at one target position at least (float32). Under torchrun each
-                process holds its 1/W share of the rows.
+                each with at least its L positions' input id and target (int64) and loss
+                weight (float32) and their embeddings (d float32 values each, kept for the
+                backward pass), and its logits over the V tokens of the vocabulary at one
+                target position at least (float32). Under torchrun each process holds its 1/W
+                share of the rows.
 
 It is compared with the memory available to the device: MemAvailable of /proc/meminfo (Linux;
 elsewhere the physical memory, os.sysconf) for the CPU, the GPU's free memory
@@ -22,13 +23,15 @@ Examples:
     >>> need = Need.of(ModelConfig(vocab_size=7, max_len=8), members=3, rows=100, length=8)
     >>> need.parameters  # per member
     192
-    >>> need.parameter_bytes == 3 * 192 * 16, need.batch_bytes == 3 * 100 * (8 * (8 + 4 * 4) + 4 * 7)
-    (True, True)
+    >>> need.parameter_bytes == 3 * 192 * 16
+    True
+    >>> need.batch_bytes == 3 * 100 * (8 * (8 + 8 + 4 + 4 * 4) + 4 * 7)
+    True
     >>> need.check(10_000, "device cpu")
     Traceback (most recent call last):
       ...
-    dhwt.errors.DhwtError: the run needs at least 75.2 kB of memory (3 members x 192 parameters:
-    9.2 kB; batches of 100 strings x 8 tokens: 66.0 kB) but device cpu has 10.0 kB available;
+    dhwt.errors.DhwtError: the run needs at least 104.0 kB of memory (3 members x 192 parameters:
+    9.2 kB; batches of 100 strings x 8 tokens: 94.8 kB) but device cpu has 10.0 kB available;
     train fewer seeds, a smaller batch or a smaller model
 """
 
@@ -45,8 +48,8 @@ from dhwt.models import ModelConfig, build_model
 
 #: Bytes per parameter: float32 weight, gradient and AdamW's two moments.
 PARAMETER_BYTES = 16
-#: Bytes per token of a batch: its int64 id.
-TOKEN_BYTES = 8
+#: Bytes per position of a batch: its int64 input id and target and its float32 loss weight.
+TOKEN_BYTES = 8 + 8 + 4
 #: Bytes per float32 value.
 FLOAT_BYTES = 4
 
