@@ -157,8 +157,8 @@ class _BatchSize(click.ParamType):
               help="Soft tying while untied: add LAMBDA * ||E_in - E_out||^2 per member.  "
                    "[default: 0]")
 @click.option("--seeds", metavar="SEEDS",
-              help="Seeds trained together as one ensemble: 42-46, 1,2,5 or 1-3,7. Member i "
-                   "equals a solo run of seed i.  [default: 42]")
+              help="Seeds trained together as one ensemble: 42-46, 1,2,5 or 1-3,7 (at most "
+                   "100,000). Member i equals a solo run of seed i.  [default: 42]")
 @click.option("--steps", type=int, help="Optimizer updates.  [default: 10000]")
 @click.option("--batch-size", type=_BatchSize(), metavar="full|N",
               help="Strings per member per step (with --corpus: windows of --seq-len tokens), or "
@@ -177,8 +177,8 @@ class _BatchSize(click.ParamType):
 @click.option("--checkpoint-every", type=int, metavar="N",
               help="Checkpoint every N steps (the last 2 are kept).  [default: 1000]")
 @click.option("--threads", type=int, metavar="N",
-              help="torch CPU threads; 1 is fastest for tiny models, raise it for large ones.  "
-                   "[default: 1]")
+              help="torch CPU threads, 1 to 1024; 1 is fastest for tiny models, raise it for "
+                   "large ones.  [default: 1]")
 @click.option("--device", metavar="cpu|cuda|cuda:N|auto",
               help="Where to train: cpu (bit-exact resume), cuda (cuda:0; under torchrun each "
                    "process takes cuda:LOCAL_RANK and nccl), cuda:N (one process), auto (cuda if "
