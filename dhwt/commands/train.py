@@ -5,8 +5,9 @@ and files resolved into it.
 `dhwt train`: precedence TrainConfig defaults < `--config FILE.toml` < flags. A `--grammar`,
 `--data` or `--corpus` flag replaces the file's data source (so the file may name one and the
 flag another; `--corpus wikitext-2 --data PATH` keeps both flags). WikiText-2 found through the
-environment is recorded as the run's `data` (where it lies; dhwt.languages.corpus). Text corpora (`--corpus`,
-`--tokenizer`, `--seq-len`) are tokenized through the token-id cache (dhwt.languages.text_task).
+environment is recorded as the run's `data` (where it lies; dhwt.languages.corpus). Text corpora
+(`--corpus`, `--tokenizer`, `--seq-len`) are tokenized through the token-id cache
+(dhwt.languages.text_task).
 Data sources (in flags or the file: grammar, corpus, data) resolve by dhwt.config.sources (a
 built-in name stays one; a path is taken from the working directory and made absolute), as does
 init_from's run. With `--grammar` the dataset is

@@ -5,12 +5,11 @@ it says it counts."""
 from __future__ import annotations
 
 import pytest
+import torch
 
 from dhwt.errors import DhwtError
 from dhwt.models import ModelConfig, build_model
 from dhwt.training.memory import Need, available_memory
-
-import torch
 
 
 def test_the_parameters_counted_are_those_of_a_built_model():
