@@ -132,6 +132,8 @@ class _BatchSize(click.ParamType):
 @click.option("--grammar", metavar="NAME|PATH",
               help="A built-in grammar (e.g. parity) or a grammar TOML; the dataset is built into "
                    "RUN_DIR/data.")
+@click.option("--set", "set", multiple=True, metavar="KEY=VALUE",
+              help="Override a key of --grammar's spec, as `dhwt synth --set`; repeatable.")
 @click.option("--data", metavar="DIR",
               help="A dataset directory written by `dhwt synth`; with --corpus wikitext-2: the "
                    "WikiText-2 folder or archive (else WIKITEXT2_PATH, DHWT_DATA, HF datasets).")
@@ -163,8 +165,8 @@ class _BatchSize(click.ParamType):
               help="Soft tying while untied: add LAMBDA * ||E_in - E_out||^2 per member.  "
                    "[default: 0]")
 @click.option("--seeds", metavar="SEEDS",
-              help="Seeds trained together as one ensemble: 42-46, 1,2,5 or 1-3,7. Member i "
-                   "equals a solo run of seed i.  [default: 42]")
+              help="Seeds trained together as one ensemble: 42-46, 1,2,5 or 1-3,7 (at most "
+                   "100,000). Member i equals a solo run of seed i.  [default: 42]")
 @click.option("--steps", type=int, help="Optimizer updates.  [default: 10000]")
 @click.option("--batch-size", type=_BatchSize(), metavar="full|N",
               help="Strings per member per step (with --corpus: windows of --seq-len tokens), or "
@@ -183,8 +185,8 @@ class _BatchSize(click.ParamType):
 @click.option("--checkpoint-every", type=int, metavar="N",
               help="Checkpoint every N steps (the last 2 are kept).  [default: 1000]")
 @click.option("--threads", type=int, metavar="N",
-              help="torch CPU threads; 1 is fastest for tiny models, raise it for large ones.  "
-                   "[default: 1]")
+              help="torch CPU threads, 1 to 1024; 1 is fastest for tiny models, raise it for "
+                   "large ones.  [default: 1]")
 @click.option("--device", metavar="cpu|cuda|cuda:N|auto",
               help="Where to train: cpu (bit-exact resume), cuda (cuda:0; under torchrun each "
                    "process takes cuda:LOCAL_RANK and nccl), cuda:N (one process), auto (cuda if "
@@ -248,7 +250,7 @@ def train_cmd(config_file: str | None, out: str, overwrite: bool, resume: bool,
     """
     from dhwt.commands.train import train_command
 
-    given = {k: v for k, v in options.items() if v is not None}
+    given = {k: v for k, v in options.items() if v is not None and v != ()}
     result = train_command(given, config_file=config_file, out=out, overwrite=overwrite,
                            resume=resume)
     if result is not None:  # None on the processes of a torchrun launch that do not write
@@ -256,16 +258,17 @@ def train_cmd(config_file: str | None, out: str, overwrite: bool, resume: bool,
 
 
 def _trained(result, resume: bool) -> str:  # noqa: ANN001 (a RunResult, imported lazily)
-    """What `dhwt train` did, in one line."""
+    """What `dhwt train` did, in one line, after a line per repair a resume made."""
     where = f"run directory: {result.run_dir} (see report.md)"
     if not resume:
         return f"trained {result.step} steps in {result.seconds:.1f} s; {where}"
     if not result.touched:
         return (f"{result.run_dir} is already trained to step {result.step}; nothing to do (to "
                 f"train on, --resume --steps M with M > {result.step})")
+    notes = "".join(f"{note}\n" for note in result.notes)
     if result.start == result.step:
-        return f"training had reached step {result.step}; wrote its report; {where}"
-    return (f"resumed at step {result.start} and trained to step {result.step} "
+        return f"{notes}training had reached step {result.step}; wrote its report; {where}"
+    return (f"{notes}resumed at step {result.start} and trained to step {result.step} "
             f"({result.step - result.start} steps) in {result.seconds:.1f} s; {where}")
 
 

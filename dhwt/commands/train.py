@@ -4,8 +4,10 @@ and files resolved into it.
 
 `dhwt train`: precedence TrainConfig defaults < `--config FILE.toml` < flags. A `--grammar`,
 `--data` or `--corpus` flag replaces the file's data source (so the file may name one and the
-flag another; `--corpus wikitext-2 --data PATH` keeps both flags). Text corpora (`--corpus`,
-`--tokenizer`, `--seq-len`) are tokenized through the token-id cache (dhwt.languages.text_task).
+flag another; `--corpus wikitext-2 --data PATH` keeps both flags). WikiText-2 found through the
+environment is recorded as the run's `data` (where it lies; dhwt.languages.corpus). Text corpora
+(`--corpus`, `--tokenizer`, `--seq-len`) are tokenized through the token-id cache
+(dhwt.languages.text_task).
 Data sources (in flags or the file: grammar, corpus, data) resolve by dhwt.config.sources (a
 built-in name stays one; a path is taken from the working directory and made absolute), as does
 init_from's run. With `--grammar` the dataset is
@@ -44,6 +46,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import overload
 
+import numpy as np
+
 from dhwt.config.device import resolve_device
 from dhwt.config.checks import split_init_from
 from dhwt.config.run import TrainConfig
@@ -51,9 +55,13 @@ from dhwt.config.sources import SOURCES, resolve_source
 from dhwt.directories import atomic_write_bytes, held, lock
 from dhwt.errors import DhwtError, Interrupted
 from dhwt.languages import Task, load_language, load_task, write_dataset
+from dhwt.languages.corpus import WIKITEXT2, wikitext2_location
+from dhwt.languages.dataset import read_dataset
+from dhwt.languages.splits import SPLITS, split_of
 from dhwt.report.run_report import write_run_report
 from dhwt.runs import layout
 from dhwt.runs.checkpoints import checkpoint_step, latest_checkpoint, list_checkpoints
+from dhwt.runs.history import check_history
 from dhwt.runs.metrics import read_metrics
 from dhwt.runs.run import check_task, run_task
 from dhwt.training.distributed import Parallel, launch
@@ -67,7 +75,8 @@ PathLike = str | Path
 class RunResult:
     """What a finished run left: its directory, final step, last evaluation and checkpoint, and
     the step this call started from (0 fresh; the checkpoint's on resume); `touched` is False
-    for a finished run that a resume left as it was."""
+    for a finished run that a resume left as it was; `notes`: what a resume repaired in the
+    run's record (dhwt.runs.history)."""
 
     run_dir: Path
     step: int
@@ -76,6 +85,7 @@ class RunResult:
     seconds: float
     start: int = 0
     touched: bool = True
+    notes: tuple[str, ...] = ()
 
 
 @overload
@@ -156,8 +166,8 @@ def _train(runs: list[tuple[TrainConfig, Path]], task: Task | None, resume: bool
         start = trainer.run(resume)
         finals = _reports(trainer, parallel)
     seconds = time.perf_counter() - started
-    return [RunResult(r.run_dir, trainer.step, final, r.last_checkpoint, seconds, start)
-            for r, final in zip(trainer.runs, finals)]
+    return [RunResult(r.run_dir, trainer.step, final, r.last_checkpoint, seconds, start,
+                      notes=tuple(r.notes)) for r, final in zip(trainer.runs, finals)]
 
 
 def _create(runs: list[tuple[TrainConfig, Path]], task: Task | None, overwrite: bool,
@@ -171,10 +181,12 @@ def _create(runs: list[tuple[TrainConfig, Path]], task: Task | None, overwrite: 
                         "grammar's dataset first (dhwt synth)")
     if task is None and not build:
         task = run_task(config, run_dir)
+        _check_split(config)
 
     def fill(staging: Path) -> Trainer:
         if build:
-            write_dataset(load_language(config.data.grammar), staging / layout.DATA,
+            write_dataset(load_language(config.data.grammar, config.data.set),
+                          staging / layout.DATA,
                           valid_fraction=config.data.valid_fraction,
                           test_fraction=config.data.test_fraction, seed=config.data.split_seed)
             return Trainer(runs, load_task(staging / layout.DATA, config.data.objective), parallel)
@@ -190,6 +202,26 @@ def _create(runs: list[tuple[TrainConfig, Path]], task: Task | None, overwrite: 
     if build or trainer is None:  # the dataset now lies in RUN_DIR/data; other ranks: their own
         trainer = Trainer(runs, run_task(config, run_dir) if task is None else task, parallel)
     return trainer
+
+
+def _check_split(config: TrainConfig) -> None:
+    """DhwtError unless the split options a config gives with a dataset (they are recorded as
+    how it was split, dhwt.config.run.DataConfig) give the dataset's split."""
+    data = config.data
+    if data.data is None or data.corpus is not None or data.valid_fraction is None:
+        return
+    language, split = read_dataset(data.data)
+    try:
+        same = np.array_equal(split_of(language, data.valid_fraction, data.test_fraction,
+                                       data.split_seed), split)
+    except DhwtError:
+        same = False
+    if not same:
+        sizes = "/".join(str(int((split == i).sum())) for i in range(len(SPLITS)))
+        raise DhwtError(f"valid_fraction {data.valid_fraction}, test_fraction "
+                        f"{data.test_fraction} and split_seed {data.split_seed} do not give the "
+                        f"split of dataset {data.data} (train/valid/test {sizes} strings); leave "
+                        "them out: a dataset keeps the split it was built with")
 
 
 def _reports(trainer: Trainer, parallel: Parallel) -> list[list[dict[str, object]]]:
@@ -218,10 +250,7 @@ def check_resumable(run_dir: Path, config: TrainConfig) -> TrainConfig:
     if not saved_path.is_file():
         raise DhwtError(f"cannot resume {run_dir}: it has no {layout.CONFIG} (not a run directory)")
     saved = TrainConfig.from_toml(saved_path)
-    if config.optim.steps < saved.optim.steps:
-        raise DhwtError(f"cannot resume {run_dir} with steps = {config.optim.steps}: the run is "
-                        f"configured for {saved.optim.steps} steps, and --steps may extend it, not "
-                        "shorten it")
+    _check_extension(run_dir, config.optim.steps, saved)
     wanted, have = config.resume_key(), saved.resume_key()
     for key, value in wanted.items():
         if have[key] != value:
@@ -230,14 +259,26 @@ def check_resumable(run_dir: Path, config: TrainConfig) -> TrainConfig:
     return saved
 
 
+def _check_extension(run_dir: Path, steps: object, saved: TrainConfig) -> None:
+    """DhwtError if `steps` (an int: a resume's steps) would shorten the run `saved` configures."""
+    if isinstance(steps, int) and not isinstance(steps, bool) and steps < saved.optim.steps:
+        raise DhwtError(f"cannot resume {run_dir} with steps = {steps}: the run is configured "
+                        f"for {saved.optim.steps} steps, and --steps may extend it, not shorten "
+                        "it")
+
+
 def _finished(run_dir: Path, saved: TrainConfig) -> RunResult | None:
     """The result of a run that has finished (its report written after the checkpoint of its
-    last step), read from disk; None if it has not."""
+    last step), read from disk; None if it has not, or if its record lost the snapshot of
+    its last step (the trainer writes it again); DhwtError if it lost more
+    (dhwt.runs.history)."""
     checkpoints = list_checkpoints(run_dir / layout.CHECKPOINTS)
     if not (run_dir / layout.REPORT).is_file() or not checkpoints or \
             checkpoint_step(checkpoints[-1]) != saved.optim.steps:
         return None
     path, _ = latest_checkpoint(run_dir / layout.CHECKPOINTS)  # a damaged one is an error
+    if check_history(run_dir, saved, saved.optim.steps) is not None:
+        return None
     final = [r for r in read_metrics(run_dir / layout.METRICS) if r["step"] == saved.optim.steps]
     return RunResult(run_dir, saved.optim.steps, final, path, 0.0, start=saved.optim.steps, touched=False)
 
@@ -269,11 +310,13 @@ def _resolve_config(options: dict[str, object], config_file: str | None, run_dir
         if not saved.is_file():
             raise DhwtError(f"cannot resume {run_dir}: it has no {layout.CONFIG} (not a run "
                             "directory)")
-        return TrainConfig.from_dict({**TrainConfig.from_toml(saved).to_dict(),
-                                      **_absolute(options)}, source="the flags")
+        config = TrainConfig.from_toml(saved)
+        _check_extension(run_dir, options.get("steps"), config)  # before its tie switches fail
+        return TrainConfig.from_dict({**config.to_dict(), **_absolute(options)},
+                                     source="the flags")
     values = TrainConfig.toml_values(config_file) if config_file is not None else {}
     if {"grammar", "data", "corpus"} & set(options):
-        for key in ("grammar", "data", "corpus", "tokenizer", "seq_len", "eval_windows"):
+        for key in ("grammar", "set", "data", "corpus", "tokenizer", "seq_len", "eval_windows"):
             if key not in options:
                 values.pop(key, None)
     config = TrainConfig.from_dict(_absolute({**values, **options}), source="the flags")
@@ -281,6 +324,10 @@ def _resolve_config(options: dict[str, object], config_file: str | None, run_dir
         raise DhwtError("no data: give --grammar NAME|PATH (built into RUN_DIR/data), --data DIR "
                         "(a dataset from `dhwt synth`) or --corpus wikitext-2|DIR with --tokenizer "
                         "and --seq-len")
+    if config.data.corpus == WIKITEXT2 and config.data.data is None:
+        found = wikitext2_location()  # recorded: the run says which copy it read
+        if found is not None:
+            config = config.replace(data=str(found))
     return config
 
 

@@ -8,6 +8,12 @@ from collections import Counter
 
 from dhwt.errors import DhwtError, brief
 
+#: The most seeds (ensemble members) one run may train. Every member writes its own metric
+#: lines at each evaluation (four or more), so 100,000 members write 400,000 lines per
+#: evaluation; and a seed range is counted before its seeds are listed, so "1-100000000" is
+#: refused at once instead of filling memory with the list.
+MAX_SEEDS = 100_000
+
 
 def split_init_from(text: str) -> tuple[str, int | None]:
     """`"RUN_DIR"` or `"RUN_DIR@STEP"` -> (RUN_DIR, STEP or None)."""
@@ -36,7 +42,7 @@ def parse_seeds(text: str | int | list[int] | tuple[int, ...]) -> list[int]:
             raise DhwtError(f"seeds must be a list of integers, got [{brief(text)}]")
         items = list(text)
     elif isinstance(text, str):
-        items = []
+        ranges = []
         for part in text.replace(" ", "").split(","):
             lo, dash, hi = part.partition("-")
             if not (lo.isdigit() and (not dash or hi.isdigit())):
@@ -45,9 +51,12 @@ def parse_seeds(text: str | int | list[int] | tuple[int, ...]) -> list[int]:
                 )
             if dash and int(hi) < int(lo):
                 raise DhwtError(f"bad seeds {text!r}: range {part!r} runs backwards")
-            items.extend(range(int(lo), int(hi) + 1) if dash else [int(lo)])
+            ranges.append(range(int(lo), int(hi if dash else lo) + 1))
+        _check_count(sum(len(r) for r in ranges), text)  # before a list of them is made
+        items = [s for r in ranges for s in r]
     else:
         raise DhwtError(f"seeds must be a string like '42-46' or a list of integers, got {text!r}")
+    _check_count(len(items), text)
     if not items:
         raise DhwtError("seeds must name at least one seed")
     negative = [s for s in items if s < 0]
@@ -58,6 +67,14 @@ def parse_seeds(text: str | int | list[int] | tuple[int, ...]) -> list[int]:
         raise DhwtError(f"seeds must be distinct (equal seeds train identical members), "
                         f"{brief(repeated, str)} repeated")
     return items
+
+
+def _check_count(count: int, text: object) -> None:
+    """DhwtError if `text` names more than MAX_SEEDS seeds."""
+    if count > MAX_SEEDS:
+        shown = repr(text) if isinstance(text, str) else f"[{brief(text)}]"
+        raise DhwtError(f"bad seeds {shown}: {count:,} seeds, more than the {MAX_SEEDS:,} one "
+                        "run may train (one ensemble member each)")
 
 
 def format_seeds(seeds: list[int]) -> str:
@@ -81,9 +98,11 @@ def check_bool(name: str, value: object) -> None:
         raise DhwtError(f"{name} must be true or false, got {value!r}")
 
 
-def check_int(name: str, value: object, *, low: int) -> None:
+def check_int(name: str, value: object, *, low: int, high: int | None = None) -> None:
     if not isinstance(value, int) or isinstance(value, bool):
         raise DhwtError(f"{name} must be an integer, got {value!r}")
+    if high is not None and not low <= value <= high:
+        raise DhwtError(f"{name} must be an integer from {low} to {high}, got {value}")
     if value < low:
         raise DhwtError(f"{name} must be >= {low}, got {value}")
 

@@ -44,6 +44,7 @@ from dhwt.config.device import check_device
 from dhwt.config.schedule import TieSchedule
 from dhwt.errors import DhwtError
 from dhwt.languages.corpus import WIKITEXT2
+from dhwt.languages.spec import parse_assignments
 from dhwt.languages.splits import SPLIT_SEED, TEST_FRACTION, VALID_FRACTION
 from dhwt.languages.tokenizers import LISTED, check_tokenizer
 from dhwt.languages.tomlwrite import dumps
@@ -61,8 +62,19 @@ FREEZE = ("none", "non-embedding", "loaded")
 # (dhwt.config.device; tensorboard only adds a view of metrics.jsonl). threads stays: another
 # thread count may sum floats in another order.
 PLACEMENT = ("device", "tensorboard")
+#: The options of a grammar's split, and their defaults (every dataset's).
+SPLIT_OPTIONS = ("valid_fraction", "test_fraction", "split_seed")
+SPLIT_DEFAULTS = {"valid_fraction": VALID_FRACTION, "test_fraction": TEST_FRACTION,
+                  "split_seed": SPLIT_SEED}
+#: Settings whose value is a table (in a flat config, not a section).
+TABLES = ("set",)
 #: Fields a resume may raise (an extension: `--resume --steps M`).
 EXTENDABLE = ("steps",)
+#: The most CPU threads a run may ask for: a fixed bound, not this machine's core count, since a
+#: config is read (and a run resumed, with the same threads) on other machines. Beyond a few
+#: thousand, OpenMP fails to start the threads (the system's limit on a user's processes) and
+#: kills the process; no CPU dhwt trains on has more than a few hundred cores.
+MAX_THREADS = 1024
 
 
 def _floats(section: object) -> None:
@@ -76,33 +88,40 @@ def _floats(section: object) -> None:
 
 @dataclass(frozen=True)
 class DataConfig:
-    """Exactly one of `grammar` (a built-in name or a grammar TOML; the dataset is built into
+    """Exactly one of `grammar` (a built-in name or a grammar TOML, with `set`: its spec's keys
+    overridden as `dhwt synth --set` does, {dotted key: value}; the dataset is built into
     RUN_DIR/data with valid_fraction, test_fraction and split_seed), `data` alone (a dataset
     directory written by `dhwt synth`) or `corpus` (natural text, causal LM only: `wikitext-2` or
     a folder with train/valid/test.txt, cut into windows of `seq_len` by `tokenizer` = gpt2 |
     bpe:N | word | char, see dhwt.languages.text_task; with `corpus = "wikitext-2"`, `data` may say
-    where WikiText-2 lies; `eval_windows` caps the evaluation windows of every split)."""
+    where WikiText-2 lies; `eval_windows` caps the evaluation windows of every split).
+
+    The split options apply to a grammar's dataset only, where unset ones take every dataset's
+    defaults (dhwt.languages.splits). A dataset keeps the split it was built with: unset, they
+    stay unset (config.toml says the split is the dataset's); given, they state how it was
+    built, which the trainer checks (dhwt.commands.train). A text corpus has its own files: they
+    stay unset (the defaults, which configs of older versions recorded, are dropped)."""
 
     grammar: str | None = None
+    set: dict[str, object] | None = None
     data: str | None = None
     corpus: str | None = None
     tokenizer: str | None = None
     seq_len: int | None = None
     eval_windows: int | None = None
     objective: str = "mlm"
-    valid_fraction: float = VALID_FRACTION
-    test_fraction: float = TEST_FRACTION
-    split_seed: int = SPLIT_SEED
+    valid_fraction: float | None = None
+    test_fraction: float | None = None
+    split_seed: int | None = None
 
     def __post_init__(self) -> None:
         check_choice("objective", self.objective, OBJECTIVES)
-        check_int("split_seed", self.split_seed, low=0)
-        check_float("valid_fraction", self.valid_fraction, low=0.0, high=1.0, high_open=True)
-        check_float("test_fraction", self.test_fraction, low=0.0, high=1.0, high_open=True)
-        _floats(self)
-        if self.valid_fraction + self.test_fraction >= 1.0:
-            raise DhwtError(f"valid_fraction + test_fraction must leave training strings, got "
-                            f"{self.valid_fraction} + {self.test_fraction}")
+        if self.set is not None:
+            if self.grammar is None:
+                raise DhwtError("set (overrides of a grammar's spec, --set) needs grammar; a "
+                                "dataset or corpus is used as it is")
+            object.__setattr__(self, "set", overrides(self.set))
+        self._splits()
         if self.grammar is not None and self.data is not None:
             raise DhwtError("give either grammar or data, not both "
                             f"(got grammar {self.grammar!r} and data {self.data!r})")
@@ -129,6 +148,59 @@ class DataConfig:
         if self.objective != "clm":
             raise DhwtError(f"a text corpus is for causal LM: objective must be 'clm', got "
                             f"{self.objective!r}")
+
+    def _splits(self) -> None:
+        """Check the split options and settle them as the class docstring says."""
+        given = {name: getattr(self, name) for name in SPLIT_OPTIONS
+                 if getattr(self, name) is not None}
+        if self.corpus is not None:
+            extra = [k for k, v in given.items() if v != SPLIT_DEFAULTS[k]]
+            if extra:
+                raise DhwtError(f"{extra[0]} splits a grammar's strings; a text corpus has its "
+                                "own train, valid and test files")
+            for name in given:
+                object.__setattr__(self, name, None)
+            return
+        if self.grammar is not None or given:
+            for name in SPLIT_OPTIONS:
+                if getattr(self, name) is None:
+                    object.__setattr__(self, name, SPLIT_DEFAULTS[name])
+            check_int("split_seed", self.split_seed, low=0)
+            check_float("valid_fraction", self.valid_fraction, low=0.0, high=1.0,
+                        high_open=True)
+            check_float("test_fraction", self.test_fraction, low=0.0, high=1.0, high_open=True)
+            _floats(self)
+            if self.valid_fraction + self.test_fraction >= 1.0:
+                raise DhwtError(f"valid_fraction + test_fraction must leave training strings, "
+                                f"got {self.valid_fraction} + {self.test_fraction}")
+
+
+def overrides(value: object) -> dict[str, object] | None:
+    """A grammar's `set`, as {dotted key: value}: from a table (nested or with dotted keys, as
+    a TOML file gives it) or from `KEY=VALUE` strings (as `--set` gives them); None if empty.
+
+    Examples:
+        >>> overrides({"classes": {"1": {"skew": 0.8}}, "n_bits": 5})
+        {'classes.1.skew': 0.8, 'n_bits': 5}
+        >>> overrides(["n_bits=5", "classes.0.p=[0.2, 0.8]"])
+        {'n_bits': 5, 'classes.0.p': [0.2, 0.8]}
+    """
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        flat = parse_assignments(value)
+    elif isinstance(value, dict):
+        flat = {}
+
+        def add(table: dict, prefix: str) -> None:
+            for key, item in table.items():
+                if isinstance(item, dict):
+                    add(item, f"{prefix}{key}.")
+                else:
+                    flat[f"{prefix}{key}"] = item
+        add(value, "")
+    else:
+        raise DhwtError(f"set must be a table of spec keys (e.g. {{ n_bits = 5 }}) or KEY=VALUE "
+                        f"strings, got {value!r}")
+    return flat or None
 
 
 @dataclass(frozen=True)
@@ -253,15 +325,15 @@ class RecordConfig:
 @dataclass(frozen=True)
 class Placement:
     """`device`: "cpu", "cuda", "cuda:N" or "auto" (dhwt.config.device), recorded as given and
-    changeable on resume. `threads`: torch CPU threads; 1 by default, since the tiny models here
-    spend their time in per-op overhead, which more threads only add to."""
+    changeable on resume. `threads`: torch CPU threads, 1 to MAX_THREADS; 1 by default, since the
+    tiny models here spend their time in per-op overhead, which more threads only add to."""
 
     device: str = "cpu"
     threads: int = 1
 
     def __post_init__(self) -> None:
         check_device(self.device)
-        check_int("threads", self.threads, low=1)
+        check_int("threads", self.threads, low=1, high=MAX_THREADS)
 
 
 SECTIONS = {"data": DataConfig, "model": ModelConfig, "members": MembersConfig,
@@ -384,18 +456,28 @@ class TrainConfig:
         flat["seeds"] = format_seeds(self.members.seeds)
         if self.optim.batch_size is None:
             flat["batch_size"] = FULL_BATCH
+        data = self.data
+        own = ("" if data.grammar is not None or data.data is None and data.corpus is None
+               else ": the corpus' own files" if data.corpus is not None
+               else ": the dataset's own split")
+        unset = {k: own if k in SPLIT_OPTIONS else "" for k in flat}
         text = "# dhwt train: resolved config\n"
         for name in SECTIONS:
             values = {k: v for k, v in flat.items() if SECTION_OF[k] == name}
-            text += "\n" + dumps({name: {k: v for k, v in values.items() if v is not None}})
-            text += "".join(f"# {k} = (not set)\n" for k, v in values.items() if v is None)
+            text += "\n" + dumps({name: {k: v for k, v in values.items()
+                                        if v is not None and k not in TABLES}})
+            text += "".join(f"# {k} = (not set{unset[k]})\n" for k, v in values.items()
+                            if v is None)
+            tables = {k: v for k, v in values.items() if v is not None and k in TABLES}
+            text += "\n" + dumps({name: tables}) if tables else ""
         return text
 
 
 def _flatten(values: dict[str, object], source: str) -> dict[str, object]:
     """Flat settings from a mapping that may hold one table per section."""
-    flat = {k: v for k, v in values.items() if not isinstance(v, dict)}
-    for name, table in ((k, v) for k, v in values.items() if isinstance(v, dict)):
+    tables = {k: v for k, v in values.items() if isinstance(v, dict) and k not in TABLES}
+    flat = {k: v for k, v in values.items() if k not in tables}
+    for name, table in tables.items():
         if name not in SECTIONS:
             raise DhwtError(f"{source} has a table [{name}]; the tables are "
                             f"{', '.join(SECTIONS)} (or give flat keys, e.g. d_model = 4)")

@@ -3,8 +3,9 @@
 WikiText-2 (v1, the tokenized variant; Merity et al. 2016) is found, in this order, at:
 1. the `source` given (flag): a directory holding wiki.{train,valid,test}.tokens (directly or in a
    `wikitext-2/` subfolder) or the archive `wikitext-2-v1.tokens.tar.xz`, or the archive itself;
-2. the environment variable WIKITEXT2_PATH (same forms), then DHWT_DATA (a data directory holding
-   the archive or the folder, e.g. ../shared/data);
+2. the environment variable WIKITEXT2_PATH (same forms), else DHWT_DATA (a data directory holding
+   the archive or the folder, e.g. ../shared/data); WIKITEXT2_PATH, when set, must hold it
+   (an error names it otherwise);
 3. HF `datasets` (`wikitext`, `wikitext-2-v1`), when installed and able to load it.
 Files found on disk are checked against the published SHA-256 sums (a mismatch is an error); the
 HF copy has another line layout, so it cannot be checked that way and says so in `origin`.
@@ -28,6 +29,9 @@ SPLITS = ("train", "valid", "test")
 WIKITEXT2 = "wikitext-2"
 ARCHIVE = "wikitext-2-v1.tokens.tar.xz"
 ARCHIVE_SHA256 = "0dccccff59c622ba2f53c9ab66b045041dec03fbbfcfe74f3e1afdca0f7a89bd"
+#: What a WikiText-2 location holds, for messages.
+EXPECTED = (f"expected wiki.train/valid/test.tokens (or a {WIKITEXT2}/ folder of them) or the "
+            f"archive {ARCHIVE}")
 #: Published SHA-256 of each split file (pytorch/examples word_language_model copy, same bytes).
 WIKITEXT2_SHA256 = {
     "train": "9e9fa1ad55b1c2c95b08e37dd8e653f638fac2c6de904b79e813611eefbc985f",
@@ -72,37 +76,62 @@ def load_wikitext2(source: str | Path | None = None) -> Corpus:
     if source is not None:
         found = _wikitext_at(Path(source))
         if found is None:
-            raise DhwtError(f"no WikiText-2 at {source}: expected wiki.train/valid/test.tokens "
-                            f"(or a wikitext-2/ folder) or the archive {ARCHIVE}")
+            raise DhwtError(f"no WikiText-2 at {source}: {EXPECTED}")
         return found
-    tried = []
-    for var in ("WIKITEXT2_PATH", "DHWT_DATA"):
-        value = os.environ.get(var)
-        if value:
-            found = _wikitext_at(Path(value))
-            if found is not None:
-                return found
-            tried.append(f"{var}={value}")
+    located = wikitext2_location()
+    if located is not None:
+        found = _wikitext_at(located)
+        assert found is not None, located
+        return found
     hf = _from_hf_datasets()
     if hf is not None:
         return hf
-    where = "; ".join(tried) if tried else "WIKITEXT2_PATH and DHWT_DATA are unset"
+    data = os.environ.get("DHWT_DATA")
+    where = f"DHWT_DATA={data}" if data else "WIKITEXT2_PATH and DHWT_DATA are unset"
     raise DhwtError(f"WikiText-2 not found ({where}; HF datasets unavailable): pass its folder or "
                     f"{ARCHIVE} with --data, or set DHWT_DATA to the folder that holds it")
 
 
+def wikitext2_location() -> Path | None:
+    """Where the environment says WikiText-2 lies (module docstring, 2.): the folder of its
+    files or its archive, absolute, found (not yet read or checked); None when it says
+    nowhere. WIKITEXT2_PATH names WikiText-2 itself: set but holding none, it is an error naming
+    it, not skipped. DHWT_DATA is a folder of data that may hold it, or not.
+    """
+    path = os.environ.get("WIKITEXT2_PATH")
+    if path:
+        found = _locate(Path(path))
+        if found is None:
+            raise DhwtError(f"WIKITEXT2_PATH={path} holds no WikiText-2: {EXPECTED}; fix or "
+                            "unset WIKITEXT2_PATH")
+        return found.resolve()
+    data = os.environ.get("DHWT_DATA")
+    found = _locate(Path(data)) if data else None
+    return None if found is None else found.resolve()
+
+
 def _wikitext_at(path: Path) -> Corpus | None:
     """The verified corpus at a directory or archive path, or None if it holds none."""
+    found = _locate(path)
+    if found is None:
+        return None
+    if found.is_file():
+        return _from_archive(found)
+    files = {s: found / f"wiki.{s}.tokens" for s in SPLITS}
+    return _verified({s: f.read_bytes() for s, f in files.items()}, str(found))
+
+
+def _locate(path: Path) -> Path | None:
+    """The folder of the split files or the archive that `path` holds (or is), else None."""
     if path.is_file() and path.name.endswith(".tar.xz"):
-        return _from_archive(path)
+        return path
     if not path.is_dir():
         return None
     for folder in (path, path / WIKITEXT2):
-        files = {s: folder / f"wiki.{s}.tokens" for s in SPLITS}
-        if all(f.is_file() for f in files.values()):
-            return _verified({s: f.read_bytes() for s, f in files.items()}, str(folder))
+        if all((folder / f"wiki.{s}.tokens").is_file() for s in SPLITS):
+            return folder
     if (path / ARCHIVE).is_file():
-        return _from_archive(path / ARCHIVE)
+        return path / ARCHIVE
     return None
 
 

@@ -44,7 +44,8 @@ def metric_table(records: list[dict], split: str,
 
 
 def read_metrics(path: Path) -> list[dict[str, object]]:
-    """All complete lines of a metrics file (a final line cut short by a kill is skipped).
+    """All complete lines of a metrics file (a final line cut short by a kill is skipped);
+    DhwtError naming the first other line that is not UTF-8 JSON.
 
     Examples:
         >>> import tempfile
@@ -62,17 +63,18 @@ def read_metrics(path: Path) -> list[dict[str, object]]:
     """
     if not path.exists():
         return []
-    lines = path.read_text(encoding="utf-8").split("\n")
+    lines = path.read_bytes().split(b"\n")
     records = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
+            records.append(json.loads(line.decode("utf-8")))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             if number == len(lines):  # the unterminated last line of a killed writer
                 break
-            raise DhwtError(f"{path} line {number} is not valid JSON") from None
+            what = "UTF-8 text" if isinstance(exc, UnicodeDecodeError) else "valid JSON"
+            raise DhwtError(f"{path} line {number} is not {what}") from None
     return records
 
 

@@ -29,7 +29,10 @@ the same writer logs those numbers as TensorBoard scalars in RUN_DIR/tensorboard
 is built, before anything is trained or written.
 
 Resume. A checkpoint holds the model (with its tying state), the optimizer, the step and every RNG
-state (dhwt.training.state). Resuming from step N cuts metrics.jsonl back to the lines of steps <= N and deletes
+state (dhwt.training.state). Resuming from step N first checks the run's record up to N
+(dhwt.runs.history: every evaluation in metrics.jsonl, every snapshot readable; a lost snapshot
+of step N is written again from the checkpoint, anything else lost stops the resume), then cuts
+metrics.jsonl back to the lines of steps <= N and deletes
 snapshots of later steps (TensorBoard events of later steps are purged: MetricsWriter), then runs
 on; the result equals an uninterrupted run bit for bit.
 
@@ -68,7 +71,7 @@ import io
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -85,6 +88,7 @@ from dhwt.models.init import member_generator
 from dhwt.runs import layout
 from dhwt.runs.checkpoints import (checkpoint_path, checkpoint_step, common_step,
                                    latest_checkpoint, remove_stray_temporaries, save_checkpoint)
+from dhwt.runs.history import check_history
 from dhwt.runs.metrics import MetricsWriter, summary_writer, truncate_metrics
 from dhwt.runs.snapshots import remove_snapshots_after, save_snapshot
 from dhwt.training import state
@@ -93,6 +97,7 @@ from dhwt.training.ensemble import chunked_metrics, clip_member_grads, eval_rows
 from dhwt.training.group import member_rows
 from dhwt.training.lr import LRSchedule
 from dhwt.training.members import prepare_members
+from dhwt.training.memory import Need, allocation_failure, available_memory
 from dhwt.training.tying import apply_switch, tie_penalty
 
 # Generator streams of a seed for the trainer's draws, beside the model's (dhwt.models.init).
@@ -102,13 +107,14 @@ DRAW_STREAM = int.from_bytes(b"draw", "big")
 
 @dataclass
 class _Run:
-    """One run directory's share of the trained ensemble: its config, its member rows, and its
-    newest checkpoint written so far."""
+    """One run directory's share of the trained ensemble: its config, its member rows, its
+    newest checkpoint written so far, and what a resume repaired in it (notes for the user)."""
 
     config: TrainConfig
     run_dir: Path
     rows: range
     last_checkpoint: Path | None = None
+    notes: list[str] = field(default_factory=list)
 
 
 def model_config(config: TrainConfig, task: Task) -> ModelConfig:
@@ -140,10 +146,22 @@ class Trainer:
         self.config, self.task, self.parallel = config, task, parallel
         parallel.check(config.model.dropout, task, config.optim.batch_size)
         self.device = parallel.device
-        self.model = build_model(model_config(config, task), self.seeds,
-                                 tied=[r.config.tying.tie_schedule.initial_tied for r in self.runs for _ in r.rows])
-        prepare_members(self.model, config)
-        self.model.to(self.device)  # weights drawn on the CPU: the same on every device
+        model = model_config(config, task)
+        rows = config.optim.batch_size or task.n_strings("train")
+        Need.of(model, len(self.seeds), -(-rows // parallel.world_size), task.seq_len).check(
+            available_memory(self.device), f"device {self.device}")
+        try:
+            self.model = build_model(model, self.seeds, tied=[
+                r.config.tying.tie_schedule.initial_tied for r in self.runs for _ in r.rows])
+            prepare_members(self.model, config)
+            self.model.to(self.device)  # weights drawn on the CPU: the same on every device
+        except RuntimeError as exc:
+            reason = allocation_failure(exc)
+            if reason is None:
+                raise
+            raise DhwtError(f"cannot allocate the model of {self._dirs()} on device "
+                            f"{self.device}: {reason}; train fewer seeds or a smaller "
+                            "model") from None
         self.optimizer = self._optimizer([[p for p in self.model.parameters() if p.requires_grad]])
         optim = config.optim
         self.lr = LRSchedule(optim.lr_schedule, optim.lr, optim.lr_min, optim.steps,
@@ -167,8 +185,9 @@ class Trainer:
     def run(self, resume: bool) -> int:
         """Train to config.optim.steps (from the newest checkpoint if `resume`); the step it started
         from. Afterwards `self.step` is the last step and each run's `last_checkpoint` its
-        checkpoint. A failed write (full disk, lost permission) stops the run with a DhwtError
-        naming the last good checkpoint; everything written before it stays valid for --resume."""
+        checkpoint. A failed write (full disk, lost permission) or allocation (out of memory)
+        stops the run with a DhwtError naming the last good checkpoint; everything written before
+        it stays valid for --resume."""
         try:
             with _torch_settings(self.config.placement.threads, self.device):
                 return self._train(resume)
@@ -180,6 +199,13 @@ class Trainer:
                             f"{exc.strerror or exc}{where}; last good checkpoint: "
                             f"{self._last_good()}; free space (or fix permissions) "
                             "and continue with --resume") from None
+        except RuntimeError as exc:
+            reason = allocation_failure(exc)
+            if reason is None:
+                raise
+            raise DhwtError(f"out of memory at step {self.step} on device {self.device}: "
+                            f"{reason}; last good checkpoint: {self._last_good()}; train fewer "
+                            "seeds, a smaller batch or a smaller model") from None
 
     def _go_on(self) -> str:
         """How to continue after an interrupt: from the last checkpoint, or afresh if none."""
@@ -208,9 +234,7 @@ class Trainer:
         """Train to config.optim.steps; the step it started from."""
         if resume:
             self._restore()
-            for run in self.runs if self.parallel.writes else ():
-                truncate_metrics(run.run_dir / layout.METRICS, self.step)
-                remove_snapshots_after(run.run_dir / layout.EMBEDDINGS, self.step)
+            self.parallel.on_writer(self._continue_history)
         self.net = self.parallel.wrap(self.model)  # a collective: after every rank has restored
         writers = ([MetricsWriter(r.run_dir / layout.METRICS, r.run_dir / layout.TENSORBOARD
                                   if r.config.record.tensorboard else None, start=self.step)
@@ -238,6 +262,19 @@ class Trainer:
             for writer in writers or ():
                 writer.close()
         return start
+
+    def _continue_history(self) -> None:
+        """Check each run's record up to the restored step (dhwt.runs.history), write the
+        snapshot of that step again where it was lost (noted in the run's `notes`), and cut off
+        what was recorded after it."""
+        lost = [check_history(run.run_dir, run.config, self.step) for run in self.runs]
+        for run, problem in zip(self.runs, lost):
+            if problem is not None:
+                path = self._snapshot(run)
+                run.notes.append(f"wrote {path} again from the checkpoint of step {self.step} "
+                                 f"(it was {problem})")
+            truncate_metrics(run.run_dir / layout.METRICS, self.step)
+            remove_snapshots_after(run.run_dir / layout.EMBEDDINGS, self.step)
 
     def _update(self) -> None:
         """One optimizer update: step N -> N + 1."""
@@ -279,15 +316,18 @@ class Trainer:
             for writer, lines in zip(writers or (), self._last_eval):
                 writer.write(lines)
         if snapshot and self.parallel.writes:
-            emb = self.model.embeddings
             for run in self.runs:
-                rows = slice(run.rows.start, run.rows.stop)
-                save_snapshot(run.run_dir / layout.EMBEDDINGS, step, emb.input_weight[rows],
-                              emb.output_weight[rows], tied=emb.tied_members[run.rows.start],
-                              seeds=run.config.members.seeds, vocab=self.task.vocab)
+                self._snapshot(run)
         if checkpoint:
             self._checkpoint()
         return evaluate
+
+    def _snapshot(self, run: _Run) -> Path:
+        """Write the embedding snapshot of `run`'s members at the current step."""
+        emb, rows = self.model.embeddings, slice(run.rows.start, run.rows.stop)
+        return save_snapshot(run.run_dir / layout.EMBEDDINGS, self.step, emb.input_weight[rows],
+                             emb.output_weight[rows], tied=emb.tied_members[run.rows.start],
+                             seeds=run.config.members.seeds, vocab=self.task.vocab)
 
     def _postfix(self) -> str:
         """Mean fresh-draw loss and accuracy over members, for the progress bar."""

@@ -256,6 +256,85 @@ def test_a_torn_last_metrics_line_is_dropped_and_a_torn_middle_line_refused(
     assert rundirs.digest(run) == before
 
 
+def test_bytes_that_are_not_utf8_in_metrics_are_one_error_line_naming_the_line(
+        reference, tmp_path, cli, rundirs):
+    """analyze and --resume read metrics.jsonl: a line that is not UTF-8 is named, not a
+    UnicodeDecodeError, and nothing is written."""
+    run = tmp_path / "run"
+    shutil.copytree(reference, run)
+    metrics = run / "metrics.jsonl"
+    lines = metrics.read_bytes().splitlines(keepends=True)
+    metrics.write_bytes(b"".join(lines[:6]) + b'{"step": 2, "\xff\xfe"}\n' + b"".join(lines[6:]))
+    before = rundirs.digest(tmp_path)
+    for args in (["train", "--out", run, "--resume"],
+                 ["analyze", run, "--out", tmp_path / "report"]):
+        code, out, err = cli(args)
+        assert (code, out) == (2, "")
+        assert _one_error_line(err) == f"{metrics} line 7 is not UTF-8 text"
+        assert rundirs.digest(tmp_path) == before
+
+
+# -- the record a resume continues -----------------------------------------------------------------
+def _snapshot(run: Path, step: int) -> Path:
+    return run / "embeddings" / f"step_{step:07d}.safetensors"
+
+
+@pytest.mark.parametrize("loss", ["metrics deleted", "metric lines deleted", "snapshot damaged",
+                                  "snapshot deleted"])
+def test_a_record_lost_before_the_checkpoint_refuses_the_resume(loss, reference, tmp_path, cli,
+                                                                rundirs):
+    """What a resume cannot compute again (the evaluations, a snapshot before the checkpoint's
+    step) stops it with one line naming what is lost and what to do; nothing is changed."""
+    run = tmp_path / "run"
+    shutil.copytree(reference, run)
+    (run / "checkpoints" / "step_0000160.pt").unlink()  # resume from step 120
+    metrics, snapshot = run / "metrics.jsonl", _snapshot(run, 50)
+    if loss == "metrics deleted":
+        metrics.unlink()
+    elif loss == "metric lines deleted":
+        lines = metrics.read_text().splitlines(keepends=True)
+        metrics.write_text("".join(x for x in lines if json.loads(x)["step"] not in (7, 9)))
+    elif loss == "snapshot damaged":
+        snapshot.write_bytes(_truncate(snapshot.read_bytes()))
+    else:
+        snapshot.unlink()
+    before = rundirs.digest(run)
+    code, out, err = cli(["train", "--out", run, "--resume"])
+    message = _one_error_line(err)
+    assert (code, out) == (2, "") and rundirs.digest(run) == before
+    remedy = "restore it from a copy, or train the run again with --overwrite"
+    assert message.startswith(f"cannot resume {run}: ") and message.endswith(remedy)
+    expected = {
+        "metrics deleted": f"{metrics} is missing, and the evaluations up to the checkpoint of "
+                           "step 120 cannot be computed again",
+        "metric lines deleted": f"{metrics} lacks the evaluation of steps 7, 9 (of every "
+                                "member), which cannot be computed again",
+        "snapshot damaged": f"snapshot {snapshot} is damaged (cannot read snapshot {snapshot}: ",
+        "snapshot deleted": f"snapshot {snapshot} is missing; only the snapshot of the "
+                            "checkpoint's step (120) can be written again"}[loss]
+    assert expected in message, message
+
+
+@pytest.mark.parametrize("finished", [False, True])
+def test_a_lost_snapshot_of_the_checkpoints_step_is_written_again_bit_for_bit(
+        finished, reference, tmp_path, cli, rundirs):
+    """The checkpoint holds the matrices of its step's snapshot: a resume writes it again (and
+    says so), here from step 120 on to the end, or for the finished run at its last step; the
+    run then equals the uninterrupted one file for file."""
+    run = tmp_path / "run"
+    shutil.copytree(reference, run)
+    step = STEPS if finished else 120
+    if not finished:
+        (run / "checkpoints" / "step_0000160.pt").unlink()
+    snapshot = _snapshot(run, step)
+    snapshot.write_bytes(b"\0" * 100)
+    code, out, err = cli(["train", "--out", run, "--resume"])
+    assert (code, err) == (0, ""), err
+    assert out.startswith(f"wrote {snapshot} again from the checkpoint of step {step} (it was "
+                          "damaged (cannot read snapshot ")
+    rundirs.assert_identical_runs(reference, run)
+
+
 # -- NaN ------------------------------------------------------------------------------------------
 def test_forced_nan_stops_and_keeps_the_last_good_checkpoint(dataset, tmp_path, cli, rundirs):
     """lr 1e30 blows the weights up within a few steps. The message names the last good

@@ -103,6 +103,14 @@ BAD = [
     (["--grammar", "parity", "--config", "UNKNOWN.toml"], "unknown key 'widht'"),
     (["--grammar", "parity", "--resume", "--overwrite"], "give only one"),
     (["--resume"], "no such directory"),
+    (["--grammar", "parity", "--threads", "100000"],
+     "threads must be an integer from 1 to 1024, got 100000"),
+    (["--grammar", "parity", "--seeds", "1-100000000"],
+     "bad seeds '1-100000000': 100,000,000 seeds, more than the 100,000 one run may train"),
+    (["--grammar", "parity", "--batch-size", "1000000000000"], "the run needs at least"),
+    (["--data", "DATA", "--seeds", "1-3", "--batch-size", "1000000000000"],
+     "batches of 1,000,000,000,000 strings"),
+    (["--data", "DATA", "--config", "BIG.toml"], "1 member x 4,000,"),
 ]
 
 
@@ -114,7 +122,8 @@ def test_bad_input_one_line_exit_2_nothing_written(args, fragment, tmp_path, dat
     spec = tmp_path / "EDITED" / "spec.toml"
     spec.write_text(spec.read_text().replace("n_bits = 7", "n_bits = 6"))
     (tmp_path / "UNKNOWN.toml").write_text("widht = 3\n")
-    names = {"DATA": str(dataset), "MISSING": str(tmp_path / "missing"),
+    (tmp_path / "BIG.toml").write_text("d_model = 1000000\n")  # 4 x 10^12 weights: 64 TB
+    names = {"BIG.toml": str(tmp_path / "BIG.toml"),"DATA": str(dataset), "MISSING": str(tmp_path / "missing"),
              "JUNK": str(tmp_path / "JUNK"), "EDITED": str(tmp_path / "EDITED"),
              "MISSING.toml": str(tmp_path / "missing.toml"),
              "UNKNOWN.toml": str(tmp_path / "UNKNOWN.toml")}
@@ -125,7 +134,7 @@ def test_bad_input_one_line_exit_2_nothing_written(args, fragment, tmp_path, dat
     assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err
     assert fragment in err
     assert _tree(tmp_path) == before and sorted(p.name for p in tmp_path.iterdir()) == [
-        "EDITED", "JUNK", "UNKNOWN.toml"]
+        "BIG.toml", "EDITED", "JUNK", "UNKNOWN.toml"]
 
 
 def test_existing_run_dir_is_refused_without_overwrite(tmp_path, dataset, cli):
@@ -155,3 +164,101 @@ def test_resume_errors_leave_the_run_untouched(damage, args, fragment, tmp_path,
     code, _, err = cli(["train", "--out", str(run), "--resume", *args])
     assert code == 2 and err.startswith("error: ") and err.count("\n") == 1
     assert fragment in err and _tree(tmp_path) == before
+
+
+def test_resume_with_fewer_steps_says_steps_only_extend_a_run(tmp_path, dataset, cli):
+    """Not the tie switch, which lies beyond the shorter run's end: the steps are what is wrong."""
+    run = tmp_path / "run"
+    code, _, err = cli(["train", "--data", str(dataset), "--steps", "20", "--tie-schedule",
+                        "untie@15", "--checkpoint-every", "10", "--out", str(run)])
+    assert code == 0, err
+    before = _tree(tmp_path)
+    code, out, err = cli(["train", "--out", str(run), "--resume", "--steps", "10"])
+    assert (code, out) == (2, "") and err == (
+        f"error: cannot resume {run} with steps = 10: the run is configured for 20 steps, and "
+        "--steps may extend it, not shorten it\n")
+    assert _tree(tmp_path) == before
+
+
+def test_a_model_torch_cannot_allocate_is_one_line(tmp_path, dataset, cli, monkeypatch):
+    """Where the memory available cannot be read, nothing is refused beforehand; torch's
+    allocator then refuses 64 TB of weights, which is one error line and leaves nothing."""
+    monkeypatch.setattr("dhwt.training.trainer.available_memory", lambda device: None)
+    (tmp_path / "big.toml").write_text("d_model = 1000000\n")
+    code, out, err = cli(["train", "--data", str(dataset), "--config", tmp_path / "big.toml",
+                          "--out", tmp_path / "run"])
+    assert (code, out) == (2, "") and err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"error: cannot allocate the model of {tmp_path / 'run'} on device "
+                          "cpu: can't allocate memory: you tried to allocate ")
+    assert not (tmp_path / "run").exists()
+
+
+def test_grammar_set_overrides_the_spec_as_synth_does_and_is_recorded(tmp_path, cli):
+    """`train --grammar G --set K=V` builds RUN_DIR/data as `synth --grammar G --set K=V` builds
+    its dataset; config.toml records the overrides, so a resume (repeating them or not) reads
+    them back, and other overrides are refused."""
+    run, synth = tmp_path / "run", tmp_path / "synth"
+    sets = ["--set", "n_bits=3", "--set", "classes.1.skew=0.5"]
+    code, _, err = cli(["train", "--grammar", "parity", *sets, "--steps", "4",
+                        "--checkpoint-every", "2", "--out", run])
+    assert code == 0, err
+    assert cli(["synth", "--grammar", "parity", *sets, "--out", synth])[0] == 0
+    for name in ("spec.toml", "strings.npz", "truth.json"):
+        assert (run / "data" / name).read_bytes() == (synth / name).read_bytes(), name
+    assert '[data.set]\nn_bits = 3\n"classes.1.skew" = 0.5\n' in (run / "config.toml").read_text()
+    (run / "checkpoints" / "step_0000004.pt").unlink()
+    code, out, err = cli(["train", "--out", run, "--resume", *sets])
+    assert code == 0 and "resumed at step 2" in out, err
+    code, _, err = cli(["train", "--out", run, "--resume", "--set", "n_bits=4"])
+    assert code == 2 and err.startswith(f"error: cannot resume {run} with set = {{'n_bits': 4}}")
+
+
+def test_grammar_set_in_a_config_file_is_the_flag_as_a_table(tmp_path, cli):
+    (tmp_path / "flat.toml").write_text('grammar = "parity"\nset = { n_bits = 3 }\n')
+    (tmp_path / "tables.toml").write_text('[data]\ngrammar = "parity"\n[data.set]\nn_bits = 3\n')
+    for name in ("flat", "tables"):
+        code, _, err = cli(["train", "--config", tmp_path / f"{name}.toml", "--steps", "1",
+                            "--out", tmp_path / name])
+        assert code == 0, err
+        assert "n_bits = 3\n" in (tmp_path / name / "data" / "spec.toml").read_text()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--data", "DATA", "--set", "n_bits=3"],
+     "set (overrides of a grammar's spec, --set) needs grammar; a dataset or corpus is used as "
+     "it is"),
+    (["--grammar", "parity", "--set", "n_bits"], "--set takes KEY=VALUE (e.g. n_bits=5), got "
+                                                 "'n_bits'"),
+    (["--grammar", "parity", "--set", "n_bits=0"], "'n_bits' must be an integer from 1 to 30"),
+])
+def test_bad_grammar_sets_are_one_line_and_write_nothing(args, message, tmp_path, dataset, cli):
+    code, out, err = cli(["train", *[str(dataset) if a == "DATA" else a for a in args],
+                          "--out", tmp_path / "run"])
+    assert (code, out) == (2, "") and err.startswith("error: ") and err.count("\n") == 1
+    assert message in err and not (tmp_path / "run").exists()
+
+
+def test_a_run_on_a_dataset_records_the_datasets_split_not_unused_options(tmp_path, dataset,
+                                                                           cli):
+    """The split options shape a grammar's dataset only: a run on a dataset leaves them unset
+    (config.toml says the split is the dataset's); stated in a config file, they must be the
+    ones the dataset was built with (parity: 128 strings, 0.1 and 0.1 of them round to 13)."""
+    code, _, err = cli(["train", "--data", dataset, "--steps", "1", "--out", tmp_path / "plain"])
+    assert code == 0, err
+    text = (tmp_path / "plain" / "config.toml").read_text()
+    for name in ("valid_fraction", "test_fraction", "split_seed"):
+        assert f"\n# {name} = (not set: the dataset's own split)\n" in text
+        assert f"\n{name} = " not in text
+    (tmp_path / "wrong.toml").write_text("valid_fraction = 0.3\n")
+    code, out, err = cli(["train", "--data", dataset, "--config", tmp_path / "wrong.toml",
+                          "--out", tmp_path / "wrong"])
+    assert (code, out) == (2, "") and err == (
+        "error: valid_fraction 0.3, test_fraction 0.1 and split_seed 14 do not give the split "
+        f"of dataset {dataset} (train/valid/test 102/13/13 strings); leave them out: a dataset "
+        "keeps the split it was built with\n")
+    assert not (tmp_path / "wrong").exists()
+    (tmp_path / "right.toml").write_text("valid_fraction = 0.1\nsplit_seed = 14\n")
+    code, _, err = cli(["train", "--data", dataset, "--config", tmp_path / "right.toml",
+                        "--steps", "1", "--out", tmp_path / "right"])
+    assert code == 0, err
+    assert "\nvalid_fraction = 0.1\n" in (tmp_path / "right" / "config.toml").read_text()

@@ -205,3 +205,41 @@ def test_population_every_is_refused_on_text(corpus, tmp_path, cli):
                           "--out", tmp_path / "run"])
     assert code == 2 and "population_every needs a synthetic language" in err, err
     assert not (tmp_path / "run").exists()
+
+
+def _fake_wikitext(folder: Path) -> Path:
+    """A folder holding WikiText-2's file names (not its text: found, but refused when read)."""
+    folder.mkdir()
+    for split in ("train", "valid", "test"):
+        (folder / f"wiki.{split}.tokens").write_text(" = not WikiText = \n")
+    return folder
+
+
+def test_a_bad_wikitext2_path_is_an_error_naming_it_not_skipped(tmp_path, cli, monkeypatch):
+    """DHWT_DATA holds a WikiText-2 (by its file names); WIKITEXT2_PATH, read first, names none:
+    the run stops there instead of reading the other copy, and writes nothing."""
+    monkeypatch.setenv("DHWT_DATA", str(_fake_wikitext(tmp_path / "data")))
+    monkeypatch.setenv("WIKITEXT2_PATH", str(tmp_path / "nowhere"))
+    code, out, err = cli(["train", "--corpus", "wikitext-2", "--tokenizer", "word", "--seq-len",
+                          "5", *MODEL, "--out", tmp_path / "run"])
+    assert (code, out) == (2, "") and err == (
+        f"error: WIKITEXT2_PATH={tmp_path / 'nowhere'} holds no WikiText-2: expected "
+        "wiki.train/valid/test.tokens (or a wikitext-2/ folder of them) or the archive "
+        "wikitext-2-v1.tokens.tar.xz; fix or unset WIKITEXT2_PATH\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]
+
+
+@pytest.mark.parametrize("variable", ["WIKITEXT2_PATH", "DHWT_DATA"])
+def test_the_wikitext2_copy_found_in_the_environment_is_recorded_as_the_runs_data(
+        variable, tmp_path, monkeypatch):
+    from dhwt.commands.train import _resolve_config
+
+    monkeypatch.delenv("WIKITEXT2_PATH", raising=False)
+    monkeypatch.delenv("DHWT_DATA", raising=False)
+    folder = _fake_wikitext(tmp_path / "wt2")
+    monkeypatch.setenv(variable, str(folder))
+    options = {"corpus": "wikitext-2", "tokenizer": "word", "seq_len": 5, "objective": "clm",
+               "batch_size": 3}
+    config = _resolve_config(options, None, tmp_path / "run", overwrite=False, resume=False)
+    assert config.data.data == str(folder.resolve())
+    assert f'data = "{folder.resolve()}"' in config.to_toml()
