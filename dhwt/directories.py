@@ -71,20 +71,20 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any, TypeVar
 
+from dhwt import filenames
 from dhwt.errors import DhwtError, Interrupted, brief
 
 MARKER = ".dhwt"
 LOCK = ".lock"
 KINDS = ("run", "study", "dataset")
-#: The names dhwt writes at the top of a directory of each kind (dhwt.runs.layout,
+#: The names dhwt writes at the top of a directory of each kind (dhwt.filenames,
 #: dhwt.languages.dataset, dhwt.commands.study; a study's analyze.json and similarity files are
 #: those of a text study's report, dhwt.commands.analyze).
 ENTRIES = {
-    "run": frozenset({"config.toml", "metrics.jsonl", "token_counts.npy", "checkpoints",
-                      "embeddings", "figures", "data", "tensorboard", "report.md", "report.html"}),
-    "study": frozenset({"study.toml", "data", "runs", "analysis", "figures", "report.md",
-                        "report.html", "escape.csv", "similarity.csv", "similarity.json",
-                        "analyze.json"}),
+    "run": frozenset(filenames.RUN),
+    "study": frozenset({"study.toml", filenames.DATA, "runs", "analysis", filenames.FIGURES,
+                        filenames.REPORT, filenames.HTML, "escape.csv", "similarity.csv",
+                        "similarity.json", "analyze.json"}),
     "dataset": frozenset({"spec.toml", "vocab.json", "strings.npz", "truth.json"}),
 }
 #: The dhwt directories inside one of a kind: a glob pattern and the kind of what it matches.

@@ -18,21 +18,11 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from dhwt.directories import Lock, check_target, create
+from dhwt.filenames import (CHECKPOINTS, CONFIG, DATA, EMBEDDINGS, FIGURE, FIGURES, METRICS,
+                            REPORT, TENSORBOARD, TOKEN_COUNTS)
 
-CONFIG = "config.toml"
-METRICS = "metrics.jsonl"
-CHECKPOINTS = "checkpoints"
-EMBEDDINGS = "embeddings"
-FIGURES = "figures"
-REPORT = "report.md"
-DATA = "data"
-#: The training curves the end-of-run report shows.
-FIGURE = "figures/training.png"
-#: Training count per token id (text runs), for analysis over the tokens seen in training.
-TOKEN_COUNTS = "token_counts.npy"
-#: TensorBoard event files (record.tensorboard): metrics.jsonl's numbers, a folder per member.
-TENSORBOARD = "tensorboard"
-
+__all__ = ["CHECKPOINTS", "CONFIG", "DATA", "EMBEDDINGS", "EXISTS", "FIGURE", "FIGURES", "METRICS",
+           "REPORT", "TENSORBOARD", "TOKEN_COUNTS", "create_run_dir", "refuse_existing"]
 
 EXISTS = "pass --overwrite to replace it or --resume to continue it"
 

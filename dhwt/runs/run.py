@@ -35,6 +35,10 @@ Examples:
     (1, 7, 4)
     >>> run.model().embeddings  # rebuilt from the checkpoint, in its tying state
     TiedEmbeddings(members=1, vocab=7, d=4, tied=False)
+    >>> run.vocab == vocab, run.tie_events, run.finished  # no report.md: training went on
+    (True, (), False)
+    >>> run.figures.relative_to(path), run.token_counts_file.relative_to(path)
+    (PosixPath('figures'), PosixPath('token_counts.npy'))
     >>> tmp.cleanup()
 """
 
@@ -48,13 +52,14 @@ import numpy as np
 import torch
 
 from dhwt.config import TrainConfig
+from dhwt.config.schedule import TieEvent
 from dhwt.errors import DhwtError, brief
 from dhwt.models import EnsembleLM, ModelConfig, build_model
 from dhwt.runs import layout
 from dhwt.runs.checkpoints import checkpoint_path, checkpoint_step, latest_checkpoint, \
     list_checkpoints, load_checkpoint
 from dhwt.runs.metrics import read_metrics
-from dhwt.runs.snapshots import Snapshot, read_snapshot, snapshot_paths, snapshot_step
+from dhwt.runs.snapshots import Snapshot, check_snapshot, read_snapshot, snapshot_files
 
 
 def load_run(path: str | Path) -> Run:
@@ -83,22 +88,61 @@ class Run:
     @property
     def steps(self) -> list[int]:
         """The steps of the embedding snapshots, oldest first."""
-        return [snapshot_step(p) for p in snapshot_paths(self.path)]
+        return list(snapshot_files(self.path))
+
+    @property
+    def snapshot_files(self) -> dict[int, Path]:
+        """The embedding snapshot files by step, oldest first (dhwt.runs.snapshots)."""
+        return snapshot_files(self.path)
 
     def embeddings(self, step: int | None = None) -> Snapshot:
         """The input and output matrices of every member at `step` (default: the newest)."""
-        paths = snapshot_paths(self.path)
+        files = snapshot_files(self.path)
         if step is None:
-            return read_snapshot(paths[-1])
-        found = [p for p in paths if snapshot_step(p) == step]
-        if not found:
+            return read_snapshot(list(files.values())[-1])
+        if step not in files:
             raise DhwtError(f"{self.path} has no snapshot of step {step}; its snapshots are at "
-                            f"steps {_ranges(self.steps)}")
-        return read_snapshot(found[0])
+                            f"steps {_ranges(list(files))}")
+        return read_snapshot(files[step])
+
+    def snapshots(self) -> list[Snapshot]:
+        """Every embedding snapshot, oldest first."""
+        return [read_snapshot(path) for path in snapshot_files(self.path).values()]
+
+    @cached_property
+    def vocab(self) -> tuple[str, ...]:
+        """The vocabulary of the snapshots (index = token id), read from the oldest one's header."""
+        return check_snapshot(next(iter(snapshot_files(self.path).values()))).vocab
 
     def metrics(self) -> list[dict[str, object]]:
         """The lines of metrics.jsonl, parsed."""
         return read_metrics(self.path / layout.METRICS)
+
+    @property
+    def tie_events(self) -> tuple[TieEvent, ...]:
+        """The switches of the run's tie schedule (dhwt.config.schedule), in step order."""
+        return self.config.tying.tie_schedule.events
+
+    @property
+    def token_counts_file(self) -> Path:
+        """RUN_DIR/token_counts.npy, the training count per token id, which the trainer writes
+        for tasks that count their training tokens (text); other runs have none."""
+        return self.path / layout.TOKEN_COUNTS
+
+    @property
+    def figures(self) -> Path:
+        """The folder of the run's figures (the end-of-run report's, and an analysis's)."""
+        return self.path / layout.FIGURES
+
+    @property
+    def report(self) -> Path:
+        """The run's report.md, written when training ends."""
+        return self.path / layout.REPORT
+
+    @property
+    def finished(self) -> bool:
+        """Whether training finished (see `is_finished`)."""
+        return is_finished(self.path)
 
     @property
     def checkpoint_steps(self) -> list[int]:
@@ -136,14 +180,25 @@ class Run:
 
     @property
     def dataset(self) -> Path | None:
-        """The synthetic dataset directory the run trained on, or None (a text corpus)."""
-        if self.config.data.corpus is not None:
+        """The synthetic language's dataset directory the run trained on: RUN_DIR/data for a
+        grammar-built run, else the dataset `config.data.data` when it holds a language's
+        truth.json; None for other data (a text corpus, whose `data` is where it lies)."""
+        if self.config.data.grammar is not None:
+            data = self.path / layout.DATA
+        elif self.config.data.data is not None and \
+                (Path(str(self.config.data.data)) / "truth.json").exists():
+            data = Path(str(self.config.data.data))
+        else:
             return None
-        data = (self.path / layout.DATA if self.config.data.grammar is not None
-                else Path(str(self.config.data.data)))
         if not data.is_dir():
             raise DhwtError(f"the dataset of {self.path} ({data}) is missing")
         return data
+
+
+def is_finished(path: str | Path) -> bool:
+    """Whether `path` holds a run whose training finished: its report.md, written last, exists
+    (a study or an experiment skips such a run)."""
+    return (Path(path) / layout.REPORT).is_file()
 
 
 def run_task(config: TrainConfig, run_dir: Path):  # noqa: ANN201 (see Run.task)

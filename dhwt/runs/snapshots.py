@@ -164,6 +164,24 @@ def snapshot_paths(run_dir: str | Path) -> list[Path]:
     return paths
 
 
+def snapshot_files(run_dir: str | Path) -> dict[int, Path]:
+    """The snapshot files of a run directory by step, in step order (DhwtError if none).
+
+    Examples:
+        >>> import tempfile, torch
+        >>> from pathlib import Path
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> weight = torch.zeros(1, 2, 2)
+        >>> for step in (10, 0):
+        ...     _ = save_snapshot(Path(tmp.name) / layout.EMBEDDINGS, step, weight, weight,
+        ...                       tied=True, seeds=[7], vocab=("a", "b"))
+        >>> {step: path.name for step, path in snapshot_files(tmp.name).items()}
+        {0: 'step_0000000.safetensors', 10: 'step_0000010.safetensors'}
+        >>> tmp.cleanup()
+    """
+    return {snapshot_step(path): path for path in snapshot_paths(run_dir)}
+
+
 def read_run(run_dir: str | Path) -> list[Snapshot]:
     """Every snapshot of a run, in step order."""
     return [read_snapshot(p) for p in snapshot_paths(run_dir)]
