@@ -29,7 +29,7 @@ from dhwt.analysis.knn import (BLOCK, METRICS, Neighbours, average_weights, chec
                                match_neighbours, nearest_neighbours, norm_matched_random,
                                select_tokens)
 from dhwt.analysis.similarity import copy_residue, linear_cka, mutual_knn, procrustes
-from dhwt.runs.snapshots import Snapshot, read_snapshot, snapshot_paths
+from dhwt.runs.snapshots import Snapshot, read_snapshot, snapshot_files
 from dhwt.errors import DhwtError
 
 #: Measures that can be asked for; "knn" gives jaccard, overlap and their chance levels.
@@ -111,6 +111,7 @@ def similarity_curves(sources: Sequence[Source], *, k: int = 10, metric: str = "
 
         >>> import tempfile, torch
         >>> from pathlib import Path
+        >>> from dhwt.runs import layout
         >>> from dhwt.runs.snapshots import save_snapshot
         >>> tmp = tempfile.TemporaryDirectory()
         >>> run = Path(tmp.name)
@@ -119,7 +120,7 @@ def similarity_curves(sources: Sequence[Source], *, k: int = 10, metric: str = "
         >>> rotation, _ = torch.linalg.qr(torch.randn(4, 4, generator=generator))
         >>> for step, second in ((0, other), (10, first @ rotation)):
         ...     weight = torch.stack([first, second])
-        ...     _ = save_snapshot(run / "embeddings", step, weight, weight, tied=True,
+        ...     _ = save_snapshot(run / layout.EMBEDDINGS, step, weight, weight, tied=True,
         ...                       seeds=[1, 2], vocab=tuple(f"t{i}" for i in range(40)))
         >>> result = similarity_curves([Source("seed 1", run, 0), Source("seed 2", run, 1)], k=5)
         >>> result.steps.tolist(), [curve.label for curve in result.curves]  # tied: input only
@@ -138,7 +139,7 @@ def similarity_curves(sources: Sequence[Source], *, k: int = 10, metric: str = "
         raise DhwtError("two sources have the same name; name every run and member distinctly")
     if not sources or (len(sources) < 2 and not dh):
         raise DhwtError("comparing members needs at least two of them")
-    files = {run: {_step_of(p): p for p in snapshot_paths(run)} for run in _runs(sources)}
+    files = {run: snapshot_files(run) for run in _runs(sources)}
     steps = sorted(set().union(*files.values()))
     first = read_snapshot(next(iter(files[sources[0].run].values())))
     n_rows = first.input.shape[1]
@@ -259,10 +260,6 @@ class _StepWork:
 
 def _runs(sources: Sequence[Source]) -> list[Path]:
     return list(dict.fromkeys(s.run for s in sources))
-
-
-def _step_of(path: Path) -> int:
-    return int(path.stem.removeprefix("step_"))
 
 
 def _check_snapshot(snap: Snapshot, run: Path, n_rows: int, sources: Sequence[Source]) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dhwt.runs.snapshots import read_snapshot, snapshot_paths, snapshot_step
+from dhwt.runs.snapshots import read_snapshot, snapshot_files
 from dhwt.errors import DhwtError, brief, reason
 from dhwt.userfiles import load_npy
 
@@ -49,7 +49,7 @@ def load_matrix(spec: str, *, side: str = "input", member: int = 0) -> Matrix:
         values, vocab = getattr(snap, side), snap.vocab
         label = f"{run_dir} step {snap.step} {side}"
     elif path.is_dir():
-        steps = brief(map(snapshot_step, snapshot_paths(spec)), str)
+        steps = brief(snapshot_files(spec), str)
         raise DhwtError(f"{spec} is a run directory: name one of its snapshots, {spec}@last or "
                         f"{spec}@STEP (steps {steps})")
     elif not path.is_file():
@@ -81,16 +81,15 @@ def load_matrix(spec: str, *, side: str = "input", member: int = 0) -> Matrix:
 
 
 def _snapshot_file(run_dir: str, step: str) -> Path:
-    paths = snapshot_paths(run_dir)
+    files = snapshot_files(run_dir)
     if step == "last":
-        return paths[-1]
+        return list(files.values())[-1]
     if not step.isdigit():
         raise DhwtError(f"{run_dir}@{step}: the step must be a whole number or 'last'")
-    wanted = Path(run_dir) / "embeddings" / f"step_{int(step):07d}.safetensors"
-    if wanted not in paths:
+    if int(step) not in files:
         raise DhwtError(f"{run_dir} has no snapshot at step {int(step)}; snapshots: "
-                        f"{brief(map(snapshot_step, paths), str)}")
-    return wanted
+                        f"{brief(files, str)}")
+    return files[int(step)]
 
 
 def _read_safetensors(path: Path) -> dict[str, np.ndarray]:

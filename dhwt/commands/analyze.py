@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from dhwt.runs.snapshots import read_snapshot, snapshot_paths, vocabulary_difference
+from dhwt.runs.snapshots import vocabulary_difference
 from dhwt.errors import DhwtError
 from dhwt.languages import load_task
 from dhwt.report.loss_report import loss_lines
@@ -24,8 +24,8 @@ from dhwt.report.runs_report import write_runs_report
 from dhwt.report.similarity_report import CSV, JSON
 from dhwt.directories import atomic_write_bytes, kind_of, replace_report
 from dhwt.report.document import write_report
-from dhwt.runs import layout
-from dhwt.config.run import TrainConfig
+from dhwt.filenames import FIGURES, HTML, REPORT
+from dhwt.runs.run import is_run, load_run
 
 
 def parse_pairs(text: str) -> tuple[tuple[str, str], ...]:
@@ -45,7 +45,7 @@ def parse_pairs(text: str) -> tuple[tuple[str, str], ...]:
 RECORD = "analyze.json"
 #: Everything analyze writes into its --out folder, which an earlier report may hold (the
 #: escape table of synthetic runs, the similarity files).
-ENTRIES = (layout.REPORT, "report.html", layout.FIGURES, RECORD, ESCAPE_TABLE, CSV, JSON)
+ENTRIES = (REPORT, HTML, FIGURES, RECORD, ESCAPE_TABLE, CSV, JSON)
 
 
 def analyze(run_dirs: Sequence[str | Path], out: str | Path, *, pairs: str | None = None,
@@ -58,14 +58,12 @@ def analyze(run_dirs: Sequence[str | Path], out: str | Path, *, pairs: str | Non
     dirs = [Path(d) for d in run_dirs]
     if not dirs:
         raise DhwtError("give at least one run directory")
-    for d in dirs:
-        if not (d / layout.CONFIG).is_file():
-            raise DhwtError(f"{d} is not a dhwt run directory (no {layout.CONFIG})")
-    kind = kind_of(Path(out)) or ("run" if (Path(out) / layout.CONFIG).is_file() else None)
+    loaded = {d: load_run(d) for d in dirs}
+    kind = kind_of(Path(out)) or ("run" if is_run(out) else None)
     if kind is not None and not owned:
         raise DhwtError(f"--out {out} is a {kind} directory, whose own files (report.md, "
                         "figures/) the analysis would replace; give another directory")
-    vocabularies = {d: read_snapshot(snapshot_paths(d)[0]).vocab for d in dirs}
+    vocabularies = {d: loaded[d].vocab for d in dirs}
     other = next((d for d in dirs if vocabularies[d] != vocabularies[dirs[0]]), None)
     if other is not None:
         raise DhwtError("the runs have different vocabularies: " + vocabulary_difference(
@@ -77,8 +75,8 @@ def analyze(run_dirs: Sequence[str | Path], out: str | Path, *, pairs: str | Non
         raise DhwtError("two run directories have the same name; give distinct runs")
     runs, out = dict(zip(names, dirs)), Path(out)
     options = similarity or SimilarityOptions()
-    config = TrainConfig.from_toml(dirs[0] / layout.CONFIG)
-    data = _language_dataset(dirs[0], config)
+    config = loaded[dirs[0]].config
+    data = loaded[dirs[0]].dataset
     if data is None and pairs:
         raise DhwtError(f"--pairs tracks symbols of a synthetic language; {dirs[0]} was not "
                         "trained on one")
@@ -88,7 +86,7 @@ def analyze(run_dirs: Sequence[str | Path], out: str | Path, *, pairs: str | Non
         if data is None:  # no synthetic language: text
             section = similarity_lines(runs, folder, options)
             lines = ["# Runs report", "", intro, "", *loss_lines(runs, folder), *section]
-            write_report(folder / layout.REPORT, "\n".join(lines))
+            write_report(folder / REPORT, "\n".join(lines))
         else:
             write_runs_report(
                 runs, load_task(data, config.data.objective), folder,
@@ -98,19 +96,6 @@ def analyze(run_dirs: Sequence[str | Path], out: str | Path, *, pairs: str | Non
         record = {"runs": [str(d) for d in dirs], "pairs": pairs, "measure": measure,
                   "similarity": asdict(options)}
         atomic_write_bytes(folder / RECORD, (json.dumps(record, indent=1) + "\n").encode("utf-8"))
-        return out / layout.REPORT
+        return out / REPORT
 
     return write(out) if owned else replace_report(out, "analyze", RECORD, ENTRIES, write)
-
-
-def _language_dataset(run: Path, config: TrainConfig) -> Path | None:
-    """The synthetic dataset directory the run trained on, or None for other data (text)."""
-    if config.data.grammar is not None:
-        data = run / layout.DATA
-    elif config.data.data is not None and (Path(str(config.data.data)) / "truth.json").exists():
-        data = Path(str(config.data.data))
-    else:
-        return None
-    if not data.is_dir():
-        raise DhwtError(f"the dataset of {run} ({data}) is missing")
-    return data

@@ -81,12 +81,12 @@ class DiagnoseResult:
 def diagnose_path(path: str, options: DiagnoseOptions) -> DiagnoseResult:
     """Diagnose the run directory or checkpoint folder at `path`."""
     from dhwt.pretrained import is_checkpoint
-    from dhwt.runs.layout import CONFIG
+    from dhwt.runs.run import is_run
 
     where = Path(path)
     if not where.exists():
         raise DhwtError(f"{path} does not exist")
-    if (where / CONFIG).is_file():
+    if is_run(where):
         return _run(where, options)
     if is_checkpoint(where):
         return _checkpoint(where, options)
@@ -139,7 +139,6 @@ def _settings(options: DiagnoseOptions, n: int) -> dict[str, object]:
 
 
 def _run(path: Path, options: DiagnoseOptions) -> DiagnoseResult:
-    from dhwt.runs.layout import TOKEN_COUNTS
     from dhwt.runs.run import load_run
 
     if options.corpus:
@@ -150,8 +149,8 @@ def _run(path: Path, options: DiagnoseOptions) -> DiagnoseResult:
     snap = run.embeddings(step)
     members, n, d = snap.input.shape
     counts, counts_source = None, None
-    if options.counts or (path / TOKEN_COUNTS).is_file():
-        counts_source = options.counts or str(path / TOKEN_COUNTS)
+    if options.counts or run.token_counts_file.is_file():
+        counts_source = options.counts or str(run.token_counts_file)
         counts = _counts(read_weights(counts_source, "token counts"), n, counts_source)
     settings = _settings(options, n)
     schedule = run.config.tying.tie_schedule

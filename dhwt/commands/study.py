@@ -61,7 +61,7 @@ from dhwt.languages import Language, load_language, load_task, write_dataset
 from dhwt.languages.splits import SPLIT_SEED, TEST_FRACTION, VALID_FRACTION
 from dhwt.runs import layout
 from dhwt.runs.checkpoints import common_step, list_checkpoints
-from dhwt.runs.run import load_config_text
+from dhwt.runs.run import is_finished, load_config_text
 from dhwt.config.checks import split_init_from
 from dhwt.config.run import TrainConfig
 from dhwt.config.sources import SOURCES, resolve_source
@@ -243,7 +243,7 @@ def _run_claimed(study: Study, out: Path, language: Language | None,
         config = _run_config(config, name, out, None if text else data_dir, _splits(study))
         run_dir = out / "runs" / name
         run_dir.parent.mkdir(exist_ok=True)
-        if (run_dir / layout.REPORT).is_file():  # written last: the run is finished
+        if is_finished(run_dir):
             continue
         resume = bool(list_checkpoints(run_dir / layout.CHECKPOINTS))
         if run_dir.exists() and not resume:  # created but killed before its first checkpoint

@@ -63,7 +63,7 @@ from dhwt.runs import layout
 from dhwt.runs.checkpoints import checkpoint_step, latest_checkpoint, list_checkpoints
 from dhwt.runs.history import check_history
 from dhwt.runs.metrics import read_metrics
-from dhwt.runs.run import check_task, run_task
+from dhwt.runs.run import check_task, is_finished, run_task
 from dhwt.training.distributed import Parallel, launch
 from dhwt.training.group import PER_RUN, group_key
 from dhwt.training.trainer import Trainer
@@ -273,7 +273,7 @@ def _finished(run_dir: Path, saved: TrainConfig) -> RunResult | None:
     its last step (the trainer writes it again); DhwtError if it lost more
     (dhwt.runs.history)."""
     checkpoints = list_checkpoints(run_dir / layout.CHECKPOINTS)
-    if not (run_dir / layout.REPORT).is_file() or not checkpoints or \
+    if not is_finished(run_dir) or not checkpoints or \
             checkpoint_step(checkpoints[-1]) != saved.optim.steps:
         return None
     path, _ = latest_checkpoint(run_dir / layout.CHECKPOINTS)  # a damaged one is an error

@@ -11,8 +11,9 @@ from pathlib import Path
 
 from dhwt.analysis.intervals import NON_NEGATIVE, SHARE, summarise
 from dhwt.report.figures import metric_figure
-from dhwt.runs import layout, load_run
-from dhwt.runs.metrics import metric_table, read_metrics
+from dhwt.filenames import FIGURES
+from dhwt.runs import load_run
+from dhwt.runs.metrics import metric_table
 
 SPLITS = ("valid", "test", "train")  # rows of the table, one run's next to each other
 CURVES = ("valid", "train")  # figures: the trainer evaluates "test" at the last step only
@@ -21,8 +22,9 @@ CURVES = ("valid", "train")  # figures: the trainer evaluates "test" at the last
 def loss_lines(runs: Mapping[str, Path], out: Path) -> list[str]:
     """Write out/figures/loss_SPLIT.png and accuracy_SPLIT.png; return the markdown section:
     per run, the last evaluation of each split (test perplexity once the run has finished)."""
-    records = {name: read_metrics(Path(run) / layout.METRICS) for name, run in runs.items()}
-    events = {name: load_run(run).config.tying.tie_schedule.events for name, run in runs.items()}
+    loaded = {name: load_run(run) for name, run in runs.items()}
+    records = {name: run.metrics() for name, run in loaded.items()}
+    events = {name: run.tie_events for name, run in loaded.items()}
     lines = ["## Loss (last evaluation; over members: mean ± 95% t-interval, clipped to the "
              "quantity's range where it leaves it, median [quartiles] where bimodal, the values "
              "where fewer than 3; dhwt.analysis.intervals)", "",
@@ -44,10 +46,10 @@ def loss_lines(runs: Mapping[str, Path], out: Path) -> list[str]:
         if not curves:
             continue
         accuracy = {name: metric_table(records[name], split, "accuracy") for name in curves}
-        metric_figure(curves, out / layout.FIGURES / f"loss_{split}.png",
+        metric_figure(curves, out / FIGURES / f"loss_{split}.png",
                       ylabel=f"cross-entropy, nats ({split} set)", log=True,
                       events=events)
-        metric_figure(accuracy, out / layout.FIGURES / f"accuracy_{split}.png",
+        metric_figure(accuracy, out / FIGURES / f"accuracy_{split}.png",
                       ylabel=f"next-token accuracy ({split} set)", events=events)
         figures += [f"![loss ({split})](figures/loss_{split}.png)", "",
                     f"![accuracy ({split})](figures/accuracy_{split}.png)", ""]

@@ -20,7 +20,7 @@ from dhwt.report.document import write_report as write_document
 from dhwt.languages import GroundTruth
 from dhwt.languages.tokenizers import shortfall
 from dhwt.runs import layout
-from dhwt.runs.metrics import read_metrics
+from dhwt.runs.run import Run
 
 #: Evaluation sets drawn from data (test: the last step only); "population" is the exact fit.
 SPLITS = ("train", "valid", "test", "train_fresh")
@@ -35,15 +35,16 @@ def write_run_report(run_dir: Path, config: TrainConfig, task) -> list[dict[str,
     `task`; return the metric lines of its last step. Where the task has ground truth, the
     report's comparison with the Bayes optimum is the exact fit (dhwt.analysis.population) of
     the last step: recorded by the trainer, or computed here from the last checkpoint."""
-    records = read_metrics(run_dir / layout.METRICS)
+    run = Run(run_dir, config)
+    records = run.metrics()
     final = [r for r in records if r["step"] == config.optim.steps]
     exact = [r for r in final if r["split"] == POPULATION]
     if task.truth is not None and not exact:
         fit = run_population_fit(run_dir, task)
         exact = [{"seed": seed, "loss": float(ce), "accuracy": float(acc)}
                  for seed, ce, acc in zip(fit.seeds, fit.cross_entropy, fit.accuracy)]
-    write_figure(records, run_dir / layout.FIGURE, task.truth, config.tying.tie_schedule.events)
-    write_report(run_dir / layout.REPORT, config, final, task.truth, exact, len(task.vocab))
+    write_figure(records, run.training_figure, task.truth, run.tie_events)
+    write_report(run.report, config, final, task.truth, exact, len(task.vocab))
     return final
 
 

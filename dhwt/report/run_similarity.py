@@ -18,10 +18,8 @@ from dhwt.analysis.frequency import check_counts
 from dhwt.analysis.knn import choose_k
 from dhwt.analysis.matrices import read_weights
 from dhwt.analysis.knn_curves import Source, parse_measures, similarity_curves
-from dhwt.runs.snapshots import read_snapshot, snapshot_paths
 from dhwt.errors import DhwtError, brief
 from dhwt.report.similarity_report import SCORES, similarity_section
-from dhwt.runs.layout import TOKEN_COUNTS
 from dhwt.runs.run import load_run
 
 TOKEN_CHOICES = ("all", "seen")
@@ -67,7 +65,8 @@ def similarity_lines(runs: Mapping[str, Path], out: Path,
     counts = None
     if options.tokens == "seen" or options.weighted:
         counts = token_counts(runs, options.counts)
-    vocab = read_snapshot(snapshot_paths(next(iter(runs.values())))[0]).input.shape[1]
+    first = load_run(next(iter(runs.values())))
+    vocab = first.embeddings(first.steps[0]).input.shape[1]
     if counts is not None and len(counts) != vocab:
         raise DhwtError(f"the token counts hold {len(counts)} values; the runs have {vocab} "
                         "tokens")
@@ -100,7 +99,8 @@ def select_sources(runs: Mapping[str, Path], members: str) -> list[Source]:
     chosen = None if members == "all" else _indices(members)
     sources = []
     for name, run in runs.items():
-        seeds = read_snapshot(snapshot_paths(run)[0]).seeds
+        first = load_run(run)
+        seeds = first.embeddings(first.steps[0]).seeds
         for m in range(len(seeds)) if chosen is None else chosen:
             if m >= len(seeds):
                 raise DhwtError(f"{run} holds {len(seeds)} members (seeds "
@@ -126,12 +126,11 @@ def token_counts(runs: Mapping[str, Path], counts_file: str | None) -> np.ndarra
     token_counts.npy; DhwtError naming both ways when neither exists."""
     if counts_file is not None:
         return check_counts(read_weights(counts_file, "token counts"), counts_file)
-    for run in runs.values():
-        path = Path(run) / TOKEN_COUNTS
+    files = [load_run(run).token_counts_file for run in runs.values()]
+    for path in files:
         if path.is_file():
             return check_counts(read_weights(str(path), "token counts"), str(path))
-    first = next(iter(runs.values()))
-    raise DhwtError(f"tokens seen in training need counts: {first}/{TOKEN_COUNTS} does not exist "
+    raise DhwtError(f"tokens seen in training need counts: {files[0]} does not exist "
                     "(the trainer writes it for text tasks); give --counts FILE with one count "
                     "per token id")
 

@@ -20,12 +20,12 @@ from dhwt.analysis.closeness import Closeness, pair_closeness
 from dhwt.analysis.escape import SPLIT as POPULATION
 from dhwt.analysis.intervals import COSINE, NON_NEGATIVE, SHARE, count_text, summarise
 from dhwt.analysis.population import run_population_fit
-from dhwt.runs.snapshots import read_run
 from dhwt.report.document import write_report
 from dhwt.report.escape_report import escape_lines
 from dhwt.report.figures import MEASURE_LABELS, closeness_figure, fit_figure
-from dhwt.runs import layout, load_run
-from dhwt.runs.metrics import metric_table, read_metrics
+from dhwt.filenames import FIGURES, REPORT
+from dhwt.runs import load_run
+from dhwt.runs.metrics import metric_table
 
 EVAL_SPLIT = "train"  # the fixed evaluation set over the training strings (see dhwt.training)
 
@@ -58,14 +58,15 @@ def write_runs_report(
     fits = {name: run_population_fit(run_dir, task) for name, run_dir in runs.items()}
     plateau = truth.marginal_entropy - truth.bayes_cross_entropy
     off = {name: fit.excess < plateau / 2 for name, fit in fits.items()}  # (S,) at the end
-    for name, run_dir in runs.items():
-        snapshots = read_run(run_dir)
+    loaded = {name: load_run(run_dir) for name, run_dir in runs.items()}
+    for name, run in loaded.items():
+        snapshots = run.snapshots()
         sides = ("input",) if all(s.tied for s in snapshots) else ("input", "output")
         matrices[name] = {"tied matrix" if len(sides) == 1 else side:
                           pair_closeness(snapshots, side, pairs, baseline) for side in sides}
-        records[name] = read_metrics(run_dir / layout.METRICS)
-    configs = {name: load_run(run_dir).config for name, run_dir in runs.items()}
-    events = {name: config.tying.tie_schedule.events for name, config in configs.items()}
+        records[name] = run.metrics()
+    configs = {name: run.config for name, run in loaded.items()}
+    events = {name: run.tie_events for name, run in loaded.items()}
     exact = all(any(r["split"] == POPULATION for r in rows) for rows in records.values())
     curve_split = POPULATION if exact else EVAL_SPLIT
     fit_curves = {name: (*metric_table(rows, curve_split, "loss"),
@@ -73,7 +74,7 @@ def write_runs_report(
                   for name, rows in records.items()}
 
     more = list(extra()) if extra is not None else []
-    figures = out / layout.FIGURES
+    figures = out / FIGURES
     closeness_figure(matrices, figures / "closeness.png", measure, labels, off, events)
     fit_figure(fit_curves, figures / "fit.png", truth, exact, off, events)
     panels = [(f"{name}: {side}", c) for name, sides in matrices.items()
@@ -153,7 +154,7 @@ def write_runs_report(
         "with loss curves.",
         "",
     ]
-    return write_report(out / layout.REPORT, "\n".join(lines))
+    return write_report(out / REPORT, "\n".join(lines))
 
 
 def default_pairs(language) -> tuple[tuple[str, str], ...]:

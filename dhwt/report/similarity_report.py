@@ -23,6 +23,7 @@ from dhwt.report.dh_reading import EXCESS_AGREE, EXCESS_PARTLY, member_reading, 
 from dhwt.report.figures import (distinct_events, legend_below, mark_events, new_figure, save,
                                   spread, step_axis)
 from dhwt.directories import atomic_write_bytes
+from dhwt.filenames import FIGURES
 
 SCORES = ("overlap", "jaccard")
 OTHER = {"cka": "linear CKA", "procrustes": "Procrustes relative error",
@@ -55,7 +56,7 @@ def similarity_section(result: SimilarityCurves, out: Path, *, score: str = "ove
         sides = sorted({c.side for c in pairs}, key=("input", "output").index)
         names = ["tied matrix"] if result.tied_everywhere else sides
         _curves_figure([group_curves([c for c in pairs if c.side == s], runs) for s in sides],
-                       names, result.steps, score, out / "figures" / "similarity_knn.png",
+                       names, result.steps, score, out / FIGURES / "similarity_knn.png",
                        events)
         lines += ["### Between members", "",
                   "| pair | side | step | jaccard | overlap | chance overlap "
@@ -76,7 +77,7 @@ def similarity_section(result: SimilarityCurves, out: Path, *, score: str = "ove
                   "", "![KNN match between members](figures/similarity_knn.png)", ""]
     others = [m for m in OTHER if pairs and m in pairs[0].values]
     if others:
-        _others_figure(pairs, others, result, runs, out / "figures" / "similarity_other.png",
+        _others_figure(pairs, others, result, runs, out / FIGURES / "similarity_other.png",
                        events)
         lines += ["| pair | side | " + " | ".join(OTHER[m] for m in others) + " (last step) |",
                   "|---|---|" + "---|" * len(others)]
@@ -88,7 +89,7 @@ def similarity_section(result: SimilarityCurves, out: Path, *, score: str = "ove
         lines += ["", "![other measures](figures/similarity_other.png)", ""]
     if dh and _has(dh, score):
         _curves_figure([group_curves(dh, runs)], ["input vs output (DH diagnostic)"],
-                       result.steps, score, out / "figures" / "similarity_dh.png", events)
+                       result.steps, score, out / FIGURES / "similarity_dh.png", events)
         lines += ["### DH diagnostic: each untied member's input vs output neighbourhoods", "",
                   "| member | step | jaccard | overlap | chance overlap | reading |",
                   "|---|---|---|---|---|---|"]

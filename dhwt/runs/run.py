@@ -73,9 +73,14 @@ def load_run(path: str | Path) -> Run:
         dhwt.errors.DhwtError: no-such-run is not a dhwt run directory (no config.toml)
     """
     path = Path(path)
-    if not (path / layout.CONFIG).is_file():
+    if not is_run(path):
         raise DhwtError(f"{path} is not a dhwt run directory (no {layout.CONFIG})")
     return Run(path, TrainConfig.from_toml(path / layout.CONFIG))
+
+
+def is_run(path: str | Path) -> bool:
+    """Whether `path` is a run directory: it holds the config.toml a run writes first."""
+    return (Path(path) / layout.CONFIG).is_file()
 
 
 @dataclass(frozen=True)
@@ -133,6 +138,11 @@ class Run:
     def figures(self) -> Path:
         """The folder of the run's figures (the end-of-run report's, and an analysis's)."""
         return self.path / layout.FIGURES
+
+    @property
+    def training_figure(self) -> Path:
+        """figures/training.png: the training curves the run's report shows."""
+        return self.path / layout.FIGURE
 
     @property
     def report(self) -> Path:

@@ -49,7 +49,8 @@ from dhwt.analysis.knn_curves import Source, excess_over_chance, similarity_curv
 from dhwt.commands.train import train
 from dhwt.config import TrainConfig
 from dhwt.languages import compute_truth, load_language, load_task, write_dataset
-from dhwt.runs.metrics import metric_table, read_metrics
+from dhwt.runs.metrics import metric_table
+from dhwt.runs.run import is_finished, load_run
 
 HERE = Path(__file__).parent
 CLASSES = "ABCDEFGH"
@@ -109,7 +110,7 @@ def train_level(out: Path, family: str, level: int, seeds: int, steps: int,
     """Train the tied and the untied run of one level as one ensemble; seconds taken (0: it
     was done already)."""
     where = level_dir(out, family, level)
-    if (where / "untied" / "report.md").is_file():
+    if is_finished(where / "untied"):
         return 0.0
     start = time.perf_counter()
     write_dataset(language(family, level), where / "data",
@@ -143,7 +144,7 @@ def interval(values: np.ndarray, high: float | None = None) -> dict[str, object]
 
 def final_excess(run: Path, bayes: float) -> np.ndarray:
     """(members,) exact population cross-entropy minus the Bayes optimum at the last record."""
-    _, curve = metric_table(read_metrics(run / "metrics.jsonl"), "population", "loss")
+    _, curve = metric_table(load_run(run).metrics(), "population", "loss")
     return curve[-1] - bayes
 
 
@@ -294,13 +295,13 @@ def analyse(grid: Path) -> None:
     for family, (_, levels) in FAMILIES.items():
         for level in levels:
             where = level_dir(grid, family, level)
-            if (where / "untied" / "report.md").is_file():
+            if is_finished(where / "untied"):
                 rows.append(analyse_level(where, family, level))
                 print(f"read {where.name}", flush=True)
     if not rows:
         raise SystemExit(f"no finished level under {grid}")
-    first = level_dir(grid, rows[0]["family"], rows[0]["level"]) / "untied" / "config.toml"
-    config = json.loads(json.dumps(TrainConfig.from_toml(first).to_dict(), default=str))
+    first = load_run(level_dir(grid, rows[0]["family"], rows[0]["level"]) / "untied")
+    config = json.loads(json.dumps(first.config.to_dict(), default=str))
     timing = []
     if (grid / "timing.jsonl").is_file():
         timing = [json.loads(line) for line in (grid / "timing.jsonl").read_text().splitlines()]

@@ -29,16 +29,16 @@ from dhwt.analysis.escape import (detectable, difference_interval, escapes, fish
                                   holm, paired, parting_step)
 from dhwt.analysis.intervals import count_text
 from dhwt.languages import load_task
-from dhwt.runs import load_run
-from dhwt.runs.metrics import read_metrics
+from dhwt.runs.run import is_run, load_run
 
 
 def study_escapes(study: Path) -> dict:
     """run name -> (Escapes, TrainConfig) of every run of a study directory."""
     truth = load_task(study / "data", "mlm").truth
-    return {run.name: (escapes(read_metrics(run / "metrics.jsonl"), truth),
-                       load_run(run).config)
-            for run in sorted((study / "runs").iterdir()) if (run / "metrics.jsonl").is_file()}
+    runs = [load_run(path) for path in sorted((study / "runs").iterdir()) if is_run(path)]
+    records = {run.path.name: (run.metrics(), run.config) for run in runs}
+    return {name: (escapes(rows, truth), config) for name, (rows, config) in records.items()
+            if rows}
 
 
 def by(e, step: int) -> int:

@@ -24,7 +24,8 @@ import numpy as np
 
 from dhwt.analysis.intervals import summarise
 from dhwt.runs import load_run
-from dhwt.runs.metrics import metric_table, read_metrics
+from dhwt.runs.metrics import metric_table
+from dhwt.runs.run import is_finished
 from dhwt.theory.price import pair_terms
 from dhwt.theory.t4_tying_conflict import closeness_price
 
@@ -47,7 +48,7 @@ def read_cell(cell: Path, frozen: bool) -> dict[str, object]:
     bayes = truth.bayes_cross_entropy
     found = {}
     for arm in ("tied", "untied"):
-        steps, curve = metric_table(read_metrics(cell / arm / "metrics.jsonl"), "population", "loss")
+        steps, curve = metric_table(load_run(cell / arm).metrics(), "population", "loss")
         found[arm] = (curve[-1] - bayes, first_within(curve, steps, bayes))
     a, w = pair_terms(truth)
     row = {"language": language.replace("-", " "), "c": c, "bias": bias, "frozen": frozen,
@@ -158,7 +159,7 @@ def main() -> None:
     args = parser.parse_args()
     grids = [(args.grid, False)] + ([(args.frozen, True)] if args.frozen else [])
     rows = [read_cell(cell, frozen) for grid, frozen in grids
-            for cell in sorted(grid.glob("*-c*-*")) if (cell / "untied" / "report.md").is_file()]
+            for cell in sorted(grid.glob("*-c*-*")) if is_finished(cell / "untied")]
     rows.sort(key=lambda r: (r["frozen"], r["language"], r["bias"], r["c"]))
     write_results(rows, HERE / "results.md")
     figure(rows, HERE / "figures" / "price.png")

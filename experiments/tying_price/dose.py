@@ -10,7 +10,7 @@ is pair-ratio.toml: s1 : s2 at 1 : c after `a`, and after `b`
 
 each read as a masked (mlm) and a causal (clm) LM.
 
-Run (about 15 minutes a grid on one core of an Intel Xeon; the analysis is analyse.py):
+Run (the analysis is analyse.py; the time a grid takes is in README.md):
     python experiments/tying_price/dose.py --out runs/tying-price
     python experiments/tying_price/dose.py --out runs/tying-price-frozen --frozen-norm
 """
@@ -24,6 +24,7 @@ from pathlib import Path
 from dhwt.commands.train import train
 from dhwt.config import TrainConfig
 from dhwt.languages import load_language, load_task, write_dataset
+from dhwt.runs.run import is_finished
 
 HERE = Path(__file__).parent
 GRAMMAR = str(HERE / "pair-ratio.toml")
@@ -49,7 +50,7 @@ def train_cell(out: Path, language: str, c: int, bias: bool, seeds: int, steps: 
                every: int, frozen_norm: bool) -> None:
     """Train the tied and the untied run of one cell as one ensemble (skipped when done)."""
     where = cell_dir(out, language, c, bias)
-    if (where / "untied" / "report.md").is_file():
+    if is_finished(where / "untied"):
         return
     write_dataset(load_language(GRAMMAR, overrides(language, c)), where / "data",
                   valid_fraction=0.0, test_fraction=0.0, seed=14)
