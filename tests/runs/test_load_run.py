@@ -17,6 +17,7 @@ import torch
 from dhwt.errors import DhwtError
 from dhwt.runs import load_run
 from dhwt.runs.checkpoints import latest_checkpoint
+from dhwt.runs.run import is_finished, is_run
 
 OLD = Path(__file__).parent / "fixtures" / "run-d40337b"
 ARGS = ["--grammar", "parity", "--seeds", "1-2", "--steps", "4", "--eval-every", "2",
@@ -75,6 +76,22 @@ def test_an_old_run_resumes_and_is_analysed(old_run, cli):
     assert load_run(old_run).steps == [0, 2, 4, 6]
     code, _, err = cli(["analyze", old_run, "--out", old_run.parent / "report"])
     assert code == 0, err
+
+
+def test_the_run_is_the_door_to_each_of_its_files(old_run, tmp_path):
+    """What analyses read of a run comes from the Run: its snapshots in step order, their
+    vocabulary, the tie switches, the grammar-built dataset, whether training finished, and
+    where token counts would lie (a grammar run has none)."""
+    run = load_run(old_run)
+    assert [s.step for s in run.snapshots()] == run.steps == list(run.snapshot_files) == [0, 2, 4]
+    assert run.vocab == run.embeddings(0).vocab == tuple(run.task.vocab)
+    assert [(e.action, e.step) for e in run.tie_events] == [("untie", 2)]
+    assert run.dataset == old_run / "data"
+    assert run.finished and is_finished(old_run) and is_run(old_run)
+    assert not is_finished(tmp_path) and not is_run(tmp_path)
+    assert run.token_counts_file.parent == old_run and not run.token_counts_file.exists()
+    assert run.report.is_file() and run.figures == old_run / "figures"  # dropped from the fixture
+    assert {r["step"] for r in run.metrics()} == {0, 2, 4}
 
 
 def test_bad_requests_are_one_line_errors(old_run, tmp_path):
