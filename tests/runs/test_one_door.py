@@ -39,7 +39,8 @@ def by_hand(source: str) -> list[tuple[int, str]]:
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in prose:
-            if node.value in RUN_ONLY or node.value.startswith(STEP_FILE):
+            if node.value in RUN_ONLY or node.value.startswith(STEP_FILE) or \
+                    f"/{STEP_FILE}" in node.value:
                 found.append((node.lineno, node.value))
         elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
             found += [(node.lineno, side.value) for side in (node.left, node.right)
@@ -51,6 +52,7 @@ def test_by_hand_finds_run_paths_and_skips_words_and_prose():
     assert by_hand('rows = read_metrics(run / "metrics.jsonl")') == [(1, "metrics.jsonl")]
     assert by_hand('name = f"step_{step:07d}.safetensors"') == [(1, "step_")]
     assert by_hand('ids = path.stem.removeprefix("step_")') == [(1, "step_")]
+    assert by_hand('path = f"{run}/step_{step:07d}.pt"') == [(1, "/step_")]
     assert by_hand('vary = "embeddings"\nfolder = run / "embeddings"') == [(2, "embeddings")]
     assert by_hand("'Reads metrics.jsonl.'\nrows = load_run(run).metrics()") == []
 
