@@ -80,6 +80,7 @@ class DiagnoseResult:
 
 def diagnose_path(path: str, options: DiagnoseOptions) -> DiagnoseResult:
     """Diagnose the run directory or checkpoint folder at `path`."""
+    from dhwt.filenames import CONFIG
     from dhwt.pretrained import is_checkpoint
     from dhwt.runs.run import is_run
 
