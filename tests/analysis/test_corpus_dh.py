@@ -307,3 +307,40 @@ def test_bad_input_is_a_dhwt_error():
         cdh.frequency_null(near, near, np.ones(4), permutations=0)
     with pytest.raises(DhwtError, match="null bins must be an integer >= 1"):
         cdh.frequency_null(near, near, np.ones(4), bins=0)
+
+
+def _agreement_script():
+    """experiments/corpus_dh/agreement.py as a module."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "experiments" / "corpus_dh" / "agreement.py"
+    spec = importlib.util.spec_from_file_location("corpus_dh_agreement", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_agreement_rank_correlations_on_synthetic_overlaps(tmp_path):
+    script = _agreement_script()
+    # ranks x 1 2.5 2.5 4, y 1 3 2 4: centred dot 4.5 over sqrt(4.5 * 5)
+    assert script.spearman(np.array([1, 2, 2, 3]), np.array([1, 3, 2, 4])) == pytest.approx(
+        4.5 / np.sqrt(22.5))
+    rng = np.random.default_rng(0)
+    count = rng.lognormal(3, 1.5, 500)
+    z = np.log(count)
+    both = {"id": np.arange(500), "token": np.arange(500).astype(str).astype(object),
+            "count": count, "overlap": z + rng.normal(size=500), "null": np.zeros(500)}
+    model = z + rng.normal(size=500)  # tied to the corpus overlap through frequency only
+    result = script.agreement(both, model, model, draws=100)
+    rho, low, high = result["rho"]
+    assert low <= rho <= high and low > 0.5
+    _, low, high = result["partial_rho_given_log_count"]
+    assert low < 0 < high  # nothing beyond frequency
+    same = script.agreement(both, both["overlap"] * 2 + 1, both["overlap"], draws=20)
+    assert same["rho"] == (1.0, 1.0, 1.0) and same["partial_rho_given_log_count"][1] > 0.99
+    (tmp_path / "per_token.csv").write_text(
+        "id,token,count,intersection,overlap,jaccard,chance_intersection,frequency_bin,"
+        "frequency_null_overlap\n7,the,12.0,3,0.3,0.18,0,1,0.1\n")
+    read = script.read_per_token(tmp_path)
+    assert read["id"].tolist() == [7] and read["null"].tolist() == [0.1]
