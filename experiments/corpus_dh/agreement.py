@@ -1,14 +1,15 @@
 """Per-token agreement of `dhwt corpus-dh` with a trained untied model's `dhwt diagnose`
 (issue 30, item 7): a rank correlation over tokens, not a match of means.
 
-    python experiments/corpus_dh/agreement.py CORPUS_DH_DIR RUN_DIR [--step N] [--seed 0]
+    python experiments/corpus_dh/agreement.py CORPUS_DH_DIR RUN_DIR [--step N] [--metric ip]
+        [--seed 0]
 
 CORPUS_DH_DIR: the --out folder of `dhwt corpus-dh --corpus ... --tokenizer T`; its
 per_token.csv gives each compared token's input-vs-output overlap from counts (and its count
 and frequency-matched null). RUN_DIR: a `dhwt train` run on the same corpus and tokenizer; each
 untied member is diagnosed as `dhwt diagnose RUN_DIR` does (dhwt.commands.diagnose with its
-defaults: k 10, raw inner product, every token a query), and its per-token overlap is read
-from the diagnosis. Printed for the tokens in both (the token names must agree):
+defaults: k 10, raw inner product, every token a query; --metric cos matches corpus-dh's
+cosine), and its per-token overlap is read from the diagnosis. Printed for the tokens in both (the token names must agree):
 - Spearman's rho between the two overlaps, with a 95% percentile bootstrap interval
   (tokens resampled with replacement, BOOTSTRAP draws, default_rng(seed));
 - the same with the model's neighbours searched among corpus-dh's compared tokens only (the
@@ -89,7 +90,7 @@ def agreement(corpus: dict[str, np.ndarray], model: np.ndarray, restricted: np.n
     }
 
 
-def model_overlaps(run: Path, step: str, ids: np.ndarray, tokens: np.ndarray
+def model_overlaps(run: Path, step: str, metric: str, ids: np.ndarray, tokens: np.ndarray
                    ) -> list[tuple[str, np.ndarray, np.ndarray]]:
     """(member name, overlap of `dhwt diagnose` per token of ids, overlap with the neighbours
     searched among ids only) for each untied member of the run."""
@@ -97,7 +98,7 @@ def model_overlaps(run: Path, step: str, ids: np.ndarray, tokens: np.ndarray
     from dhwt.commands.diagnose import DiagnoseOptions, diagnose_path
     from dhwt.runs.run import load_run
 
-    result = diagnose_path(str(run), DiagnoseOptions(step=step, queries="all"))
+    result = diagnose_path(str(run), DiagnoseOptions(step=step, queries="all", metric=metric))
     names = np.array([result.token(int(i)) for i in ids], dtype=object)
     if (names != tokens).any():
         first = int(np.flatnonzero(names != tokens)[0])
@@ -121,15 +122,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("corpus_dh", type=Path)
     parser.add_argument("run", type=Path)
     parser.add_argument("--step", default="last")
+    parser.add_argument("--metric", default="ip", choices=["ip", "cos", "l2"])
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     corpus = read_per_token(args.corpus_dh)
-    members = model_overlaps(args.run, args.step, corpus["id"], corpus["token"])
+    members = model_overlaps(args.run, args.step, args.metric, corpus["id"], corpus["token"])
     print(f"{len(corpus['id']):,} tokens compared (corpus-dh's compared tokens, all in the "
           f"model's vocabulary); 95% intervals: {BOOTSTRAP:,} bootstrap resamples of tokens, "
           f"seed {args.seed}")
     for name, model, restricted in members:
-        print(f"{name}: mean overlap corpus-dh {corpus['overlap'].mean():.4f}, model "
+        print(f"{name}, model metric {args.metric}: mean overlap corpus-dh "
+              f"{corpus['overlap'].mean():.4f}, model "
               f"{model.mean():.4f} (restricted {restricted.mean():.4f})")
         for key, (value, low, high) in agreement(corpus, model, restricted,
                                                  seed=args.seed).items():
