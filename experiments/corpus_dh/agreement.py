@@ -9,7 +9,8 @@ per_token.csv gives each compared token's input-vs-output overlap from counts (a
 and frequency-matched null). RUN_DIR: a `dhwt train` run on the same corpus and tokenizer; each
 untied member is diagnosed as `dhwt diagnose RUN_DIR` does (dhwt.commands.diagnose with its
 defaults: k 10, raw inner product, every token a query; --metric cos matches corpus-dh's
-cosine), and its per-token overlap is read from the diagnosis. Printed for the tokens in both (the token names must agree):
+cosine), and its per-token overlap is read from the diagnosis. Printed for the tokens in both
+(the token names must agree):
 - Spearman's rho between the two overlaps, with a 95% percentile bootstrap interval
   (tokens resampled with replacement, BOOTSTRAP draws, default_rng(seed));
 - the same with the model's neighbours searched among corpus-dh's compared tokens only (the
