@@ -536,7 +536,7 @@ def _figure(document: dict, path: Path) -> None:
            color="0.75")
     ax.set_xticks(x, [count_span(b["count_min"], b["count_max"], _count) for b in buckets],
                   rotation=30, fontsize=8)
-    ax.set_xlabel("token count (equal-size buckets)")
+    ax.set_xlabel("token count (equal-size buckets unless one count repeats)")
     ax.set_ylabel(f"mean overlap, k = {document['input_output_knn_overlap']['k']}")
     ax.set_ylim(0, 1)
     ax.grid(alpha=0.3, axis="y")
