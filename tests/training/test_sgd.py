@@ -96,3 +96,16 @@ def test_an_sgd_run_resumes_bit_for_bit(four, task, tmp_path, interrupt_at, asse
     cut = latest_checkpoint(tmp_path / "cut" / "checkpoints")[1]
     assert_same(whole["model"], cut["model"])
     assert_same(whole["optimizer"], cut["optimizer"])
+
+
+def test_sgd_goes_through_a_tie_switch(four, task, tmp_path):
+    """SGD keeps no optimizer state, so an untie has no moments to copy: the run goes on, and
+    the output matrix starts as a copy of the input matrix."""
+    trainer = Trainer([(config(four, tie_schedule="untie@2", steps=4), tmp_path / "run")], task)
+    for _ in range(2):
+        trainer._update()
+    trainer._apply_events()
+    emb = trainer.model.embeddings
+    assert not emb.tied and torch.equal(emb.output_weight, emb.input_weight)
+    trainer._update()
+    assert not torch.equal(emb.output_weight, emb.input_weight)
