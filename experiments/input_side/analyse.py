@@ -87,6 +87,12 @@ def text(values, digits: int = 2) -> str:
         f"{v:.{digits}f}" for v in values)
 
 
+def order(name: str) -> tuple[str, str, float, str]:
+    """A cell's name (LANGUAGE/OPTIMIZER/wdLEVEL/INIT) as a key that sorts levels as numbers."""
+    language, optimizer, level, init = name.split("/")
+    return language, optimizer, float(level[2:]), init
+
+
 def table(results: dict) -> list[str]:
     lines = []
     for language, pairs in PAIRS.items():
@@ -96,7 +102,7 @@ def table(results: dict) -> list[str]:
                   "instead of r (their d(0) is 0)\n",
                   f"| optimizer | level | init | D | seeds fit | {head} |",
                   "|---|---|---|---|---|" + "---|" * len(pairs)]
-        for name, found in sorted(results.items()):
+        for name, found in sorted(results.items(), key=lambda item: order(item[0])):
             lang, optimizer, level, init = name.split("/")
             if lang != language:
                 continue
@@ -111,7 +117,7 @@ def table(results: dict) -> list[str]:
     lines += ["\n**The learned part** l = e(t) - D(t) e(0) (random inits): its normalised "
               "distance at the last step, mean ± 95% t-interval over the 5 seeds\n",
               "| language | optimizer | level | seeds fit | pairs |", "|---|---|---|---|---|"]
-    for name, found in sorted(results.items()):
+    for name, found in sorted(results.items(), key=lambda item: order(item[0])):
         language, optimizer, level, init = name.split("/")
         if init != "random":
             continue
