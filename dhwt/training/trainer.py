@@ -153,7 +153,7 @@ class Trainer:
         try:
             self.model = build_model(model, self.seeds, tied=[
                 r.config.tying.tie_schedule.initial_tied for r in self.runs for _ in r.rows])
-            prepare_members(self.model, config)
+            prepare_members(self.model, config, task.vocab)
             self.model.to(self.device)  # weights drawn on the CPU: the same on every device
         except RuntimeError as exc:
             reason = allocation_failure(exc)
@@ -438,11 +438,16 @@ class Trainer:
                             "checkpoint of a common step; resume each on its own")
         return step
 
-    def _optimizer(self, groups: list[list[torch.nn.Parameter]]) -> torch.optim.AdamW:
-        """AdamW, multi-tensor (foreach) on every device: on the CPU torch's default is one
-        parameter at a time, whose per-op overhead is a fifth of an EXor step (bench_ensemble)."""
+    def _optimizer(self, groups: list[list[torch.nn.Parameter]]) -> torch.optim.Optimizer:
+        """AdamW or plain SGD (config.optim.optimizer), multi-tensor (foreach) on every device: on
+        the CPU torch's default is one parameter at a time, whose per-op overhead is a fifth of
+        an EXor step (bench_ensemble)."""
         c = self.config
-        return torch.optim.AdamW([{"params": g} for g in groups], lr=c.optim.lr, foreach=True,
+        params = [{"params": g} for g in groups]
+        if c.optim.optimizer == "sgd":
+            return torch.optim.SGD(params, lr=c.optim.lr, weight_decay=c.optim.weight_decay,
+                                   foreach=True)
+        return torch.optim.AdamW(params, lr=c.optim.lr, foreach=True,
                                  betas=(c.optim.beta1, c.optim.beta2), eps=c.optim.eps, weight_decay=c.optim.weight_decay)
 
 
