@@ -172,8 +172,9 @@ class _BatchSize(click.ParamType):
               help="Strings per member per step (with --corpus: windows of --seq-len tokens), or "
                    "'full' (every training string once, weighted by probability; grammars "
                    "only).  [default: full]")
-@click.option("--lr", type=float, help="Peak learning rate of the optimizer (AdamW, or SGD with optimizer = \"sgd\" in "
-                   "--config).  [default: 5e-4]")
+@click.option("--lr", type=float,
+              help="Peak learning rate of the optimizer (AdamW, or SGD with optimizer = "
+                   "\"sgd\" in --config).  [default: 5e-4]")
 @click.option("--lr-schedule", type=click.Choice(["constant", "cosine", "periodic-cosine"]),
               help="periodic-cosine is the paper's CosineAnnealingLR (T_max lr_period, stepped "
                    "every step); cosine decays once over the run.  [default: periodic-cosine]")
