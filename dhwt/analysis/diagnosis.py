@@ -20,7 +20,7 @@ import numpy as np
 from dhwt.analysis.knn import (Neighbours, choose_k, match_neighbours, nearest_neighbours,
                                norm_matched_random)
 from dhwt.analysis.frequency import check_counts, count_span, frequency_groups
-from dhwt.analysis.knn_sample import Estimate, mean_estimate, sample_queries, sampled_neighbours
+from dhwt.analysis.knn.sample import Estimate, mean_estimate, sample_queries, sampled_neighbours
 from dhwt.analysis.similarity import whole_space
 from dhwt.errors import DhwtError
 

@@ -112,7 +112,7 @@ def _neighbour_data() -> np.ndarray:
 def test_gram_blocks_use_onednn_only_where_its_probe_shows_float32(monkeypatch, mm, float32):
     """Which branch a CPU takes is its own (oneDNN rounds to bfloat16 on AMX machines): both
     branches are forced here, and either way the neighbours are exact."""
-    import dhwt.analysis.knn as engine
+    import dhwt.analysis.knn.exact as engine
 
     monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: True)
     monkeypatch.setattr(engine, "_PRECISION", "float32")  # the float32 pass's Gram blocks
@@ -128,7 +128,7 @@ def test_gram_blocks_use_onednn_only_where_its_probe_shows_float32(monkeypatch, 
 
 
 def test_gram_blocks_use_numpy_without_onednn(monkeypatch):
-    import dhwt.analysis.knn as engine
+    import dhwt.analysis.knn.exact as engine
 
     monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: False)
     monkeypatch.setattr(engine, "_PRECISION", "float32")
@@ -142,7 +142,7 @@ def test_gram_blocks_use_numpy_without_onednn(monkeypatch):
 
 @pytest.mark.parametrize("order", ["none", "random", "longest first"])
 def test_candidates_are_the_best_float32_scores_in_any_scan_order(order):
-    import dhwt.analysis.knn as engine
+    import dhwt.analysis.knn.exact as engine
 
     rng = np.random.default_rng(4)
     n, m = 700, 9

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-import dhwt.analysis.knn as engine
+import dhwt.analysis.knn.exact as engine
 from dhwt.analysis.knn import nearest_neighbours
 from dhwt.errors import DhwtError
 

@@ -20,9 +20,9 @@ from scipy import stats
 from tqdm import tqdm
 
 from dhwt.analysis.intervals import SHARE
-from dhwt.analysis.knn import (BLOCK, METRICS, SLACK, KnnMatch, Neighbours, _gemm, _rerank,
-                               _work_matrices, check_k, check_matrix, match_neighbours,
-                               select_tokens)
+from dhwt.analysis.knn.exact import (BLOCK, METRICS, SLACK, KnnMatch, Neighbours, _gemm,
+                                     _rerank, _work_matrices, check_k, check_matrix,
+                                     match_neighbours, select_tokens)
 from dhwt.errors import DhwtError
 
 LEVEL = 0.95

@@ -131,7 +131,7 @@ def nearest_neighbours(x: np.ndarray, k: int, metric: str = "ip", *, block_size:
                        name: str = "matrix", device: str | torch.device = "cpu") -> Neighbours:
     """Exact k nearest neighbours (self excluded) of every row of x (n, d); see the module doc.
     device: a GPU searches every row against all rows there (float32 blocks without TF32,
-    dhwt.analysis.knn_sample), the re-rank stays float64 on the CPU; the result is the same.
+    dhwt.analysis.knn.sample), the re-rank stays float64 on the CPU; the result is the same.
 
     Examples:
         >>> import numpy as np
@@ -152,7 +152,7 @@ def nearest_neighbours(x: np.ndarray, k: int, metric: str = "ip", *, block_size:
     if isinstance(slack, bool) or not isinstance(slack, int) or slack < 0:
         raise DhwtError(f"slack must be a non-negative integer, got {slack!r}")
     if torch.device(device).type != "cpu":
-        from dhwt.analysis.knn_sample import sampled_neighbours
+        from dhwt.analysis.knn.sample import sampled_neighbours
 
         return sampled_neighbours(x, np.arange(n), k, metric, block_size=block_size,
                                   slack=slack, progress=progress, name=name, device=device)
