@@ -15,8 +15,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 # Bottom first; a module may import its own package and any lower layer, never a peer or higher.
-# Why this order: runs (the run-directory format) sits under training, which writes through it,
-# and under analysis/theory, which read it through load_run; pretrained feeds analysis like data.
+# Why: config composes languages' and models' settings; runs (the run-directory format) lies under
+# training, which writes it, and analysis/theory, which read it via load_run; pretrained is input.
 LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"errors"},
     {"userfiles", "directories", "checks"},
