@@ -192,8 +192,7 @@ def parse_order(text: str) -> int | str:
 
 def _grammar_counts(options: CorpusDhOptions):  # noqa: ANN202 (Counts, dict, Language)
     from dhwt.languages import load_language
-    from dhwt.languages.enumeration import symbol_strings
-    from dhwt.languages.language import EOS
+    from dhwt.languages.language import EOS, symbol_strings
     from dhwt.languages.spec import parse_assignments
 
     overrides = parse_assignments(options.assignments)

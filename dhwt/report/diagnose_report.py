@@ -9,10 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
-from dhwt.analysis.diagnosis import Diagnosis
+from dhwt.analysis.diagnosis import DiagnoseResult, Diagnosis, Subject
 from dhwt.analysis.knn_curves import excess_over_chance
-from dhwt.analysis.knn_sample import Estimate
-from dhwt.commands.diagnose import DiagnoseResult, Subject
+from dhwt.analysis.knn.sample import Estimate
 from dhwt.directories import atomic_write_bytes, replace_report
 from dhwt.report.document import write_report
 from dhwt.report.dh_reading import EXCESS_AGREE, EXCESS_PARTLY

@@ -21,7 +21,7 @@ metrics.jsonl: per evaluated step, one line per member and split with step, memb
 seed, split ("train" and "valid": the task's fixed evaluation batches over every string and
 loss position; "test" likewise, at the last step only; "train_fresh": a new training batch from
 the member's draw stream; "population", where record.population_every asks for it: the exact
-fit over every context of the language, dhwt.analysis.population), loss
+fit over every context of the language, dhwt.models.population), loss
 (sum of weights * CE), accuracy (sum of weights * [argmax == target]), lr (the lr of the next
 update, lr_at(step)), tied, and gap (||E_in - E_out||^2 of the member). With record.tensorboard,
 the same writer logs those numbers as TensorBoard scalars in RUN_DIR/tensorboard
@@ -78,13 +78,13 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from dhwt.analysis.population import population_fit
 from dhwt.config.run import TrainConfig
 from dhwt.directories import atomic_write_bytes
 from dhwt.errors import DhwtError, Interrupted
 from dhwt.languages import Batch, Task
 from dhwt.models import ModelConfig, build_model
 from dhwt.models.init import member_generator
+from dhwt.models.population import population_fit
 from dhwt.runs import layout
 from dhwt.runs.checkpoints import (checkpoint_path, checkpoint_step, common_step,
                                    latest_checkpoint, remove_stray_temporaries, save_checkpoint)

@@ -14,8 +14,7 @@ from dhwt.analysis import corpus_dh as cdh
 from dhwt.analysis.knn import nearest_neighbours
 from dhwt.errors import DhwtError
 from dhwt.languages import compute_truth, load_language
-from dhwt.languages.enumeration import symbol_strings
-from dhwt.languages.language import EOS, language_from_spec
+from dhwt.languages.language import EOS, language_from_spec, symbol_strings
 
 
 def _brute_stream(ids: list[int], order: int, bos: int) -> Counter:
