@@ -172,7 +172,9 @@ class _BatchSize(click.ParamType):
               help="Strings per member per step (with --corpus: windows of --seq-len tokens), or "
                    "'full' (every training string once, weighted by probability; grammars "
                    "only).  [default: full]")
-@click.option("--lr", type=float, help="Peak learning rate of AdamW.  [default: 5e-4]")
+@click.option("--lr", type=float,
+              help="Peak learning rate of the optimizer (AdamW, or SGD with optimizer = "
+                   "\"sgd\" in --config).  [default: 5e-4]")
 @click.option("--lr-schedule", type=click.Choice(["constant", "cosine", "periodic-cosine"]),
               help="periodic-cosine is the paper's CosineAnnealingLR (T_max lr_period, stepped "
                    "every step); cosine decays once over the run.  [default: periodic-cosine]")
@@ -600,7 +602,15 @@ def diagnose_cmd(path: str, out: str | None, as_json: bool, **options: object) -
                    "ones have near-degenerate profiles).  [default: 100 for --corpus, 0 for "
                    "--grammar]")
 @click.option("--seed", type=int, default=0, show_default=True,
-              help="Seed of --samples' draws, the SVD start vector and the chance level.")
+              help="Seed of --samples' draws, the SVD start vector, the chance level and the "
+                   "frequency-matched null's permutations.")
+@click.option("--null-bins", type=int, default=20, show_default=True,
+              help="Frequency bins of the frequency-matched null (equal numbers of compared "
+                   "tokens sorted by count, at least 2 each): the output space is relabelled by "
+                   "permuting tokens within a bin.")
+@click.option("--permutations", type=int, default=200, show_default=True,
+              help="Within-bin permutations drawn for the frequency-matched null's 95% range "
+                   "and p-value (its level is the exact expectation).")
 @click.option("--out", metavar="DIR", type=click.Path(file_okay=False),
               help="Also write DIR/report.md (and .html), DIR/corpus_dh.json, "
                    "DIR/per_token.csv and "

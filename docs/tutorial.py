@@ -20,10 +20,10 @@ import numpy as np
 import dhwt
 from dhwt.analysis.closeness import pair_closeness
 from dhwt.analysis.knn import chance_baseline, knn_match
-from dhwt.analysis.population import population_fit
 from dhwt.commands.train import train
 from dhwt.config import TrainConfig
 from dhwt.languages import load_language, load_task, write_dataset
+from dhwt.models.population import population_fit
 from dhwt.report.figures import new_figure, save, step_axis
 
 #: The pairs to watch: 0a/0b are semantically but not conditionally equivalent (DH violated:

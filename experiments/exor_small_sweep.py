@@ -21,10 +21,10 @@ import numpy as np
 
 import dhwt
 from dhwt.analysis.closeness import pair_closeness
-from dhwt.analysis.population import population_fit
 from dhwt.commands.train import train
 from dhwt.config import TrainConfig
 from dhwt.languages import load_language, load_task, write_dataset
+from dhwt.models.population import population_fit
 
 PAIRS = [("0a", "0b"), ("1a", "1b")]
 BASELINE = [("0a", "1a"), ("0a", "1b"), ("0b", "1a"), ("0b", "1b")]

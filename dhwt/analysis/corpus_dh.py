@@ -34,6 +34,16 @@ to U_d S_d^(1/2) (the symmetric split of the singular values they recommend over
 compared by exact cosine k-NN (dhwt.analysis.knn). At order 1 both sides come from the one
 bigram matrix B[a, y] = N(a, y): input vectors are its PPMI rows, output vectors its PPMI
 columns.
+
+Two null levels of the KNN match (frequency_null has the details):
+- chance: norm-matched random directions (under cosine, random neighbour lists, about
+  k / (tokens - 1)). It destroys every structure of both spaces, so any shared structure beats it.
+- frequency-matched: the output space relabelled by a permutation of the tokens within
+  frequency bins. Both spaces keep their geometry, and each token keeps the frequency of its
+  output neighbours; what is lost is which token of a bin is which. Frequency alone makes
+  neighbourhoods agree (frequent tokens neighbour frequent tokens in both spaces, rare tokens
+  have near-empty profiles), and this null keeps that share: the overlap above it is
+  agreement of the tokens themselves.
 """
 
 from __future__ import annotations
@@ -46,6 +56,7 @@ from scipy import sparse
 from scipy.sparse.linalg import svds
 from tqdm import tqdm
 
+from dhwt.analysis.frequency import frequency_groups
 from dhwt.analysis.knn import (KnnMatch, Neighbours, chance_baseline, choose_k,
                                match_neighbours, nearest_neighbours)
 from dhwt.errors import DhwtError
@@ -57,6 +68,10 @@ ALPHA = 0.75
 DENSE_ENTRIES = 20_000_000
 #: Tokens of a stream counted per step of the progress bar.
 CHUNK = 1 << 20
+#: Frequency bins of the frequency-matched null (equal numbers of compared tokens by count).
+NULL_BINS = 20
+#: Within-bin permutations drawn for the spread of the frequency-matched null.
+PERMUTATIONS = 200
 
 
 @dataclass(frozen=True, eq=False)
@@ -416,12 +431,104 @@ def embed(matrix: sparse.spmatrix, dim: int, seed: int = 0) -> np.ndarray:
 
 
 @dataclass(frozen=True, eq=False)
+class FrequencyNull:
+    """The frequency-matched null of a KNN match (frequency_null).
+
+    bins: the (K,) bin of each compared token (0 the rarest); expected: (K,) each token's exact
+    expected overlap under the null; permuted: (P,) the mean overlap under each drawn
+    permutation; seed: of the draws."""
+
+    bins: np.ndarray
+    expected: np.ndarray
+    permuted: np.ndarray
+    seed: int
+
+    @property
+    def mean_overlap(self) -> float:
+        return float(self.expected.mean())
+
+    def interval(self, level: float = 0.95) -> tuple[float, float]:
+        """The central `level` range of the drawn permutations' mean overlaps."""
+        low, high = np.quantile(self.permuted, [(1 - level) / 2, (1 + level) / 2])
+        return float(low), float(high)
+
+    def p_value(self, observed: float) -> float:
+        """One-sided permutation p of a mean overlap at least `observed`: (1 + draws at or
+        above it) / (1 + draws)."""
+        return float((1 + (self.permuted >= observed - 1e-12).sum()) / (1 + len(self.permuted)))
+
+
+def frequency_null(near_in: np.ndarray, near_out: np.ndarray, counts: np.ndarray, *,
+                   bins: int = NULL_BINS, permutations: int = PERMUTATIONS,
+                   seed: int = 0) -> FrequencyNull:
+    """The KNN match of two neighbour lists (K, k) (indices into the K compared tokens, self
+    excluded) when the output space's tokens are permuted within frequency bins.
+
+    Bins: the K tokens sorted by `counts` (K,) (ties by position), cut into min(bins, K // 2)
+    groups of equal size (dhwt.analysis.frequency.frequency_groups: at least 2 tokens each). A
+    within-bin permutation pi relabels the output space: token i gets the output vector of
+    pi(i), so its output neighbours become pi^-1(N_out(pi(i))). Each space keeps its geometry
+    and every output neighbourhood keeps its frequency make-up (a frequent token's output
+    neighbours stay tokens of the same bins); only the identities within a bin are lost. The
+    overlap that survives this is what frequency explains; the observed overlap above it is
+    agreement of the tokens themselves.
+
+    expected: exact, not sampled. For j != i, (pi(i), pi(j)) is uniform over the ordered pairs
+    of distinct tokens of bin(i) x bin(j), so P(j in pi^-1(N_out(pi(i)))) =
+    C[bin(i), bin(j)] / D[bin(i), bin(j)], C[b, c] the number of (a, its output neighbour)
+    pairs with a in b and the neighbour in c, D[b, c] the number of those ordered pairs;
+    token i's expected overlap is the mean of that over j in N_in(i). permuted: the mean
+    overlap under each of `permutations` uniform within-bin permutations drawn by
+    numpy's default_rng(seed) (the spread and a p-value).
+
+    Examples:
+        >>> near = np.array([[1], [0], [3], [2]])  # two pairs, same lists in both spaces
+        >>> apart = frequency_null(near, near, np.array([1, 1, 2, 2]), bins=1)  # one bin
+        >>> apart.expected.round(4).tolist()  # random lists: 1 of 3 others
+        [0.3333, 0.3333, 0.3333, 0.3333]
+        >>> kept = frequency_null(near, near, np.array([1, 1, 2, 2]), bins=2)  # bins = pairs
+        >>> kept.expected.tolist()  # the pairs are the bins: frequency explains everything
+        [1.0, 1.0, 1.0, 1.0]
+    """
+    near_in, near_out = np.asarray(near_in, np.int64), np.asarray(near_out, np.int64)
+    n, k = near_in.shape
+    if isinstance(permutations, bool) or not isinstance(permutations, int) or permutations < 1:
+        raise DhwtError(f"permutations must be an integer >= 1, got {permutations!r}")
+    if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
+        raise DhwtError(f"null bins must be an integer >= 1, got {bins!r}")
+    groups = frequency_groups(np.asarray(counts), min(bins, max(n // 2, 1)))
+    bin_of = np.empty(n, np.int64)
+    for b, group in enumerate(groups):
+        bin_of[group] = b
+    m = len(groups)
+    size = np.bincount(bin_of, minlength=m).astype(np.float64)
+    pairs = np.zeros((m, m))
+    np.add.at(pairs, (np.repeat(bin_of, k), bin_of[near_out].ravel()), 1.0)
+    ordered = np.outer(size, size) - np.diag(size)
+    chance = np.divide(pairs, ordered, out=np.zeros_like(pairs), where=ordered > 0)
+    expected = chance[bin_of[:, None], bin_of[near_in]].mean(axis=1)
+    generator = np.random.default_rng(seed)
+    by_bin = np.lexsort((np.arange(n), bin_of))
+    permuted = np.empty(permutations)
+    for p in range(permutations):
+        pi = np.empty(n, np.int64)
+        pi[by_bin] = np.lexsort((generator.random(n), bin_of))
+        inverse = np.empty(n, np.int64)
+        inverse[pi] = np.arange(n)
+        relabelled = inverse[near_out[pi]]
+        hits = (near_in[:, :, None] == relabelled[:, None, :]).any(axis=2).sum()
+        permuted[p] = hits / (n * k)
+    return FrequencyNull(bin_of, expected, permuted, seed)
+
+
+@dataclass(frozen=True, eq=False)
 class Neighbourhoods:
     """KNN match between the input and the output spaces of the compared tokens.
 
     tokens (K,) token ids; dim the SVD dimension kept; input, output (K, dim) unit vectors;
     near_in, near_out their cosine neighbours (indices into tokens); match and chance
-    (norm-matched random directions, i.e. random ones under cosine) over the same tokens."""
+    (norm-matched random directions, i.e. random ones under cosine) over the same tokens;
+    frequency_null: the output space permuted within frequency bins (frequency_null)."""
 
     tokens: np.ndarray
     dim: int
@@ -431,12 +538,16 @@ class Neighbourhoods:
     near_out: Neighbours
     match: KnnMatch
     chance: KnnMatch
+    frequency_null: FrequencyNull
 
 
 def neighbourhoods(counts: Counts, *, dim: int, k: int | None = None, seed: int = 0,
-                   progress: bool | None = False) -> Neighbourhoods:
+                   progress: bool | None = False, null_bins: int = NULL_BINS,
+                   permutations: int = PERMUTATIONS) -> Neighbourhoods:
     """PPMI vectors of both sides (over all counts) reduced to `dim` by SVD, then exact cosine
-    k-NN of each and their KNN match with its chance level (default_rng(seed)). Compared are
+    k-NN of each and their KNN match with its chance level (default_rng(seed)) and its
+    frequency-matched null (frequency_null over the tokens' counts as predicted tokens,
+    `null_bins`, `permutations`, seed). Compared are
     the tokens with a non-zero PPMI profile on both sides (they occur as the last token of a
     context and as a predicted token, and some feature of each side is above chance: a zero
     row has no direction) whose reduced vectors are non-zero too. k None: choose_k's default
@@ -456,8 +567,10 @@ def neighbourhoods(counts: Counts, *, dim: int, k: int | None = None, seed: int 
     near_out = nearest_neighbours(x_out, k, "cos", progress=progress, name="output")
     chance = chance_baseline(x_in, x_out, k, "cos", generator=np.random.default_rng(seed),
                              progress=progress)
+    null = frequency_null(near_in.indices, near_out.indices, counts.token_counts[kept],
+                          bins=null_bins, permutations=permutations, seed=seed)
     return Neighbourhoods(kept, x_in.shape[1], x_in, x_out, near_in, near_out,
-                          match_neighbours(near_in, near_out, tokens=kept), chance)
+                          match_neighbours(near_in, near_out, tokens=kept), chance, null)
 
 
 def violating_pairs(found: Neighbourhoods, top: int,

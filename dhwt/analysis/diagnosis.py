@@ -12,14 +12,15 @@ with its interval costs a fraction of a second where the exact one would double 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from dhwt.analysis.knn import (Neighbours, choose_k, match_neighbours, nearest_neighbours,
                                norm_matched_random)
 from dhwt.analysis.frequency import check_counts, count_span, frequency_groups
-from dhwt.analysis.knn_sample import Estimate, mean_estimate, sample_queries, sampled_neighbours
+from dhwt.analysis.knn.sample import Estimate, mean_estimate, sample_queries, sampled_neighbours
 from dhwt.analysis.similarity import whole_space
 from dhwt.errors import DhwtError
 
@@ -76,6 +77,33 @@ class Diagnosis:
     @property
     def sampled(self) -> bool:
         return len(self.tokens) < self.n_tokens
+
+
+@dataclass(frozen=True)
+class Subject:
+    """One model diagnosed. diagnosis None: tied (tied_because says how it was recognised)."""
+
+    name: str
+    history: str
+    diagnosis: Diagnosis | None
+    reading: str
+    tied_because: str | None = None
+    residue: float | None = None
+
+
+@dataclass(frozen=True)
+class DiagnoseResult:
+    """Everything the report shows: where the matrices came from, the subjects, how tokens
+    print (token(i)), and notes on how the source was read."""
+
+    source: str
+    kind: str
+    description: str
+    shape: tuple[int, int, int]
+    subjects: tuple[Subject, ...]
+    token: Callable[[int], str] = field(repr=False)
+    notes: tuple[str, ...] = ()
+    counts_source: str | None = None
 
 
 def diagnose(e_in: np.ndarray, e_out: np.ndarray, *, k: int | None = None, metric: str = "ip",

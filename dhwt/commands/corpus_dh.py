@@ -67,6 +67,8 @@ class CorpusDhOptions:
     top: int = 10
     min_count: float | None = None
     seed: int = 0
+    null_bins: int = cdh.NULL_BINS
+    permutations: int = cdh.PERMUTATIONS
 
 
 @dataclass(frozen=True, eq=False)
@@ -86,7 +88,8 @@ def corpus_dh(options: CorpusDhOptions, *, progress: bool | None = None) -> Resu
         counts, source = _corpus_counts(options, progress)
         language = None
     found = cdh.neighbourhoods(counts, dim=options.dim, k=options.k, seed=options.seed,
-                               progress=progress)
+                               progress=progress, null_bins=options.null_bins,
+                               permutations=options.permutations)
     frequency = counts.token_counts
     min_count = options.min_count if options.min_count is not None else (
         0 if language is not None else MIN_COUNT)
@@ -124,10 +127,13 @@ def corpus_dh(options: CorpusDhOptions, *, progress: bool | None = None) -> Resu
         document["relations"] = relations.document
     per_token = [{"id": int(t), "token": counts.vocab[t], "count": float(frequency[t]),
                   "intersection": int(i), "overlap": float(o), "jaccard": float(j),
-                  "chance_intersection": int(c)}
-                 for t, i, o, j, c in zip(found.tokens, found.match.intersection,
-                                          found.match.overlap, found.match.jaccard,
-                                          found.chance.intersection)]
+                  "chance_intersection": int(c), "frequency_bin": int(b) + 1,
+                  "frequency_null_overlap": float(e)}
+                 for t, i, o, j, c, b, e in zip(found.tokens, found.match.intersection,
+                                                found.match.overlap, found.match.jaccard,
+                                                found.chance.intersection,
+                                                found.frequency_null.bins,
+                                                found.frequency_null.expected)]
     return Result(document, per_token)
 
 
@@ -155,6 +161,8 @@ def _check(options: CorpusDhOptions) -> None:
     _integer(options.buckets, "buckets", 1)
     _integer(options.top, "top", 1)
     _integer(options.seed, "seed", 0)
+    _integer(options.null_bins, "null bins", 1)
+    _integer(options.permutations, "permutations", 1)
     if options.samples is not None:
         _integer(options.samples, "samples", 1)
     if options.k is not None:
@@ -184,8 +192,7 @@ def parse_order(text: str) -> int | str:
 
 def _grammar_counts(options: CorpusDhOptions):  # noqa: ANN202 (Counts, dict, Language)
     from dhwt.languages import load_language
-    from dhwt.languages.enumeration import symbol_strings
-    from dhwt.languages.language import EOS
+    from dhwt.languages.language import EOS, symbol_strings
     from dhwt.languages.spec import parse_assignments
 
     overrides = parse_assignments(options.assignments)
@@ -257,14 +264,37 @@ def _match_summary(found: cdh.Neighbourhoods, seed: int) -> dict:
             "expected_chance_overlap": k / (n - 1),
             "chance": f"one draw of random directions (default_rng({seed})); the expectation "
                       "under cosine is k / (tokens - 1)",
-            "intersection_histogram": histogram.tolist()}
+            "intersection_histogram": histogram.tolist(),
+            "frequency_null": _null_summary(found)}
+
+
+def _null_summary(found: cdh.Neighbourhoods) -> dict:
+    null, observed = found.frequency_null, found.match.mean_overlap
+    sizes = np.bincount(null.bins)
+    low, high = null.interval()
+    return {"overlap": null.mean_overlap, "excess_overlap": observed - null.mean_overlap,
+            "interval_95": [low, high], "p_value": null.p_value(observed),
+            "permutations": len(null.permuted), "seed": null.seed, "bins": len(sizes),
+            "bin_tokens": [int(sizes.min()), int(sizes.max())],
+            "definition": "the output space relabelled by a uniform permutation of the tokens "
+                          "within frequency bins (compared tokens sorted by count, ties by id, "
+                          "cut into equal-size bins): keeps each space's geometry and the "
+                          "frequency make-up of every neighbourhood, loses which token of a "
+                          "bin is which",
+            "overlap_is": "exact expectation over all within-bin permutations",
+            "interval_95_is": "central 95% of the mean overlap over the drawn permutations "
+                              f"(default_rng({null.seed}))",
+            "p_value_is": "one-sided: (1 + draws with mean overlap >= observed) / "
+                          "(1 + draws)"}
 
 
 def _buckets(found: cdh.Neighbourhoods, frequency: np.ndarray, buckets: int) -> list[dict]:
     rows = frequency_buckets(frequency[found.tokens],
-                                 [found.match.overlap, found.chance.overlap], buckets)
+                             [found.match.overlap, found.chance.overlap,
+                              found.frequency_null.expected], buckets)
     return [{**{key: r[key] for key in ("bucket", "tokens", "count_min", "count_max")},
-             "mean_overlap": r["means"][0], "chance_overlap": r["means"][1]} for r in rows]
+             "mean_overlap": r["means"][0], "chance_overlap": r["means"][1],
+             "frequency_null_overlap": r["means"][2]} for r in rows]
 
 
 @dataclass(frozen=True, eq=False)
@@ -332,6 +362,7 @@ def format_report(document: dict) -> str:
     """The readable text report of a corpus_dh document."""
     source, tokens = document["source"], document["tokens"]
     knn = document["input_output_knn_overlap"]
+    null = knn["frequency_null"]
     grammar = "grammar" in source
     show = str if grammar else repr
     if grammar:
@@ -356,16 +387,22 @@ def format_report(document: dict) -> str:
         f"KNN match of input vs output neighbourhoods, k = {knn['k']} (self excluded):",
         f"  overlap {knn['mean_overlap']:.4f}  chance {knn['chance_overlap']:.4f} (expected "
         f"{knn['expected_chance_overlap']:.4f})  excess {knn['excess_overlap']:+.4f}",
+        f"  frequency-matched null {null['overlap']:.4f} (95% of {null['permutations']:,} "
+        f"permutations {null['interval_95'][0]:.4f}-{null['interval_95'][1]:.4f})  excess "
+        f"{null['excess_overlap']:+.4f}  p {null['p_value']:.3g}",
+        f"    (the output space's tokens permuted within {null['bins']} frequency bins of "
+        f"{_span(null['bin_tokens'])}, seed {null['seed']})",
         f"  jaccard {knn['mean_jaccard']:.4f}  chance {knn['chance_jaccard']:.4f}",
         "  tokens by shared neighbours: " + ", ".join(
             f"{i}: {n:,}" for i, n in enumerate(knn["intersection_histogram"])),
         "by frequency (equal-size buckets of tokens sorted by count, rarest first):",
-        "  bucket  tokens   count range        overlap  chance",
+        "  bucket  tokens   count range        overlap  chance   frequency null",
     ]
     for b in document["frequency_buckets"]:
         span = count_span(b["count_min"], b["count_max"], _count)
         lines.append(f"  {b['bucket']:<6d}  {b['tokens']:<7,d}  {span:<17s}  "
-                     f"{b['mean_overlap']:.4f}   {b['chance_overlap']:.4f}")
+                     f"{b['mean_overlap']:.4f}   {b['chance_overlap']:.4f}   "
+                     f"{b['frequency_null_overlap']:.4f}")
     least = _count(document["dh_violating_pairs_min_count"])
     if "relations" in document:
         lines.append(f"most DH-violating pairs (by the {document['dh_violating_pairs_ranked_by']}"
@@ -391,6 +428,12 @@ def format_report(document: dict) -> str:
 def _count(x: float) -> str:
     """A count: whole numbers with thousands separators, expected counts (fractions) by :g."""
     return f"{int(x):,}" if float(x).is_integer() else f"{x:g}"
+
+
+def _span(sizes: list[int]) -> str:
+    """'7 tokens' or '7-8 tokens'."""
+    low, high = sizes
+    return f"{low:,} tokens" if low == high else f"{low:,}-{high:,} tokens"
 
 
 def _signed(x: float) -> str:
@@ -485,11 +528,14 @@ def _figure(document: dict, path: Path) -> None:
     x = np.arange(len(buckets))
     fig = new_figure(6, 3.5)
     ax = fig.subplots()
-    ax.bar(x - 0.2, [b["mean_overlap"] for b in buckets], 0.4, label="input vs output")
-    ax.bar(x + 0.2, [b["chance_overlap"] for b in buckets], 0.4, label="chance", color="0.7")
+    ax.bar(x - 0.27, [b["mean_overlap"] for b in buckets], 0.27, label="input vs output")
+    ax.bar(x, [b["frequency_null_overlap"] for b in buckets], 0.27,
+           label="frequency-matched null", color="0.45")
+    ax.bar(x + 0.27, [b["chance_overlap"] for b in buckets], 0.27, label="chance",
+           color="0.75")
     ax.set_xticks(x, [count_span(b["count_min"], b["count_max"], _count) for b in buckets],
                   rotation=30, fontsize=8)
-    ax.set_xlabel("token count (equal-size buckets)")
+    ax.set_xlabel("token count (equal-size buckets unless one count repeats)")
     ax.set_ylabel(f"mean overlap, k = {document['input_output_knn_overlap']['k']}")
     ax.set_ylim(0, 1)
     ax.grid(alpha=0.3, axis="y")

@@ -8,13 +8,12 @@ output are one matrix.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from dhwt.analysis.diagnosis import CHANCE_QUERIES, Diagnosis, diagnose
+from dhwt.analysis.diagnosis import CHANCE_QUERIES, DiagnoseResult, Diagnosis, Subject, diagnose
 from dhwt.analysis.frequency import check_counts
 from dhwt.analysis.knn import check_k
 from dhwt.analysis.matrices import read_weights
@@ -49,33 +48,6 @@ class DiagnoseOptions:
     corpus: str | None = None
     top: int = 10
     device: str = "cpu"
-
-
-@dataclass(frozen=True)
-class Subject:
-    """One model diagnosed. diagnosis None: tied (tied_because says how it was recognised)."""
-
-    name: str
-    history: str
-    diagnosis: Diagnosis | None
-    reading: str
-    tied_because: str | None = None
-    residue: float | None = None
-
-
-@dataclass(frozen=True)
-class DiagnoseResult:
-    """Everything the report shows: where the matrices came from, the subjects, how tokens
-    print (token(i)), and notes on how the source was read."""
-
-    source: str
-    kind: str
-    description: str
-    shape: tuple[int, int, int]
-    subjects: tuple[Subject, ...]
-    token: Callable[[int], str] = field(repr=False)
-    notes: tuple[str, ...] = ()
-    counts_source: str | None = None
 
 
 def diagnose_path(path: str, options: DiagnoseOptions) -> DiagnoseResult:

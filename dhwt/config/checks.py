@@ -93,6 +93,31 @@ def check_choice(name: str, value: object, allowed: tuple[str, ...]) -> None:
         raise DhwtError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
 
 
+def check_groups(name: str, value: object) -> list[list[str]]:
+    """`value` as a list of groups of two or more distinct symbols, no symbol in two groups.
+
+    >>> check_groups("symmetric_init", [["0a", "0b"], ("1a", "1b")])
+    [['0a', '0b'], ['1a', '1b']]
+    >>> check_groups("symmetric_init", [["0a", "0b"], ["0b", "1a"]])
+    Traceback (most recent call last):
+      ...
+    dhwt.errors.DhwtError: symmetric_init names '0b' twice
+    """
+    shape = f"{name} must be a list of groups of two or more symbols, e.g. [[\"0a\", \"0b\"]], got "
+    if not isinstance(value, (list, tuple)):
+        raise DhwtError(shape + repr(value))
+    groups = []
+    for group in value:
+        if (not isinstance(group, (list, tuple)) or len(group) < 2
+                or not all(isinstance(s, str) and s for s in group)):
+            raise DhwtError(shape + repr(value))
+        groups.append(list(group))
+    twice = [s for s, n in Counter(s for g in groups for s in g).items() if n > 1]
+    if twice:
+        raise DhwtError(f"{name} names {twice[0]!r} twice")
+    return groups
+
+
 def check_bool(name: str, value: object) -> None:
     if not isinstance(value, bool):
         raise DhwtError(f"{name} must be true or false, got {value!r}")

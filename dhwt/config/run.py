@@ -2,9 +2,9 @@
 
     data        what the run learns: a grammar, a dataset or a text corpus, objective, splits
     model       dhwt.models.ModelConfig itself (its vocab_size and max_len come from the task)
-    members     seeds and what members share (vary, init_from, redraw, freeze)
+    members     seeds and what members share (vary, init_from, redraw, freeze, symmetric_init)
     tying       the tie schedule, parsed (a TieSchedule, written in its canonical form)
-    optim       steps, batch, AdamW and the lr schedule
+    optim       steps, batch, the optimizer (AdamW or SGD) and the lr schedule
     record      how often the run evaluates, snapshots and checkpoints; TensorBoard logging
     placement   where it computes: device and CPU threads
 
@@ -38,7 +38,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from dhwt.config.checks import (check_bool, check_choice, check_float, check_int,
+from dhwt.config.checks import (check_bool, check_choice, check_float, check_groups, check_int,
                                 format_seeds, parse_seeds, split_init_from)
 from dhwt.config.device import check_device
 from dhwt.config.schedule import TieSchedule
@@ -58,6 +58,7 @@ FULL_BATCH = "full"
 VARY = ("all", "embeddings")
 REDRAW = ("both", "input", "output")
 FREEZE = ("none", "non-embedding", "loaded")
+OPTIMIZERS = ("adamw", "sgd")
 # Fields that say where a run computes or logs, not what: a resume may change them
 # (dhwt.config.device; tensorboard only adds a view of metrics.jsonl). threads stays: another
 # thread count may sum floats in another order.
@@ -212,7 +213,10 @@ class MembersConfig:
     checkpoint (newest, or the one of STEP) and re-draws `redraw` ("input", "output" or "both"
     embedding matrices) from each member's own seed; the rest is the checkpoint's. `freeze`:
     "none", "non-embedding" (only the embedding matrices train) or "loaded" (only the re-drawn
-    matrices train; needs init_from). Frozen weights get no gradient and no optimizer state."""
+    matrices train; needs init_from). Frozen weights get no gradient and no optimizer state.
+    `symmetric_init`: groups of symbols (e.g. [["0a", "0b"]]) whose input rows start equal in
+    every member: each symbol of a group starts with its group's first symbol's row (proofs/T3
+    (a), (b) start from e1 = e2); a tied member's matrix is its output matrix too."""
 
     seeds: list[int] = field(default_factory=lambda: [42])
     vary: str = "all"
@@ -220,9 +224,12 @@ class MembersConfig:
     init_member: int = 0
     redraw: str = "both"
     freeze: str = "none"
+    symmetric_init: list[list[str]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "seeds", parse_seeds(self.seeds))
+        object.__setattr__(self, "symmetric_init", check_groups("symmetric_init",
+                                                               self.symmetric_init))
         check_choice("vary", self.vary, VARY)
         check_choice("redraw", self.redraw, REDRAW)
         check_choice("freeze", self.freeze, FREEZE)
@@ -252,7 +259,10 @@ class TyingConfig:
 @dataclass(frozen=True)
 class OptimConfig:
     """`steps` optimizer updates ("step N" means "after N updates"); `batch_size` strings (or
-    windows) per member per step, None for the full batch; AdamW; the lr schedule (dhwt.training.lr):
+    windows) per member per step, None for the full batch; `optimizer` "adamw" (betas, eps and
+    decoupled weight decay) or "sgd" (plain gradient descent: no momentum, betas and eps unused;
+    its weight decay, added to the gradient, multiplies every weight by 1 - lr * weight_decay
+    per step as AdamW's does); the lr schedule (dhwt.training.lr):
     `warmup_steps` of linear warmup, then "constant", "cosine" (one decay from lr to lr_min over
     the remaining steps) or "periodic-cosine" (torch's CosineAnnealingLR with T_max = lr_period,
     eta_min = lr_min, stepped every step: the paper's schedule). `grad_clip`: each member's
@@ -260,6 +270,7 @@ class OptimConfig:
 
     steps: int = 10_000
     batch_size: int | None = None
+    optimizer: str = "adamw"
     lr: float = 5e-4
     beta1: float = 0.9
     beta2: float = 0.999
@@ -275,6 +286,7 @@ class OptimConfig:
         if self.batch_size == FULL_BATCH:
             object.__setattr__(self, "batch_size", None)
         check_choice("lr_schedule", self.lr_schedule, LR_SCHEDULES)
+        check_choice("optimizer", self.optimizer, OPTIMIZERS)
         for name in ("steps", "lr_period"):
             check_int(name, getattr(self, name), low=1)
         if self.batch_size is not None:

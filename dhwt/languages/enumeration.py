@@ -1,21 +1,17 @@
-"""Exact enumeration of a language's strings, and the limit that keeps it affordable.
+"""The pieces of exact enumeration (padding, integer keys of string rows), and the limit that
+keeps it affordable.
 
 Every language here has finite support, so its ground truth is computed exactly by listing every
-symbol-level string with its probability. The work of the semantic-equivalence check grows like
+symbol-level string with its probability (dhwt.languages.language.symbol_strings). The work of the semantic-equivalence check grows like
 the number of (context, position) pairs, bounded by the sum over symbol strings of length^2;
 specs above MAX_WORK are refused before anything is enumerated.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from dhwt.errors import DhwtError
-
-if TYPE_CHECKING:
-    from dhwt.languages.language import Language
 
 #: Largest sum over symbol strings of length^2 (context positions to check) that is enumerated.
 #: EXor with N bits and the paper's 2+2 variants needs 4^N (N+1)^2: N=9 (26M) fits, N=10 does not.
@@ -64,49 +60,3 @@ def key_weights(width: int, n_ids: int) -> np.ndarray | None:
     if base**width >= 2**63:
         return None
     return base ** np.arange(width - 1, -1, -1, dtype=np.int64)
-
-
-def symbol_strings(language: Language) -> tuple[np.ndarray, np.ndarray]:
-    """Every symbol-level string of the language with its probability.
-
-    Returns (rows (n, L) int32 symbol ids with PAD past the end, probs (n,) float64 summing to 1).
-    P(x) = P(class string of x) * prod_i q(x_i | class_i), each class string expanded into all
-    combinations of its variants, one position at a time (vectorised over strings).
-    """
-    classes = language.strings
-    n_variants = np.array([len(c.variants) for c in language.classes])
-    offsets = np.cumsum(n_variants) - n_variants
-    variant_probs = np.array([p for c in language.classes for p in c.probs])
-    rows = np.full(classes.shape, PAD, dtype=np.int32)
-    probs = language.probs.astype(np.float64)
-    for j in range(classes.shape[1]):
-        cls = classes[:, j]
-        real = cls != PAD
-        counts = np.where(real, n_variants[np.where(real, cls, 0)], 1)
-        keep = np.repeat(np.arange(len(cls)), counts)
-        within = group_arange(counts)
-        classes, rows, probs, real = classes[keep], rows[keep], probs[keep], real[keep]
-        symbols = offsets[classes[real, j]] + within[real]
-        rows[real, j] = symbols
-        probs[real] *= variant_probs[symbols]
-    check_representable(probs)
-    return rows, probs
-
-
-def check_representable(probs: np.ndarray) -> None:
-    """Refuse strings whose probability, a product of the spec's probabilities, underflows
-    float64 to 0: their conditionals would be 0 / 0.
-
-    Examples:
-        >>> check_representable(np.array([1e-200 * 1e-200, 1.0]))
-        Traceback (most recent call last):
-          ...
-        dhwt.errors.DhwtError: 1 of the 2 symbol strings has a probability below float64's ...
-    """
-    lost = int((probs <= 0).sum())
-    if lost:
-        raise DhwtError(
-            f"{lost:,} of the {len(probs):,} symbol strings {'has' if lost == 1 else 'have'} a "
-            f"probability below float64's smallest ({np.finfo(np.float64).smallest_subnormal:.3g})"
-            ", a product of the spec's probabilities; exact ground truth needs every string's "
-            "probability: raise the smallest probabilities of the spec")

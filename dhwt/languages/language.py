@@ -18,7 +18,7 @@ from dhwt.errors import DhwtError
 from dhwt.languages import automaton, parity
 from dhwt.languages.checks import need_str
 from dhwt.languages.classes import SymbolClass, check_symbols
-from dhwt.languages.enumeration import PAD
+from dhwt.languages.enumeration import PAD, group_arange
 from dhwt.languages.spec import apply_overrides, read_spec
 
 FAMILIES = {"parity": parity.build, "automaton": automaton.build}
@@ -85,6 +85,52 @@ class Language:
     def string_text(self, i: int) -> str:
         """Class string i as text, e.g. '0 1 1 EVEN'."""
         return " ".join(self.classes[c].name for c in self.strings[i] if c != PAD)
+
+
+def symbol_strings(language: Language) -> tuple[np.ndarray, np.ndarray]:
+    """Every symbol-level string of the language with its probability.
+
+    Returns (rows (n, L) int32 symbol ids with PAD past the end, probs (n,) float64 summing to 1).
+    P(x) = P(class string of x) * prod_i q(x_i | class_i), each class string expanded into all
+    combinations of its variants, one position at a time (vectorised over strings).
+    """
+    classes = language.strings
+    n_variants = np.array([len(c.variants) for c in language.classes])
+    offsets = np.cumsum(n_variants) - n_variants
+    variant_probs = np.array([p for c in language.classes for p in c.probs])
+    rows = np.full(classes.shape, PAD, dtype=np.int32)
+    probs = language.probs.astype(np.float64)
+    for j in range(classes.shape[1]):
+        cls = classes[:, j]
+        real = cls != PAD
+        counts = np.where(real, n_variants[np.where(real, cls, 0)], 1)
+        keep = np.repeat(np.arange(len(cls)), counts)
+        within = group_arange(counts)
+        classes, rows, probs, real = classes[keep], rows[keep], probs[keep], real[keep]
+        symbols = offsets[classes[real, j]] + within[real]
+        rows[real, j] = symbols
+        probs[real] *= variant_probs[symbols]
+    check_representable(probs)
+    return rows, probs
+
+
+def check_representable(probs: np.ndarray) -> None:
+    """Refuse strings whose probability, a product of the spec's probabilities, underflows
+    float64 to 0: their conditionals would be 0 / 0.
+
+    Examples:
+        >>> check_representable(np.array([1e-200 * 1e-200, 1.0]))
+        Traceback (most recent call last):
+          ...
+        dhwt.errors.DhwtError: 1 of the 2 symbol strings has a probability below float64's ...
+    """
+    lost = int((probs <= 0).sum())
+    if lost:
+        raise DhwtError(
+            f"{lost:,} of the {len(probs):,} symbol strings {'has' if lost == 1 else 'have'} a "
+            f"probability below float64's smallest ({np.finfo(np.float64).smallest_subnormal:.3g})"
+            ", a product of the spec's probabilities; exact ground truth needs every string's "
+            "probability: raise the smallest probabilities of the spec")
 
 
 def check_objective(objective: str) -> str:

@@ -7,8 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from dhwt.errors import counted
-from dhwt.languages.enumeration import symbol_strings
-from dhwt.languages.language import OBJECTIVES, Language
+from dhwt.languages.language import OBJECTIVES, Language, symbol_strings
 from dhwt.languages.splits import SPLITS
 from dhwt.languages.truth import GroundTruth, PairRelation, bayes_optimum
 

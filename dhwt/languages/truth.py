@@ -24,7 +24,7 @@ import networkx as nx
 import numpy as np
 
 from dhwt.errors import DhwtError, brief
-from dhwt.languages.enumeration import PAD, key_weights, row_keys, symbol_strings
+from dhwt.languages.enumeration import PAD, key_weights, row_keys
 from dhwt.languages.language import (
     BOS,
     EOS,
@@ -32,6 +32,7 @@ from dhwt.languages.language import (
     PAD_TOKEN,
     Language,
     check_objective,
+    symbol_strings,
 )
 
 #: Two probabilities closer than this are equal (relations are exact up to float error).

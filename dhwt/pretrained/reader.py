@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dhwt.analysis.knn import check_matrix
+from dhwt.checks import check_matrix
 from dhwt.errors import DhwtError, reason, shorten
 from dhwt.pretrained.layouts import find_layout
 

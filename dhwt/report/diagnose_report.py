@@ -9,10 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
-from dhwt.analysis.diagnosis import Diagnosis
+from dhwt.analysis.diagnosis import DiagnoseResult, Diagnosis, Subject
 from dhwt.analysis.knn_curves import excess_over_chance
-from dhwt.analysis.knn_sample import Estimate
-from dhwt.commands.diagnose import DiagnoseResult, Subject
+from dhwt.analysis.knn.sample import Estimate
 from dhwt.directories import atomic_write_bytes, replace_report
 from dhwt.report.document import write_report
 from dhwt.report.dh_reading import EXCESS_AGREE, EXCESS_PARTLY
@@ -83,7 +82,7 @@ def _markdown(result: DiagnoseResult, top: int, figure: bool) -> list[str]:
               "same measure on norm-matched random stand-ins (each row's norm kept, direction "
               "random), estimated from sampled queries. Intervals are 95% Student-t over the "
               "tokens (with the finite-population correction; exact when every token is a "
-              "query). The words follow the overlap's share of the way from chance to "
+              "query), clipped to [0, 1], where an overlap lies. The words follow the overlap's share of the way from chance to "
               f"identity (>= {EXCESS_AGREE}: agree, >= {EXCESS_PARTLY}: partly): a description, "
               "not a verdict. What the overlap implies for DH and tying is stated only as far as "
               "the calibration on synthetic languages supports it (experiments/dh_calibration: "
@@ -198,7 +197,8 @@ def _figure(subjects: list[Subject], path: Path) -> None:
             ax.errorbar(x, mean, yerr=np.where(np.isfinite(err), err, 0), marker="o", capsize=3,
                         label=s.name)
             ax.set_xticks(x, [b.label for b in bs], rotation=30, fontsize=7)
-        ax.set_xlabel("token count (equal-size groups of the tokens seen)")
+        ax.set_xlabel("token count (groups of the tokens seen, equal-size unless one count "
+                      "repeats)")
         ax.set_ylabel("mean overlap (95% CI)")
         ax.grid(alpha=0.3)
     save(fig, path)

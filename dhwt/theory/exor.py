@@ -30,6 +30,7 @@ import torch
 from dhwt.errors import DhwtError
 from dhwt.theory import softmax_regression as sr
 from dhwt.theory.check import Outcome, verdict
+from dhwt.theory.population import Contexts, contexts, masked, one_thread, population_loss
 from dhwt.theory.t4_tying_conflict import bernoulli_kl, merge_price
 
 N_BITS = 4
@@ -40,58 +41,12 @@ TRAINING = dict(d_model=16, d_ff=16, n_layers=2, n_heads=4, steps=3000, lr=1e-2,
                 lr_schedule="cosine", batch_size=None, threads=1)
 
 
-class one_thread:
-    """Run tiny-model torch work on one thread (faster, kinder to a busy machine); restore after."""
-
-    def __enter__(self) -> None:
-        self.threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-
-    def __exit__(self, *exc: object) -> None:
-        torch.set_num_threads(self.threads)
-
-
-@dataclass(frozen=True)
-class Contexts:
-    """The exact masked-LM population: inputs (1, n, L), masked positions (n,), P(r) (n,),
-    p(.|r) (n, V) in float64, and the GroundTruth they came from."""
-
-    truth: object
-    inputs: torch.Tensor
-    positions: torch.Tensor
-    probs: torch.Tensor
-    conditionals: torch.Tensor
-
-    def index(self, token: str) -> int:
-        return self.truth.vocab.index(token)
-
-
 @lru_cache(maxsize=2)
 def exor_contexts(n_bits: int = N_BITS) -> Contexts:
     """Every masked context of EXor with `n_bits` bits, its exact probability and conditional."""
     from dhwt.languages import compute_truth, load_language
 
     return contexts(compute_truth(load_language("parity", {"n_bits": n_bits}), "mlm"))
-
-
-def contexts(truth) -> Contexts:
-    """The masked-LM population of a GroundTruth (of any masked-LM language) as Contexts."""
-    return Contexts(truth, torch.from_numpy(truth.inputs).long()[None],
-                    torch.from_numpy(truth.positions).long(),
-                    torch.from_numpy(truth.context_probs).double(),
-                    torch.from_numpy(truth.conditionals).double())
-
-
-def masked(values: torch.Tensor, ctx: Contexts) -> torch.Tensor:
-    """values (S, n, L, ...) -> (S, n, ...) at each context's masked position."""
-    return values[:, torch.arange(len(ctx.positions)), ctx.positions]
-
-
-def population_loss(model: torch.nn.Module, ctx: Contexts) -> torch.Tensor:
-    """(S,) sum_r P(r) CE(p(.|r), q(.|r)): the exact expected masked-LM loss, soft targets."""
-    inputs = ctx.inputs.expand(model.members, -1, -1)
-    log_q = torch.log_softmax(masked(model(inputs), ctx), dim=-1)
-    return -(ctx.probs[None, :, None] * ctx.conditionals[None] * log_q).sum(dim=(1, 2))
 
 
 def hidden_states(model: torch.nn.Module, ctx: Contexts) -> torch.Tensor:

@@ -133,7 +133,7 @@ def population_arm(truth: Any, rows: str, bias: bool, causal: bool = False,
     exact population by AdamW: `rows` "free" or "merged" (MergedPair), with an output bias or
     not. Returns the model, each member's excess and its pair's row distance (0 when merged)."""
     from dhwt.models import ModelConfig, build_model
-    from dhwt.theory.exor import contexts, one_thread, population_loss
+    from dhwt.theory.population import contexts, one_thread, population_loss
 
     ctx = contexts(truth)
     config = ModelConfig(vocab_size=len(truth.vocab), max_len=truth.inputs.shape[1],
@@ -178,7 +178,7 @@ def construction_gap(model: MergedPair, truth: Any, twin: Any, shares: dict[str,
     """T5 (e)'s construction on a trained merged + bias model: its bias on the pair replaced by
     b_s + log(shares[token]), b_s = logsumexp of the pair's biases, against its network on the
     twin with bias b_s on s. Returns max over members |excess on the language - on the twin|."""
-    from dhwt.theory.exor import contexts, population_loss
+    from dhwt.theory.population import contexts, population_loss
 
     b = model.bias.detach()
     i, j = truth.vocab.index("s1"), truth.vocab.index("s2")

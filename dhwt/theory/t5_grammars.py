@@ -24,8 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from dhwt.languages import compute_truth, load_language
-from dhwt.languages.enumeration import PAD, symbol_strings
-from dhwt.languages.language import Language, language_from_spec
+from dhwt.languages.enumeration import PAD
+from dhwt.languages.language import Language, language_from_spec, symbol_strings
 from dhwt.languages.spec import builtin_names
 from dhwt.languages.truth import GroundTruth
 from dhwt.theory.check import Outcome, verdict
@@ -70,7 +70,7 @@ def ratio_spread(truth: GroundTruth, first: str, second: str) -> float:
 
 def swap_scaled(rows: np.ndarray, probs: np.ndarray, a: int, b: int) -> bool:
     """(b ⇐)'s hypothesis for symbols a, b over the symbol strings `rows` (probabilities
-    `probs`, dhwt.languages.enumeration.symbol_strings): for each length n and position i,
+    `probs`, dhwt.languages.language.symbol_strings): for each length n and position i,
     P(x) = kappa_{n,i} P(tau_i x) for every string x with a at i (both sides zero or both
     positive)."""
     table = {row.tobytes(): prob for row, prob in zip(rows, probs) if prob > 0}

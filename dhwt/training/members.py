@@ -1,11 +1,14 @@
 """What the members of an ensemble share and what they draw themselves (TrainConfig.members.vary,
-init_from, redraw, freeze), applied to a freshly built model before its first update.
+init_from, redraw, freeze, symmetric_init), applied to a freshly built model before its first
+update.
 
 The model arrives with member i drawn entirely from seeds[i] (dhwt.models.init). Then:
 - vary = "embeddings": every member takes member 0's non-embedding weights (and, in the trainer,
   seeds[0]'s data order and dropout masks); its input and untied output embeddings stay its own.
 - init_from: every member takes member `init_member` of the source checkpoint, except the
   embedding matrices named by `redraw`, which keep their draw from the member's own seed.
+- symmetric_init: in every member, each symbol of a group takes the input row of the group's
+  first symbol (after init_from), so the group's input rows start equal.
 - freeze: the chosen weights stop requiring gradients, so they get no gradient and the trainer
   gives them no optimizer state.
 "Embedding" means the input matrix and the untied output matrix; positions, norms and the output
@@ -14,11 +17,12 @@ bias belong to the body.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 
-from dhwt.errors import DhwtError
+from dhwt.errors import DhwtError, brief
 from dhwt.models.base import EnsembleLM
 from dhwt.runs import layout
 from dhwt.runs.checkpoints import checkpoint_path, latest_checkpoint, load_checkpoint
@@ -35,8 +39,9 @@ def redrawn_names(redraw: str) -> tuple[str, ...]:
     return {"both": EMBEDDINGS, "input": (INPUT,), "output": (OUTPUT,)}[redraw]
 
 
-def prepare_members(model: EnsembleLM, config: TrainConfig) -> None:
-    """Apply config.members.vary, init_from and freeze to a freshly built `model` (see the module doc)."""
+def prepare_members(model: EnsembleLM, config: TrainConfig, vocab: Sequence[str]) -> None:
+    """Apply config.members.vary, init_from, symmetric_init and freeze to a freshly built `model`
+    of the task whose symbols are `vocab` (see the module doc)."""
     if config.members.init_from is not None:
         source = source_weights(config.members.init_from, config.members.init_member)
         keep = set(redrawn_names(config.members.redraw))
@@ -45,6 +50,8 @@ def prepare_members(model: EnsembleLM, config: TrainConfig) -> None:
         state = model.state_dict()
         _share(model, {name: value[0].clone() for name, value in state.items()},
                skip=set(EMBEDDINGS))
+    if config.members.symmetric_init:
+        _equalise(model, config.members.symmetric_init, vocab)
     if config.members.vary == "embeddings":
         model.set_rng_state(model.rng_state()[:1].expand(model.members, -1))
     trainable = {"none": None, "non-embedding": set(EMBEDDINGS),
@@ -88,3 +95,17 @@ def _share(model: EnsembleLM, weights: dict[str, torch.Tensor], skip: set[str]) 
                 raise DhwtError(f"init_from: the source has {got} for {name}, this model needs "
                                 f"{tuple(target.shape[1:])} (same architecture and vocabulary?)")
             target.copy_(weights[name].expand_as(target))
+
+
+def _equalise(model: EnsembleLM, groups: list[list[str]], vocab: Sequence[str]) -> None:
+    """Give every symbol of each group its group's first symbol's input row, in every member."""
+    index = {symbol: i for i, symbol in enumerate(vocab)}
+    for symbol in (s for group in groups for s in group):
+        if symbol not in index:
+            raise DhwtError(f"symmetric_init names {symbol!r}, which is not a symbol of the "
+                            f"task (its symbols: {brief(vocab)})")
+    weight = model.embeddings.input_weight
+    with torch.no_grad():
+        for first, *rest in groups:
+            for symbol in rest:
+                weight[:, index[symbol]] = weight[:, index[first]]

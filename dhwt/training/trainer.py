@@ -21,7 +21,7 @@ metrics.jsonl: per evaluated step, one line per member and split with step, memb
 seed, split ("train" and "valid": the task's fixed evaluation batches over every string and
 loss position; "test" likewise, at the last step only; "train_fresh": a new training batch from
 the member's draw stream; "population", where record.population_every asks for it: the exact
-fit over every context of the language, dhwt.analysis.population), loss
+fit over every context of the language, dhwt.models.population), loss
 (sum of weights * CE), accuracy (sum of weights * [argmax == target]), lr (the lr of the next
 update, lr_at(step)), tied, and gap (||E_in - E_out||^2 of the member). With record.tensorboard,
 the same writer logs those numbers as TensorBoard scalars in RUN_DIR/tensorboard
@@ -78,13 +78,13 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from dhwt.analysis.population import population_fit
 from dhwt.config.run import TrainConfig
 from dhwt.directories import atomic_write_bytes
 from dhwt.errors import DhwtError, Interrupted
 from dhwt.languages import Batch, Task
 from dhwt.models import ModelConfig, build_model
 from dhwt.models.init import member_generator
+from dhwt.models.population import population_fit
 from dhwt.runs import layout
 from dhwt.runs.checkpoints import (checkpoint_path, checkpoint_step, common_step,
                                    latest_checkpoint, remove_stray_temporaries, save_checkpoint)
@@ -153,7 +153,7 @@ class Trainer:
         try:
             self.model = build_model(model, self.seeds, tied=[
                 r.config.tying.tie_schedule.initial_tied for r in self.runs for _ in r.rows])
-            prepare_members(self.model, config)
+            prepare_members(self.model, config, task.vocab)
             self.model.to(self.device)  # weights drawn on the CPU: the same on every device
         except RuntimeError as exc:
             reason = allocation_failure(exc)
@@ -438,11 +438,16 @@ class Trainer:
                             "checkpoint of a common step; resume each on its own")
         return step
 
-    def _optimizer(self, groups: list[list[torch.nn.Parameter]]) -> torch.optim.AdamW:
-        """AdamW, multi-tensor (foreach) on every device: on the CPU torch's default is one
-        parameter at a time, whose per-op overhead is a fifth of an EXor step (bench_ensemble)."""
+    def _optimizer(self, groups: list[list[torch.nn.Parameter]]) -> torch.optim.Optimizer:
+        """AdamW or plain SGD (config.optim.optimizer), multi-tensor (foreach) on every device: on
+        the CPU torch's default is one parameter at a time, whose per-op overhead is a fifth of
+        an EXor step (bench_ensemble)."""
         c = self.config
-        return torch.optim.AdamW([{"params": g} for g in groups], lr=c.optim.lr, foreach=True,
+        params = [{"params": g} for g in groups]
+        if c.optim.optimizer == "sgd":
+            return torch.optim.SGD(params, lr=c.optim.lr, weight_decay=c.optim.weight_decay,
+                                   foreach=True)
+        return torch.optim.AdamW(params, lr=c.optim.lr, foreach=True,
                                  betas=(c.optim.beta1, c.optim.beta2), eps=c.optim.eps, weight_decay=c.optim.weight_decay)
 
 

@@ -24,9 +24,9 @@ from pathlib import Path
 
 import torch
 
-from dhwt.analysis.population import population_fit
 from dhwt.config import TrainConfig
 from dhwt.languages import load_language, load_task, write_dataset
+from dhwt.models.population import population_fit
 from dhwt.training.trainer import Trainer
 
 

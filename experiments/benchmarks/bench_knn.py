@@ -42,6 +42,7 @@ import numpy as np
 import torch
 
 from dhwt.analysis import knn
+from dhwt.analysis.knn import gram
 from dhwt.analysis.knn import knn_match, match_neighbours, nearest_neighbours
 
 
@@ -172,7 +173,7 @@ def main() -> None:
           f"{args.d} float32 x 2, k={args.k}, seed {args.seed}; load average "
           f"{os.getloadavg()[0]:.1f}")
     print(f"dhwt candidate pass: {knn.candidate_precision()} (probed: oneDNN bfloat16 matmul "
-          f"exact on bfloat16 values: {knn._onednn_bfloat16()})")
+          f"exact on bfloat16 values: {gram._onednn_bfloat16()})")
     a, b = make_spaces(args.n, args.d, args.seed)
 
     phases: list[dict[str, float]] = []
@@ -208,7 +209,7 @@ def main() -> None:
     if knn.candidate_precision() == "bfloat16":
         path = "bfloat16 Gram blocks by oneDNN (bfloat16 values, float32 sums)"
     else:
-        onednn = sorted(shape for shape, ok in knn._ONEDNN_FLOAT32.items() if ok)
+        onednn = sorted(shape for shape, ok in gram._ONEDNN_FLOAT32.items() if ok)
         path = f"float32 Gram blocks by oneDNN for shapes {onednn}, numpy for the others"
     print(f"dhwt GEMM path: {path}; faiss: {faiss_path()}; load average after the timing "
           f"{os.getloadavg()[0]:.1f}")

@@ -1,9 +1,10 @@
 """The tables of experiments/corpus_dh/README.md: `dhwt corpus-dh` on the built-in grammars and
-variants (exact and sampled counts) and on WikiText-2 under six tokenizers.
+variants (exact and sampled counts) and on WikiText-2 under six tokenizers (order 1), or the
+given runs (e.g. bpe:2048@2: tokenizer bpe:2048, order 2).
 
     python experiments/corpus_dh/tables.py synthetic
     DHWT_DATA=../shared/data TIKTOKEN_CACHE_DIR=../shared/data/gpt2/tiktoken_cache \
-        python experiments/corpus_dh/tables.py wikitext
+        python experiments/corpus_dh/tables.py wikitext [TOKENIZER@ORDER ...]
 
 Each row is one `dhwt corpus-dh` call (printed above its table as the command line); the
 tables are printed as Markdown.
@@ -54,7 +55,7 @@ def synthetic() -> None:
         flags = f"--order {order}" + (f" --samples {samples} --seed 0" if samples else "")
         print(f"\n#### {label}\n\n`dhwt corpus-dh --grammar G [--set ...] {flags}`\n")
         print("| language | sem P | sem R | cnd P | cnd R | DH violation est. | exact | "
-              "KNN overlap (chance) |")
+              "KNN overlap (chance, frequency null) |")
         print("|---|---|---|---|---|---|---|---|")
         est, exact = [], []
         start = time.perf_counter()
@@ -71,27 +72,34 @@ def synthetic() -> None:
                   f"({dh['estimated_pairs']['in_one_relation']}/"
                   f"{dh['estimated_pairs']['in_either']}) | {dh['exact']:.2f} "
                   f"({dh['exact_pairs']['in_one_relation']}/{dh['exact_pairs']['in_either']}) | "
-                  f"{knn['mean_overlap']:.2f} ({knn['chance_overlap']:.2f}) |")
+                  f"{knn['mean_overlap']:.2f} ({knn['chance_overlap']:.2f}, "
+                  f"{knn['frequency_null']['overlap']:.2f}) |")
         rho = spearmanr(est, exact).statistic if len(set(est)) > 1 else float("nan")
         print(f"\nSpearman (estimated vs exact violation over the {len(est)} languages): "
               f"{rho:.2f}; {time.perf_counter() - start:.1f} s")
 
 
-def wikitext() -> None:
-    print("| tokenizer | V | tokens seen | compared | overlap | chance | excess | "
-          "Jaccard | overlap by frequency bucket (rarest to most frequent) | wall s |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for tokenizer in TOKENIZERS:
+def wikitext(runs: list[str]) -> None:
+    print("| tokenizer | order | V | tokens seen | compared | overlap | chance | frequency null "
+          "[95%] | excess over null | Jaccard | overlap by frequency bucket (rarest to most "
+          "frequent) | wall s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for run in runs or TOKENIZERS:
+        tokenizer, _, order = run.partition("@")
+        order = order or "1"
         start = time.perf_counter()
         doc = corpus_dh(CorpusDhOptions(corpus=os.environ.get("DHWT_DATA", "wikitext-2"),
-                                        tokenizer=tokenizer), progress=False).document
+                                        tokenizer=tokenizer, order=int(order)),
+                        progress=False).document
         wall = time.perf_counter() - start
         tok, knn = doc["tokens"], doc["input_output_knn_overlap"]
+        null = knn["frequency_null"]
         buckets = " / ".join(f"{b['mean_overlap']:.3f}" for b in doc["frequency_buckets"])
-        print(f"| {tokenizer} | {tok['vocabulary']:,} | {tok['occurring']:,} | "
+        print(f"| {tokenizer} | {order} | {tok['vocabulary']:,} | {tok['occurring']:,} | "
               f"{tok['compared']:,} | {knn['mean_overlap']:.4f} | {knn['chance_overlap']:.4f} | "
-              f"{knn['excess_overlap']:+.4f} | {knn['mean_jaccard']:.4f} | {buckets} | "
-              f"{wall:.0f} |", flush=True)
+              f"{null['overlap']:.4f} [{null['interval_95'][0]:.4f}, "
+              f"{null['interval_95'][1]:.4f}] | {null['excess_overlap']:+.4f} | "
+              f"{knn['mean_jaccard']:.4f} | {buckets} | {wall:.0f} |", flush=True)
         top = ", ".join(f"{p['pair'][0]!r}~{p['pair'][1]!r} ({p['cos_in']:+.2f}/"
                         f"{p['cos_out']:+.2f})" for p in doc["dh_violating_pairs"][:3])
         print(f"<!-- {tokenizer}: top violating pairs (cos_in/cos_out): {top} -->",
@@ -100,4 +108,7 @@ def wikitext() -> None:
 
 if __name__ == "__main__":
     np.seterr(all="ignore")
-    {"synthetic": synthetic, "wikitext": wikitext}[sys.argv[1]]()
+    if sys.argv[1] == "synthetic":
+        synthetic()
+    else:
+        wikitext(sys.argv[2:])

@@ -3,6 +3,7 @@ force, and the exact relations of the built-in grammars against dhwt.languages.t
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 
 import numpy as np
@@ -10,10 +11,10 @@ import pytest
 from scipy import sparse
 
 from dhwt.analysis import corpus_dh as cdh
+from dhwt.analysis.knn import nearest_neighbours
 from dhwt.errors import DhwtError
 from dhwt.languages import compute_truth, load_language
-from dhwt.languages.enumeration import symbol_strings
-from dhwt.languages.language import EOS, language_from_spec
+from dhwt.languages.language import EOS, language_from_spec, symbol_strings
 
 
 def _brute_stream(ids: list[int], order: int, bos: int) -> Counter:
@@ -219,6 +220,76 @@ def test_many_samples_find_the_exact_relations_at_order_one():
         np.testing.assert_array_equal(distance(drawn, ids) <= 0.05, distance(exact, ids) <= 1e-9)
 
 
+def _brute_neighbours(x: np.ndarray, k: int) -> list[set[int]]:
+    """Each row's k nearest others by cosine, by sorting the full similarity matrix."""
+    unit = x / np.linalg.norm(x, axis=1, keepdims=True)
+    similarity = unit @ unit.T
+    np.fill_diagonal(similarity, -np.inf)
+    return [set(np.argsort(-row)[:k].tolist()) for row in similarity]
+
+
+def test_frequency_null_equals_the_mean_over_every_within_bin_permutation():
+    rng = np.random.default_rng(3)
+    x_in, x_out = rng.normal(size=(2, 7, 3))
+    counts = np.array([5, 1, 9, 3, 7, 2, 8])
+    near_in, near_out = (nearest_neighbours(x, 2, "cos").indices for x in (x_in, x_out))
+    null = cdh.frequency_null(near_in, near_out, counts, bins=3, permutations=500, seed=1)
+    bins = [[1, 5, 3], [0, 4], [6, 2]]  # by hand: counts 1 2 3 | 5 7 | 8 9 (3 bins of 7)
+    assert [sorted(np.flatnonzero(null.bins == b)) for b in range(3)] == [sorted(b) for b in bins]
+    brute_in = _brute_neighbours(x_in, 2)
+    per_token, means = [], set()
+    for parts in itertools.product(*(itertools.permutations(b) for b in bins)):
+        pi = np.arange(7)
+        for b, image in zip(bins, parts):
+            pi[b] = image
+        relabelled = _brute_neighbours(x_out[pi], 2)  # token i has pi(i)'s output vector
+        overlap = np.array([len(a & b) / 2 for a, b in zip(brute_in, relabelled)])
+        per_token.append(overlap)
+        means.add(round(float(overlap.mean()), 9))
+    assert len(per_token) == 3 * 2 * 1 * 2 * 2
+    np.testing.assert_allclose(null.expected, np.mean(per_token, axis=0), atol=1e-12)
+    assert {round(float(m), 9) for m in null.permuted} <= means  # each draw is one of them
+    assert null.interval()[0] <= null.mean_overlap <= null.interval()[1]
+
+
+def _grouped_stream(twins: float, n: int = 100_000, seed: int = 0) -> np.ndarray:
+    """40 tokens in 4 groups of 10 with stationary shares 0.4, 0.3, 0.2, 0.1: the next token
+    stays in the group with probability 0.9 (else jumps to a group drawn by the shares), and
+    is uniform within its group, or with probability `twins` one of the current token's twin
+    pair (2i, 2i + 1). Without twins, a token's profiles on both sides are its group's (up to
+    noise): frequency alone decides its neighbours."""
+    rng = np.random.default_rng(seed)
+    jump, to = rng.random(n) < 0.1, rng.choice(4, n, p=[0.4, 0.3, 0.2, 0.1])
+    twin, within, side = rng.random(n) < twins, rng.integers(0, 10, n), rng.integers(0, 2, n)
+    ids, current = np.empty(n, np.int64), 0
+    for t in range(n):
+        group = to[t] if jump[t] else current // 10
+        current = group * 10 + (current % 10 // 2 * 2 + side[t] if twin[t] and not jump[t]
+                                else within[t])
+        ids[t] = current
+    return ids
+
+
+def test_frequency_null_keeps_what_frequency_explains_and_not_more():
+    names = tuple(str(i) for i in range(40))
+    alike = cdh.neighbourhoods(cdh.count_stream(_grouped_stream(0.0), names, 1, progress=False),
+                               dim=100, k=2, null_bins=4)
+    groups = alike.tokens // 10
+    assert (np.bincount(alike.frequency_null.bins) == 10).all()  # the bins are the groups
+    assert (groups[alike.near_in.indices] == groups[:, None]).all()
+    assert (groups[alike.near_out.indices] == groups[:, None]).all()
+    # every neighbour a group mate: the null is 2 of 9 group mates, chance 2 of 39 tokens
+    assert alike.frequency_null.mean_overlap == pytest.approx(2 / 9)
+    assert alike.chance.mean_overlap < 2 / 9 / 2
+    low, high = alike.frequency_null.interval()
+    assert low <= alike.match.mean_overlap <= high  # frequency explains all of it
+    twins = cdh.neighbourhoods(cdh.count_stream(_grouped_stream(0.5), names, 1, progress=False),
+                               dim=100, k=2, null_bins=4)
+    assert twins.frequency_null.mean_overlap == pytest.approx(2 / 9)
+    assert twins.match.mean_overlap > twins.frequency_null.interval()[1]  # the twins agree
+    assert twins.frequency_null.p_value(twins.match.mean_overlap) == 1 / 201
+
+
 def test_bad_input_is_a_dhwt_error():
     with pytest.raises(DhwtError, match="order must be an integer >= 1"):
         cdh.count_stream(np.array([0, 1]), "ab", 0)
@@ -230,3 +301,45 @@ def test_bad_input_is_a_dhwt_error():
         cdh.embed(sparse.eye(3, format="csr"), 0)
     with pytest.raises(DhwtError, match="samples must be an integer >= 1"):
         cdh.sample_weights(np.array([1.0]), 0, 0)
+    near = np.array([[1], [0], [3], [2]])
+    with pytest.raises(DhwtError, match="permutations must be an integer >= 1"):
+        cdh.frequency_null(near, near, np.ones(4), permutations=0)
+    with pytest.raises(DhwtError, match="null bins must be an integer >= 1"):
+        cdh.frequency_null(near, near, np.ones(4), bins=0)
+
+
+def _agreement_script():
+    """experiments/corpus_dh/agreement.py as a module."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "experiments" / "corpus_dh" / "agreement.py"
+    spec = importlib.util.spec_from_file_location("corpus_dh_agreement", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_agreement_rank_correlations_on_synthetic_overlaps(tmp_path):
+    script = _agreement_script()
+    # ranks x 1 2.5 2.5 4, y 1 3 2 4: centred dot 4.5 over sqrt(4.5 * 5)
+    assert script.spearman(np.array([1, 2, 2, 3]), np.array([1, 3, 2, 4])) == pytest.approx(
+        4.5 / np.sqrt(22.5))
+    rng = np.random.default_rng(0)
+    count = rng.lognormal(3, 1.5, 500)
+    z = np.log(count)
+    both = {"id": np.arange(500), "token": np.arange(500).astype(str).astype(object),
+            "count": count, "overlap": z + rng.normal(size=500), "null": np.zeros(500)}
+    model = z + rng.normal(size=500)  # tied to the corpus overlap through frequency only
+    result = script.agreement(both, model, model, draws=100)
+    rho, low, high = result["rho"]
+    assert low <= rho <= high and low > 0.5
+    _, low, high = result["partial_rho_given_log_count"]
+    assert low < 0 < high  # nothing beyond frequency
+    same = script.agreement(both, both["overlap"] * 2 + 1, both["overlap"], draws=20)
+    assert same["rho"] == (1.0, 1.0, 1.0) and same["partial_rho_given_log_count"][1] > 0.99
+    (tmp_path / "per_token.csv").write_text(
+        "id,token,count,intersection,overlap,jaccard,chance_intersection,frequency_bin,"
+        "frequency_null_overlap\n7,the,12.0,3,0.3,0.18,0,1,0.1\n")
+    read = script.read_per_token(tmp_path)
+    assert read["id"].tolist() == [7] and read["null"].tolist() == [0.1]

@@ -112,37 +112,37 @@ def _neighbour_data() -> np.ndarray:
 def test_gram_blocks_use_onednn_only_where_its_probe_shows_float32(monkeypatch, mm, float32):
     """Which branch a CPU takes is its own (oneDNN rounds to bfloat16 on AMX machines): both
     branches are forced here, and either way the neighbours are exact."""
-    import dhwt.analysis.knn as engine
+    from dhwt.analysis.knn import gram
 
     monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: True)
-    monkeypatch.setattr(engine, "_PRECISION", "float32")  # the float32 pass's Gram blocks
-    monkeypatch.setattr(engine, "_ONEDNN_FLOAT32", {})
+    monkeypatch.setattr(gram, "_PRECISION", "float32")  # the float32 pass's Gram blocks
+    monkeypatch.setattr(gram, "_ONEDNN_FLOAT32", {})
     monkeypatch.setattr(torch, "mm", mm)
     shape = (64, 64, 24)
-    assert engine._onednn_is_float32(shape, torch.empty(shape[:2])) is float32
+    assert gram._onednn_is_float32(shape, torch.empty(shape[:2])) is float32
     # bfloat16 blocks would miss neighbours (entries 1 + small differences all round to 1)
     x = _neighbour_data()
     got = nearest_neighbours(x, 5, "ip", block_size=64)
     np.testing.assert_array_equal(got.indices, oracle(x, 5, "ip")[0])
-    assert set(engine._ONEDNN_FLOAT32.values()) == {float32}
+    assert set(gram._ONEDNN_FLOAT32.values()) == {float32}
 
 
 def test_gram_blocks_use_numpy_without_onednn(monkeypatch):
-    import dhwt.analysis.knn as engine
+    from dhwt.analysis.knn import gram
 
     monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: False)
-    monkeypatch.setattr(engine, "_PRECISION", "float32")
-    monkeypatch.setattr(engine, "_ONEDNN_FLOAT32", {})
+    monkeypatch.setattr(gram, "_PRECISION", "float32")
+    monkeypatch.setattr(gram, "_ONEDNN_FLOAT32", {})
     monkeypatch.setattr(torch, "mm", lambda *a, **k: pytest.fail("torch.mm used without oneDNN"))
     x = _neighbour_data()
     got = nearest_neighbours(x, 5, "ip", block_size=64)
     np.testing.assert_array_equal(got.indices, oracle(x, 5, "ip")[0])
-    assert set(engine._ONEDNN_FLOAT32.values()) == {False}
+    assert set(gram._ONEDNN_FLOAT32.values()) == {False}
 
 
 @pytest.mark.parametrize("order", ["none", "random", "longest first"])
 def test_candidates_are_the_best_float32_scores_in_any_scan_order(order):
-    import dhwt.analysis.knn as engine
+    from dhwt.analysis.knn import exact
 
     rng = np.random.default_rng(4)
     n, m = 700, 9
@@ -150,7 +150,7 @@ def test_candidates_are_the_best_float32_scores_in_any_scan_order(order):
     perm = {"none": None, "random": rng.permutation(n),
             "longest first": np.argsort(-(x * x).sum(axis=1), kind="stable")}[order]
     # blocks of 320 rows: 10 tiles of 32, enough for a first block's m-th tile maximum
-    cand, kth = engine._candidates(x, x, n, m, 320, False, perm)
+    cand, kth = exact._candidates(x, x, n, m, 320, False, perm)
     score = x.astype(np.float64) @ x.T.astype(np.float64)
     np.fill_diagonal(score, -np.inf)
     best = -np.sort(-score, axis=1)[:, :m]

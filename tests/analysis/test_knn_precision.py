@@ -9,20 +9,20 @@ import numpy as np
 import pytest
 import torch
 
-import dhwt.analysis.knn as engine
-from dhwt.analysis.knn import nearest_neighbours
+from dhwt.analysis.knn import gram
+from dhwt.analysis.knn import METRICS, nearest_neighbours
 from dhwt.errors import DhwtError
 
 from tests.analysis.test_knn import exact_unit_rows, oracle, tied_integers
 
 
-@pytest.fixture(params=engine.PRECISIONS)
+@pytest.fixture(params=gram.PRECISIONS)
 def precision(request, monkeypatch):
-    monkeypatch.setattr(engine, "_PRECISION", request.param)
+    monkeypatch.setattr(gram, "_PRECISION", request.param)
     return request.param
 
 
-@pytest.mark.parametrize("metric", engine.METRICS)
+@pytest.mark.parametrize("metric", METRICS)
 def test_each_precision_gives_the_brute_force_neighbours(precision, metric):
     rng = np.random.default_rng(7)
     for trial in range(6):
@@ -43,7 +43,7 @@ def test_each_precision_gives_the_brute_force_neighbours(precision, metric):
 def test_neighbours_that_bfloat16_cannot_tell_apart_are_still_exact(monkeypatch):
     """Inner products that differ only far below bfloat16's precision: the widened pass keeps
     them all as candidates, the float64 re-rank orders them."""
-    monkeypatch.setattr(engine, "_PRECISION", "bfloat16")
+    monkeypatch.setattr(gram, "_PRECISION", "bfloat16")
     rng = np.random.default_rng(3)
     x = (1 + rng.integers(0, 64, size=(150, 24)) * 2.0**-14).astype(np.float32)
     np.testing.assert_array_equal(nearest_neighbours(x, 5, "ip", block_size=64).indices,
@@ -51,7 +51,7 @@ def test_neighbours_that_bfloat16_cannot_tell_apart_are_still_exact(monkeypatch)
 
 
 def widened_product(left, right, gemm) -> tuple[np.ndarray, float]:
-    wl, wr, scale = engine._widened(left, right)
+    wl, wr, scale = gram.widened(left, right)
     out = torch.empty(len(left), len(right))
     gemm(torch.from_numpy(wl), torch.from_numpy(wr), out)
     return out.double().numpy(), scale
@@ -59,7 +59,7 @@ def widened_product(left, right, gemm) -> tuple[np.ndarray, float]:
 
 @pytest.mark.parametrize("gemm", ["float32 multiplication", "this machine's bfloat16 path"])
 def test_widened_scores_bound_the_exact_ones_from_above(gemm):
-    mm = engine._gemm if gemm == "float32 multiplication" else engine._gemm_bfloat16
+    mm = gram.gemm if gemm == "float32 multiplication" else gram.gemm_bfloat16
     rng = np.random.default_rng(11)
     cases = [rng.standard_normal((200, 64)),
              rng.standard_normal((200, 300)) * np.exp(rng.normal(0, 3, (200, 1))),  # wide range
@@ -73,13 +73,13 @@ def test_widened_scores_bound_the_exact_ones_from_above(gemm):
             assert (widened >= exact * scale).all()
             norms = (np.linalg.norm(left.astype(np.float64), axis=1)[:, None]
                      * np.linalg.norm(right.astype(np.float64), axis=1)[None, :] * scale)
-            slack = 2.5 * (2 * engine._U16) * norms + 1e-30  # the widening stays about 2c
+            slack = 2.5 * (2 * gram._U16) * norms + 1e-30  # the widening stays about 2c
             assert (widened <= exact * scale + slack).all()
 
 
 def test_bfloat16_rounding_up():
     values = np.array([0.0, 1.0, 1 + 2.0**-20, 3.14159, 1e-30, 7.5e7, 2.0**-126])
-    up = engine._bfloat16_up(values)
+    up = gram._bfloat16_up(values)
     assert (up >= values).all()
     assert (torch.from_numpy(up).bfloat16().float().numpy() == up).all()  # bfloat16 values
     below = (up.view(np.uint32) - 0x10000).view(np.float32)  # the next bfloat16 down
@@ -87,20 +87,20 @@ def test_bfloat16_rounding_up():
 
 
 def test_the_precision_is_probed_once_and_may_be_forced(monkeypatch):
-    monkeypatch.setattr(engine, "_PRECISION", None)
+    monkeypatch.setattr(gram, "_PRECISION", None)
     monkeypatch.setenv("DHWT_KNN_PRECISION", "float32")
-    assert engine.candidate_precision() == "float32"
-    monkeypatch.setattr(engine, "_PRECISION", None)
+    assert gram.candidate_precision() == "float32"
+    monkeypatch.setattr(gram, "_PRECISION", None)
     monkeypatch.setenv("DHWT_KNN_PRECISION", "float16")
     with pytest.raises(DhwtError, match="DHWT_KNN_PRECISION must be one of"):
-        engine.candidate_precision()
+        gram.candidate_precision()
     monkeypatch.delenv("DHWT_KNN_PRECISION")
-    monkeypatch.setattr(engine, "_PRECISION", None)
-    monkeypatch.setattr(engine, "_ONEDNN_BFLOAT16", None)
+    monkeypatch.setattr(gram, "_PRECISION", None)
+    monkeypatch.setattr(gram, "_ONEDNN_BFLOAT16", None)
     monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: False)
-    assert engine.candidate_precision() == "float32"  # no oneDNN: no bfloat16 pass
-    monkeypatch.setattr(engine, "_bfloat16_speedup", lambda: pytest.fail("probed twice"))
-    assert engine.candidate_precision() == "float32"
+    assert gram.candidate_precision() == "float32"  # no oneDNN: no bfloat16 pass
+    monkeypatch.setattr(gram, "_bfloat16_speedup", lambda: pytest.fail("probed twice"))
+    assert gram.candidate_precision() == "float32"
 
 
 def test_a_onednn_that_rounds_its_sums_fails_the_bfloat16_probe(monkeypatch):
@@ -108,15 +108,15 @@ def test_a_onednn_that_rounds_its_sums_fails_the_bfloat16_probe(monkeypatch):
     def rounded_mm(a, b, out):
         return out.copy_((a @ b).bfloat16().float())
 
-    monkeypatch.setattr(engine, "_ONEDNN_BFLOAT16", None)
+    monkeypatch.setattr(gram, "_ONEDNN_BFLOAT16", None)
     monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: True)
     monkeypatch.setattr(torch, "mm", rounded_mm)
-    assert engine._onednn_bfloat16() is False
+    assert gram._onednn_bfloat16() is False
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(),
                     reason="no GPU: the CUDA path is run where one is")
-@pytest.mark.parametrize("metric", engine.METRICS)
+@pytest.mark.parametrize("metric", METRICS)
 def test_a_gpu_search_gives_the_brute_force_neighbours(metric):
     rng = np.random.default_rng(5)
     x = tied_integers(rng, 3000, 16) if metric != "cos" else exact_unit_rows(rng, 3000, 16)

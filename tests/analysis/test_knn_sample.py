@@ -9,7 +9,7 @@ import pytest
 from scipy import stats
 
 from dhwt.analysis.knn import nearest_neighbours
-from dhwt.analysis.knn_sample import mean_estimate, sample_queries, sampled_match, \
+from dhwt.analysis.knn.sample import mean_estimate, sample_queries, sampled_match, \
     sampled_neighbours
 from dhwt.errors import DhwtError
 

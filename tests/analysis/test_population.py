@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from dhwt.analysis.population import population_fit, run_population_fit
+from dhwt.analysis.population import run_population_fit
 from dhwt.models import build_model
+from dhwt.models.population import population_fit
 from dhwt.config.run import TrainConfig
 from dhwt.training.ensemble import member_accuracy, member_loss
 from dhwt.commands import train

@@ -107,6 +107,14 @@ def test_a_text_file_by_characters_with_out(cli, tmp_path):
     assert len(rows) == doc["input_output_knn_overlap"]["tokens"]
     for row in rows:
         assert float(row["count"]) == characters[row["token"]]
+    null = doc["input_output_knn_overlap"]["frequency_null"]
+    assert null["overlap"] == pytest.approx(np.mean([float(r["frequency_null_overlap"])
+                                                     for r in rows]))
+    bins = min(20, len(rows) // 2)  # at least 2 tokens a bin
+    assert null["permutations"] == 200 and null["bins"] == bins and null["seed"] == 0
+    assert {int(r["frequency_bin"]) for r in rows} == set(range(1, bins + 1))
+    assert f"frequency-matched null {null['overlap']:.4f}" in out
+    assert f"permuted within {bins} frequency bins" in out
     assert (out_dir / "figures" / "overlap_by_frequency.png").stat().st_size > 0
     assert "overlap_by_frequency.png" in (out_dir / "report.md").read_text()
     assert (out_dir / "report.html").is_file()
@@ -178,6 +186,8 @@ def test_help_has_examples(cli):
     (["--grammar", "four-cases", "--tokenizer", "char"], "--tokenizer belongs to --corpus"),
     (["--grammar", "four-cases", "--samples", "0"], "samples must be an integer >= 1"),
     (["--grammar", "four-cases", "--tolerance", "-1"], "tolerance must be a finite number"),
+    (["--grammar", "four-cases", "--null-bins", "0"], "null bins must be an integer >= 1"),
+    (["--grammar", "four-cases", "--permutations", "0"], "permutations must be an integer >= 1"),
     (["--grammar", "four-cases", "--out", "{text}/r"], "is not a directory"),
 ])
 def test_bad_input_is_one_error_line(cli, tmp_path, args, fragment):

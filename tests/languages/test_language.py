@@ -10,7 +10,8 @@ import pytest
 
 from dhwt.errors import DhwtError
 from dhwt.languages import load_language
-from dhwt.languages.enumeration import MAX_WORK, PAD, row_keys, symbol_strings
+from dhwt.languages.enumeration import MAX_WORK, PAD, row_keys
+from dhwt.languages.language import symbol_strings
 from dhwt.languages.spec import apply_overrides, builtin_names, parse_assignments
 
 

@@ -173,7 +173,7 @@ def test_log_axis_labels_are_plain_numbers():
 @pytest.mark.slow  # two training runs, about 3 s
 def test_the_run_report_compares_only_the_exact_fit_with_bayes(tmp_path, cli):
     import dhwt
-    from dhwt.analysis.population import population_fit
+    from dhwt.models.population import population_fit
 
     common = ["--grammar", "parity", "--steps", 40, "--seeds", "1-3", "--eval-every", 20]
     assert cli(["train", *common, "--out", tmp_path / "plain"])[0] == 0

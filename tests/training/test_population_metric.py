@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dhwt.analysis.population import population_fit
+from dhwt.models.population import population_fit
 from dhwt.commands import train
 from dhwt.config import TrainConfig
 from dhwt.errors import DhwtError

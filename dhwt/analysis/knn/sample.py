@@ -1,9 +1,9 @@
 """Exact neighbours of a seeded sample of query rows, for vocabularies too large to search whole.
 
 Each sampled query's k nearest neighbours are exact against *all* rows (self excluded, the tie
-rule and float64 re-rank of dhwt.analysis.knn): only the set of queries is a sample. The mean
-KNN match over the queries then estimates the mean over every token, with a 95% Student-t
-interval and the finite-population correction (a sample of all V tokens has no error).
+rule of dhwt.analysis.knn, the float64 re-rank of its rerank): only the set of queries is a
+sample. The mean KNN match over the queries then estimates the mean over every token, with a 95%
+Student-t interval and the finite-population correction (a sample of all V tokens has no error).
 
 Cost: one pass of the queries (q, d) against every block of rows, q V d multiply-adds per matrix
 instead of V^2 d / 2: 4,096 queries of a 131,072 x 4,096 matrix are 1/16 of the full search.
@@ -20,9 +20,11 @@ from scipy import stats
 from tqdm import tqdm
 
 from dhwt.analysis.intervals import SHARE
-from dhwt.analysis.knn import (BLOCK, METRICS, SLACK, KnnMatch, Neighbours, _gemm, _rerank,
-                               _work_matrices, check_k, check_matrix, match_neighbours,
-                               select_tokens)
+from dhwt.analysis.knn.gram import BLOCK, gemm
+from dhwt.analysis.knn.neighbours import (METRICS, KnnMatch, Neighbours, check_k,
+                                          match_neighbours, select_tokens)
+from dhwt.analysis.knn.rerank import SLACK, rerank, work_matrices
+from dhwt.checks import check_matrix
 from dhwt.errors import DhwtError
 
 LEVEL = 0.95
@@ -88,7 +90,7 @@ def sampled_neighbours(x: np.ndarray, queries: np.ndarray, k: int, metric: str =
         raise DhwtError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
     queries = select_tokens(queries, n)
     m = min(k + slack, n - 1)
-    left, right, exact, error = _work_matrices(x, metric, name)
+    left, right, exact, error = work_matrices(x, metric, name)
     device = torch.device(device)
     q = torch.from_numpy(np.ascontiguousarray(left[queries])).to(device)
     right_t = torch.from_numpy(right)
@@ -107,15 +109,15 @@ def sampled_neighbours(x: np.ndarray, queries: np.ndarray, k: int, metric: str =
         best_values, keep = torch.topk(values, m, dim=1)
         best_index = torch.gather(index, 1, keep)
     kth = best_values[:, -1].double().cpu().numpy()
-    return _rerank(exact, best_index.cpu().numpy(), kth + error[queries], k, metric,
+    return rerank(exact, best_index.cpu().numpy(), kth + error[queries], k, metric,
                    queries=queries)
 
 
 def _scores(q: torch.Tensor, rows: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """q @ rows.T in float32: dhwt.analysis.knn._gemm on the CPU, cuBLAS without TF32 on a GPU."""
+    """q @ rows.T in float32: gram.gemm on the CPU, cuBLAS without TF32 on a GPU."""
     if device.type == "cpu":
         out = torch.empty(len(q), len(rows))
-        _gemm(q, rows, out)
+        gemm(q, rows, out)
         return out
     saved = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = False

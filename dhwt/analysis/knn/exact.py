@@ -1,0 +1,365 @@
+"""The exact k nearest neighbours of every row by a blocked search of the Gram matrix, and
+KNN Match Similarity of two spaces (definitions and tie rule: dhwt.analysis.knn).
+
+Exactness: a blocked pass over the Gram matrix nominates the best m candidates of every row (same
+tie rule); their scores are then recomputed in float64 and the top k taken. A row is certified
+when its k-th float64 score beats a bound on every row left out; a row that is not (near-ties
+across the boundary) is searched again by brute force in float64. So the result always equals a
+float64 brute force (full matrix, same tie rule). The pass runs in one of two precisions, chosen
+per process by probes (candidate_precision): float32 (m = k + 4, bound: the m-th float32 score
+plus its rounding bound), or bfloat16 where oneDNN computes bfloat16 products into float32 sums
+several times faster (AMX): every score is then widened to an upper bound of the exact one
+(gram.widened: at most about 1.6% of |x_i||x_j| above it) and m = k + 12.
+
+Cost: the Gram matrix is symmetric, so each off-diagonal block G = X_I X_J^T is computed once and
+read twice, by the rows of I (along its rows) and by the rows of J (along its columns): half the
+blocks of a full search. float32 blocks are products by oneDNN's AVX-512 kernel where a probe
+shows that it keeps float32 (see gram.gemm): about 2x numpy's OpenBLAS on AMD AVX-512 CPUs;
+bfloat16 blocks run at about 3.5x numpy's float32 on an Intel Xeon with AMX. phase_times() says
+where the time goes.
+Memory stays bounded: one block (block_size^2 floats) at a time, never V x V, and a float64 copy
+of the matrix for the re-rank only up to 512 MiB (rerank's _COPY_BYTES). Inside a block, a
+row only looks at the entries that can beat its current k+slack-th candidate: tile maxima (w
+consecutive entries) are compared with that threshold first and only the few tiles that pass
+are read. Under inner product the rows are scanned longest first, so that every row's first
+block holds the long rows that are most rows' neighbours: its threshold starts near its final
+value and later blocks offer few candidates (18 per row in all instead of 58 on the GPT-2-sized
+benchmark).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+
+from dhwt.analysis.knn.gram import BLOCK, candidate_precision, gemm, gemm_bfloat16, widened
+from dhwt.analysis.knn.neighbours import (DEFAULT_K, METRICS, KnnMatch, Neighbours,
+                                          average_weights, check_k, match_neighbours,
+                                          select_tokens)
+from dhwt.analysis.knn.rerank import SLACK, rerank, work_matrices
+from dhwt.checks import check_matrix
+from dhwt.errors import DhwtError
+
+#: Entries per tile of the threshold filter; blocks are multiples of it (rows padded).
+TILE = 32
+#: Extra candidates per row in a bfloat16 pass (at least), whose scores are upper bounds at most
+#: about 1.6% of |x_i||x_j| above the exact ones (see gram.widened); on bench_knn's data k + 12
+#: leaves no row to the brute-force fallback, k + 6 leaves 3% of them.
+WIDE_SLACK = 12
+_LOWEST = float(np.finfo(np.float32).min)
+
+
+def nearest_neighbours(x: np.ndarray, k: int, metric: str = "ip", *, block_size: int = BLOCK,
+                       slack: int = SLACK, progress: bool | None = False,
+                       name: str = "matrix", device: str | torch.device = "cpu") -> Neighbours:
+    """Exact k nearest neighbours (self excluded) of every row of x (n, d); see the module doc.
+    device: a GPU searches every row against all rows there (float32 blocks without TF32,
+    dhwt.analysis.knn.sample), the re-rank stays float64 on the CPU; the result is the same.
+
+    Examples:
+        >>> import numpy as np
+        >>> x = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [5.0, 5.0]])
+        >>> near = nearest_neighbours(x, 1, "l2")  # row 0's tie (rows 1 and 2) goes to row 1
+        >>> near.indices.ravel().tolist(), near.scores.ravel().tolist()  # -||x_i - x_j||^2
+        ([1, 0, 0, 1], [-1.0, -1.0, -1.0, -41.0])
+        >>> nearest_neighbours(x, 2, "ip").indices.tolist()  # inner product: the long row is a hub
+        [[1, 2], [3, 0], [3, 0], [1, 2]]
+    """
+    x = check_matrix(x, name)
+    n = x.shape[0]
+    check_k(k, n)
+    if metric not in METRICS:
+        raise DhwtError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
+    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < TILE:
+        raise DhwtError(f"block_size must be an integer >= {TILE}, got {block_size!r}")
+    if isinstance(slack, bool) or not isinstance(slack, int) or slack < 0:
+        raise DhwtError(f"slack must be a non-negative integer, got {slack!r}")
+    if torch.device(device).type != "cpu":
+        from dhwt.analysis.knn.sample import sampled_neighbours
+
+        return sampled_neighbours(x, np.arange(n), k, metric, block_size=block_size,
+                                  slack=slack, progress=progress, name=name, device=device)
+    # bfloat16 bounds are relative to |left_i| |right_j|: loose for l2's augmented rows
+    wide = metric != "l2" and candidate_precision() == "bfloat16"
+    m = min(k + (max(slack, WIDE_SLACK) if wide else slack), n - 1)
+    with _phase("other"):
+        left, right, exact, error = work_matrices(x, metric, name)
+        if wide:
+            left, right, scale = widened(left, right)
+        # inner products: the longest rows first, so that every row meets its likely neighbours
+        # (the long rows, "hubs") in its first block and later blocks offer few candidates
+        order = (np.argsort(-np.einsum("ij,ij->i", x, x), kind="stable") if metric == "ip"
+                 else None)
+    cand, kth = _candidates(left, right, n, m, block_size - block_size % TILE, progress, order,
+                            gemm_bfloat16 if wide else gemm)
+    with _phase("rerank"):
+        return rerank(exact, cand, kth / scale if wide else kth + error, k, metric)
+
+
+def knn_match(a: np.ndarray, b: np.ndarray, k: int = DEFAULT_K, metric: str = "ip", *,
+              tokens: np.ndarray | None = None, weights: np.ndarray | None = None,
+              block_size: int = BLOCK, progress: bool | None = False,
+              device: str | torch.device = "cpu") -> KnnMatch:
+    """KNN Match Similarity of spaces a (V, d_a) and b (V, d_b), searched on `device`.
+
+    tokens: row ids to keep (e.g. tokens seen in training): neighbours are then searched among
+    these rows only and scores averaged over them. weights: (V,) non-negative per-token weights
+    of the average (e.g. training frequencies), restricted to `tokens`; zero weights leave a token
+    out of the average but not out of the neighbour search.
+
+    Examples:
+        >>> import numpy as np
+        >>> rng = np.random.default_rng(0)
+        >>> a = rng.standard_normal((50, 8))
+        >>> rotation, _ = np.linalg.qr(rng.standard_normal((8, 8)))
+        >>> match = knn_match(a, 2 * a @ rotation, k=5)  # a rotated, scaled copy: same neighbours
+        >>> round(match.mean_jaccard, 6), round(match.mean_overlap, 6), match.intersection.shape
+        (1.0, 1.0, (50,))
+        >>> match = knn_match(a, rng.standard_normal((50, 8)), k=5, tokens=np.arange(10))
+        >>> match.tokens.tolist() == list(range(10)), match.jaccard.shape  # rows 0-9 searched
+        (True, (10,))
+    """
+    a, b = check_matrix(a, "A"), check_matrix(b, "B")
+    if a.shape[0] != b.shape[0]:
+        raise DhwtError(f"A has {a.shape[0]} rows and B has {b.shape[0]}; KNN match compares "
+                        "the same tokens in both, so the row counts must be equal")
+    ids = select_tokens(tokens, a.shape[0])
+    w = average_weights(weights, a.shape[0], ids)
+    check_k(k, len(ids))
+    if len(ids) < a.shape[0]:
+        a, b = a[ids], b[ids]
+    na = nearest_neighbours(a, k, metric, block_size=block_size, progress=progress, name="A",
+                            device=device)
+    nb = nearest_neighbours(b, k, metric, block_size=block_size, progress=progress, name="B",
+                            device=device)
+    return match_neighbours(na, nb, tokens=ids, weights=w)
+
+
+def norm_matched_random(x: np.ndarray, generator: np.random.Generator) -> np.ndarray:
+    """A float32 matrix with the row norms of x and independent uniformly random row directions.
+
+    The directions are torch's normal draws (4x numpy's speed here: a 131,072 x 4,096 stand-in
+    takes seconds) from a seed taken from `generator`, made in chunks of rows so that no float64
+    copy of x is held."""
+    x = np.asarray(x)
+    torch_generator = torch.Generator().manual_seed(int(generator.integers(2**63 - 1)))
+    out = torch.empty(x.shape)
+    for s in range(0, len(x), _CHUNK):
+        rows = torch.from_numpy(np.asarray(x[s:s + _CHUNK], np.float32))
+        torch.randn(rows.shape, generator=torch_generator, out=out[s:s + _CHUNK])
+        out[s:s + _CHUNK] *= (torch.linalg.vector_norm(rows.double(), dim=1)
+                              / torch.linalg.vector_norm(out[s:s + _CHUNK], dim=1)
+                              ).float()[:, None]
+    return out.numpy()
+
+
+#: Rows per chunk of norm_matched_random.
+_CHUNK = 4096
+
+
+def chance_baseline(a: np.ndarray, b: np.ndarray, k: int = DEFAULT_K, metric: str = "ip", *,
+                    generator: np.random.Generator, tokens: np.ndarray | None = None,
+                    weights: np.ndarray | None = None, block_size: int = BLOCK,
+                    progress: bool | None = False,
+                    device: str | torch.device = "cpu") -> KnnMatch:
+    """KNN match of norm-matched random stand-ins for a and b (same row norms, random
+    directions), computed exactly as knn_match: what shared norms (hub tokens) give by chance."""
+    a, b = check_matrix(a, "A"), check_matrix(b, "B")
+    return knn_match(norm_matched_random(a, generator), norm_matched_random(b, generator), k,
+                     metric, tokens=tokens, weights=weights, block_size=block_size,
+                     progress=progress, device=device)
+
+
+#: Seconds per phase while phase_times() collects them, else None.
+_PHASES: dict[str, float] | None = None
+
+
+@contextmanager
+def phase_times() -> Iterator[dict[str, float]]:
+    """Seconds the neighbour searches run inside spend per phase: "gemm" (the Gram blocks),
+    "filter" (tile maxima and the entries that pass), "merge" (into each row's best m),
+    "rerank" (float64 scores, certificate, brute force of uncertified rows), "other" (setup).
+    For benchmarks; phases add up over every search inside.
+
+    Examples:
+        >>> import numpy as np
+        >>> with phase_times() as seconds:
+        ...     _ = nearest_neighbours(np.eye(40), 3)
+        >>> sorted(seconds)
+        ['filter', 'gemm', 'merge', 'other', 'rerank']
+    """
+    global _PHASES
+    saved, _PHASES = _PHASES, dict.fromkeys(("gemm", "filter", "merge", "rerank", "other"), 0.0)
+    try:
+        yield _PHASES
+    finally:
+        _PHASES = saved
+
+
+@contextmanager
+def _phase(name: str) -> Iterator[None]:
+    """Add the time spent inside to phase `name` while phase_times() collects."""
+    if _PHASES is None:
+        yield
+        return
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        _PHASES[name] += time.perf_counter() - start
+
+
+class _Best:
+    """The best m candidates of every row so far, in the order (value desc, index asc); empty
+    slots hold -inf and the index `rows` (past every row)."""
+
+    def __init__(self, rows: int, m: int) -> None:
+        self.m = m
+        self.values = np.full((rows, m), -np.inf, np.float32)
+        self.index = np.full((rows, m), rows, np.int64)
+        self._index_bits = int(rows).bit_length()
+
+    def threshold(self, start: int, stop: int) -> np.ndarray:
+        """The value a new candidate must reach (>=) to enter rows start..stop-1."""
+        return np.maximum(self.values[start:stop, -1], _LOWEST)
+
+    def merge(self, start: int, rows: np.ndarray, cols: np.ndarray, vals: np.ndarray) -> None:
+        """Add candidates (start + rows[i], cols[i], vals[i]), pairs never seen before."""
+        if not len(rows):
+            return
+        m = self.m
+        counts = np.bincount(rows)
+        touched = np.flatnonzero(counts)
+        slot = (np.cumsum(counts > 0) - 1)[rows]  # row -> its place among the touched rows
+        counts = counts[touched]
+        touched += start
+        r = np.concatenate([np.repeat(np.arange(len(touched)), m), slot])
+        c = np.concatenate([self.index[touched].reshape(-1), cols])
+        v = np.concatenate([self.values[touched].reshape(-1), vals])
+        order = _lexsort(r, v, c, self._index_bits)
+        first = np.cumsum(counts + m) - (counts + m)
+        keep = order[(first[:, None] + np.arange(m)).reshape(-1)]
+        self.values[touched] = v[keep].reshape(-1, m)
+        self.index[touched] = c[keep].reshape(-1, m)
+
+
+def _lexsort(r: np.ndarray, v: np.ndarray, c: np.ndarray, c_bits: int) -> np.ndarray:
+    """The order by r ascending, then v (float32) descending, then c ascending: one sort of an
+    int64 key packing the three when they fit in 63 bits, else numpy's lexsort."""
+    r_bits = max(int(r[-1]), 1).bit_length()
+    if r_bits + 32 + c_bits > 63:
+        return np.lexsort((c, -v, r))
+    key = (r.astype(np.int64) << (32 + c_bits)) | (_descending(v) << c_bits) | c
+    return np.argsort(key)
+
+
+def _descending(v: np.ndarray) -> np.ndarray:
+    """int64 in [0, 2^32) that falls as the float32 v rises (IEEE bits made monotone)."""
+    bits = (v + np.float32(0)).view(np.int32).astype(np.int64)  # + 0 turns -0.0 into 0.0
+    ascending = np.where(bits >= 0, bits, -(bits & 0x7FFFFFFF) - 1) + 2**31
+    return 2**32 - 1 - ascending
+
+
+def _candidates(left: np.ndarray, right: np.ndarray, n: int, m: int, block: int,
+                progress: bool | None, order: np.ndarray | None = None,
+                multiply: Callable[..., None] = gemm) -> tuple[np.ndarray, np.ndarray]:
+    """(n, m) row ids of the best m other rows of every row under the float32 score
+    left_i . right_j (symmetric in i, j) as `multiply` computes it, ties to the
+    lower index; and (n,) the score of each row's m-th candidate (every other row scores at
+    most that).
+
+    order: a permutation of the rows to scan them in (blocks of consecutive rows in that order;
+    the block pairs row-major, so that block 0 is every row's first block). Ties among float32
+    scores then go to the lower position in `order`; the float64 re-rank restores the rule."""
+    padded = -(-n // TILE) * TILE
+    if order is not None or padded != n:  # one copy each, shared when left is right
+        same = right is left
+        left = _arranged(left, order, padded)
+        right = left if same else _arranged(right, order, padded)
+    bounds = [(s, min(s + block, padded)) for s in range(0, padded, block)]
+    pairs = [(i, j) for i in range(len(bounds)) for j in range(i, len(bounds))]
+    seen: set[int] = set()  # blocks whose rows have met a block already
+    best = _Best(padded, m)
+    buffer = torch.empty(min(block, padded) ** 2)
+    left_t, right_t = torch.from_numpy(left), torch.from_numpy(right)
+    for i, j in tqdm(pairs, desc="knn blocks", disable=None if progress else True):
+        (r0, r1), (c0, c1) = bounds[i], bounds[j]
+        g_t = buffer[: (r1 - r0) * (c1 - c0)].view(r1 - r0, c1 - c0)
+        with _phase("gemm"):
+            multiply(left_t[r0:r1], right_t[c0:c1], g_t)
+        g = g_t.numpy()
+        with _phase("filter"):
+            g[max(n - r0, 0):] = -np.inf  # padding rows and columns never qualify
+            g[:, max(n - c0, 0):] = -np.inf
+            if i == j:
+                np.fill_diagonal(g, -np.inf)  # self is never a neighbour
+            rows, cols, vals = _row_candidates(g, best.threshold(r0, r1), 0 if i in seen else m)
+        with _phase("merge"):
+            best.merge(r0, rows, cols + c0, vals)
+        if i != j:
+            with _phase("filter"):
+                rows, cols, vals = _column_candidates(g, best.threshold(c0, c1),
+                                                      0 if j in seen else m)
+            with _phase("merge"):
+                best.merge(c0, rows, cols + r0, vals)
+        seen |= {i, j}
+    index, kth = best.index[:n], best.values[:n, -1].astype(np.float64)
+    if order is None:
+        return index, kth
+    found = np.empty_like(index)
+    found[order] = order[index]  # the row at position p is order[p]
+    unsorted = np.empty_like(kth)
+    unsorted[order] = kth
+    return found, unsorted
+
+
+def _arranged(x: np.ndarray, order: np.ndarray | None, padded: int) -> np.ndarray:
+    """The rows of x in `order` (all if None), then zero rows up to `padded` rows."""
+    out = np.zeros((padded, x.shape[1]), np.float32)
+    if order is None:
+        out[: len(x)] = x
+    else:  # torch's gather of rows: all threads, 4x numpy's take here
+        torch.index_select(torch.from_numpy(x), 0, torch.from_numpy(order),
+                           out=torch.from_numpy(out[: len(x)]))
+    return out
+
+
+def _row_candidates(g: np.ndarray, threshold: np.ndarray,
+                    m: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Entries g[r, c] >= threshold[r], found through maxima of row tiles g[r, t*w:(t+1)*w]
+    (torch's max pooling is 2x faster than its amax and 5x faster than numpy on this reduction
+    over a short inner axis).
+
+    m > 0 (a row's first block): the threshold is raised to the m-th largest tile maximum of
+    the row, which still keeps at least m entries (one per such tile)."""
+    tiles = g.reshape(g.shape[0], -1, TILE)
+    tile_max = F.max_pool1d(torch.from_numpy(g)[None], TILE)[0].numpy()
+    if 0 < m <= tile_max.shape[1]:
+        kth = np.partition(tile_max, -m, axis=1)[:, -m]
+        threshold = np.maximum(threshold, kth)
+    flag_r, flag_t = np.nonzero(tile_max >= threshold[:, None])
+    values = tiles[flag_r, flag_t]  # (flagged, w)
+    hit, within = np.nonzero(values >= threshold[flag_r][:, None])
+    return flag_r[hit], flag_t[hit] * TILE + within, values[hit, within]
+
+
+def _column_candidates(g: np.ndarray, threshold: np.ndarray,
+                       m: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The entries of g.T at or above threshold, i.e. (c, r) with g[r, c] >= threshold[c],
+    found through maxima of column tiles g[t*w:(t+1)*w, c]; m as in _row_candidates."""
+    tiles = g.reshape(-1, TILE, g.shape[1])  # (t, w, c)
+    tile_max = torch.from_numpy(tiles).amax(dim=1).numpy()  # torch's: 2x numpy's here
+    if 0 < m <= tile_max.shape[0]:
+        threshold = np.maximum(threshold, np.partition(tile_max, -m, axis=0)[-m])
+    flag_t, flag_c = np.nonzero(tile_max >= threshold[None, :])
+    values = tiles[flag_t, :, flag_c]  # (flagged, w)
+    hit, within = np.nonzero(values >= threshold[flag_c][:, None])
+    return flag_c[hit], flag_t[hit] * TILE + within, values[hit, within]
+
+

@@ -1,0 +1,164 @@
+"""The package's imports follow DESIGN.md's one-directional data flow: every import of a dhwt
+module (at any depth: inside functions and under TYPE_CHECKING too, since a lazy import is still
+an arrow) goes down LAYERS, no two modules import each other even indirectly, and no module takes
+a private name (leading underscore) from another."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import networkx as nx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Bottom first; a module may import its own package and any lower layer, never a peer or higher.
+# Why: config composes languages' and models' settings; runs (the run-directory format) lies under
+# training, which writes it, and analysis/theory, which read it via load_run; pretrained is input.
+LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
+    {"errors"},
+    {"userfiles", "directories", "checks"},
+    {"languages", "pretrained"},
+    {"models"},
+    {"config"},
+    {"runs"},
+    {"training", "analysis", "theory"},
+    {"report"},
+    {"commands"},
+    {"cli"},
+    {"__main__", "dhwt"},
+))
+
+#: (importer, imported) pairs allowed against the rules above, each with its reason.
+KNOWN: dict[tuple[str, str], str] = {}
+
+
+@dataclass(frozen=True)
+class Import:
+    source: str  # the importing module
+    target: str  # the dhwt module imported (a name imported from a package: the package)
+    name: str | None  # the name taken with `from target import name`, or read as `target.name`
+    line: int
+
+
+def modules() -> dict[str, Path]:
+    """Every module of dhwt/ by dotted name (a package by its own name)."""
+    found = {}
+    for path in sorted((ROOT / "dhwt").rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def imports(name: str, path: Path, known: dict[str, Path]) -> list[Import]:
+    """The dhwt imports of one module, anywhere in it; attribute reads `alias._x` of a module
+    imported whole count as taking `_x`."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: list[Import] = []
+    aliases: dict[str, str] = {}
+
+    def owner(dotted: str) -> str:
+        while dotted not in known:
+            dotted = dotted.rpartition(".")[0]
+        return dotted
+
+    tree = ast.parse(path.read_text(), str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name == "dhwt" or alias.name.startswith("dhwt."):
+                    found.append(Import(name, owner(alias.name), None, node.lineno))
+                    if alias.asname:
+                        aliases[alias.asname] = owner(alias.name)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parent + ([base] if base else []))
+            if base != "dhwt" and not base.startswith("dhwt."):
+                continue
+            for alias in node.names:
+                if f"{base}.{alias.name}" in known:  # a module: `from dhwt.x import module`
+                    found.append(Import(name, f"{base}.{alias.name}", None, node.lineno))
+                    aliases[alias.asname or alias.name] = f"{base}.{alias.name}"
+                else:
+                    found.append(Import(name, owner(base), alias.name, node.lineno))
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                and node.value.id in aliases):
+            found.append(Import(name, aliases[node.value.id], node.attr, node.lineno))
+    return found
+
+
+def package_of(module: str) -> str:
+    """The layer key of a module: its top package under dhwt ("dhwt" for dhwt itself)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "dhwt"
+
+
+def layer(module: str) -> int:
+    return next(i for i, members in enumerate(LAYERS) if package_of(module) in members)
+
+
+@pytest.fixture(scope="module")
+def graph() -> tuple[dict[str, Path], list[Import]]:
+    known = modules()
+    return known, [imp for name, path in known.items() for imp in imports(name, path, known)]
+
+
+def test_every_package_has_a_layer(graph):
+    known, _ = graph
+    missing = sorted({package_of(m) for m in known} - set().union(*LAYERS))
+    assert not missing, f"packages with no place in LAYERS: {missing}"
+
+
+def test_imports_go_down_the_layers(graph):
+    _, found = graph
+    wrong = sorted({
+        f"{i.source} imports {i.target} (line {i.line}): {package_of(i.source)} may not "
+        f"import {package_of(i.target)}"
+        for i in found
+        if package_of(i.source) != package_of(i.target) and layer(i.target) >= layer(i.source)
+        and (i.source, i.target) not in KNOWN
+    })
+    assert not wrong, "imports against DESIGN.md's order:\n" + "\n".join(wrong)
+
+
+def test_no_import_cycles(graph):
+    known, found = graph
+    modules_graph = nx.DiGraph()
+    modules_graph.add_nodes_from(known)
+    modules_graph.add_edges_from((i.source, i.target) for i in found
+                                 if i.source != i.target and (i.source, i.target) not in KNOWN)
+    cycles = sorted(" -> ".join([*c, c[0]]) for c in nx.simple_cycles(modules_graph))
+    assert not cycles, "import cycles:\n" + "\n".join(cycles)
+
+
+def test_no_private_names_cross_modules(graph):
+    _, found = graph
+    private = sorted({
+        f"{i.source} takes {i.target}.{i.name} (line {i.line})" for i in found
+        if i.name and i.name.startswith("_") and not i.name.startswith("__")
+        and i.source != i.target
+    })
+    assert not private, "private names imported from another module:\n" + "\n".join(private)
+
+
+def test_the_checks_see_lazy_typing_and_private_imports(tmp_path):
+    """The parser itself: imports inside functions and under TYPE_CHECKING, relative imports,
+    and attribute reads of a private name through a module alias are all found."""
+    (tmp_path / "dhwt" / "a").mkdir(parents=True)
+    for name in ("dhwt/__init__.py", "dhwt/a/__init__.py", "dhwt/b.py"):
+        (tmp_path / name).write_text("")
+    source = tmp_path / "dhwt" / "a" / "m.py"
+    source.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from dhwt.b import Thing\n"
+        "def f():\n    from ..b import _hidden\n    import dhwt.b as b\n    return b._other\n"
+    )
+    known = {"dhwt": None, "dhwt.a": None, "dhwt.b": None, "dhwt.a.m": source}
+    found = imports("dhwt.a.m", source, known)
+    assert {(i.target, i.name) for i in found} == {
+        ("dhwt.b", "Thing"), ("dhwt.b", "_hidden"), ("dhwt.b", None), ("dhwt.b", "_other")}
