@@ -261,19 +261,27 @@ def closeness_figure(
             if measure == "normalised":
                 ax.axhline(1.0, color="grey", lw=0.8, label="1 = the baseline pairs' distance")
             mark_events(ax, (events or {}).get(name, ()))
-            ax.grid(alpha=0.3)
-            if row == 0:
-                ax.set_title(title, fontsize=9)
-            if row == len(pairs) - 1:
-                step_axis(ax)
-            if col == 0:
-                label = (pair_labels or {}).get(pair, f"{pair[0]}-{pair[1]}")
-                ax.set_ylabel(f"{label}\n{MEASURE_LABELS[measure]}", fontsize=9)
+            _pair_panel(ax, row, col, len(pairs), title, pair, pair_labels, measure)
     if measure != "cosine":
         axes[0, 0].set_ylim(bottom=0)
     legend_below(fig, axes.ravel(), "line: mean over the column's seeds; band: its 95% "
                  "t-interval (3 or more seeds)")
     return save(fig, path)
+
+
+def _pair_panel(ax, row: int, col: int, rows: int, title: str,  # noqa: ANN001 (an Axes)
+                pair: tuple[str, str], pair_labels: Mapping[tuple[str, str], str] | None,
+                measure: str) -> None:
+    """Grid, and the labels of a closeness panel by its place: the column title on top, steps
+    at the foot, the pair and measure on the left."""
+    ax.grid(alpha=0.3)
+    if row == 0:
+        ax.set_title(title, fontsize=9)
+    if row == rows - 1:
+        step_axis(ax)
+    if col == 0:
+        label = (pair_labels or {}).get(pair, f"{pair[0]}-{pair[1]}")
+        ax.set_ylabel(f"{label}\n{MEASURE_LABELS[measure]}", fontsize=9)
 
 
 def _kept(mask: np.ndarray | None, seeds: int) -> np.ndarray:
@@ -311,14 +319,8 @@ def _closeness_overlaid(
                 ax.axhline(1.0, color="grey", lw=0.8, label="1 = the baseline pairs' distance")
             mark_events(ax, distinct_events({name: (events or {}).get(name, ())
                                              for name in drawn}))
-            ax.grid(alpha=0.3)
-            if row == 0:
-                ax.set_title(f"{side}\n{len(drawn)} runs", fontsize=9)
-            if row == len(pairs) - 1:
-                step_axis(ax)
-            if col == 0:
-                label = (pair_labels or {}).get(pair, f"{pair[0]}-{pair[1]}")
-                ax.set_ylabel(f"{label}\n{MEASURE_LABELS[measure]}", fontsize=9)
+            _pair_panel(ax, row, col, len(pairs), f"{side}\n{len(drawn)} runs", pair,
+                        pair_labels, measure)
     if measure != "cosine":
         axes[0, 0].set_ylim(bottom=0)
     legend_below(fig, axes.ravel(), "thin: each run's mean over its seeds (those off the "

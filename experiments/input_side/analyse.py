@@ -28,6 +28,7 @@ import numpy as np
 import dhwt
 from dhwt.analysis.closeness import pair_closeness
 from dhwt.analysis.intervals import summarise
+from dhwt.runs.run import is_run
 from dhwt.training.lr import LRSchedule
 
 HERE = Path(__file__).resolve().parent
@@ -197,7 +198,7 @@ def main(out: Path) -> None:
     for run_dir in sorted((out / "runs").glob("*/*")):
         language = run_dir.parent.name
         optimizer, level, init = run_dir.name.split("-")
-        if not (run_dir / "embeddings").is_dir():
+        if not is_run(run_dir) or not dhwt.load_run(run_dir).steps:
             continue
         run = dhwt.load_run(run_dir)
         if run.steps[-1] != run.config.optim.steps:
@@ -206,7 +207,7 @@ def main(out: Path) -> None:
     (out / "results.json").write_text(json.dumps(results))
     lines = table(results)
     main_run = out / "main" / "exor4" / "main-untied"
-    if (main_run / "embeddings").is_dir():
+    if is_run(main_run) and dhwt.load_run(main_run).steps:
         lines += main_job(measure(main_run, "exor4"))
     (out / "table.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

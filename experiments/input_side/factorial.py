@@ -29,6 +29,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
+sys.path.insert(0, str(ROOT))  # dhwt from this checkout, as the runs use
 LANGUAGES = {
     "exor4": dict(grammar="parity", set=["n_bits=4"], objective="mlm",
                   twins=[["0a", "0b"], ["1a", "1b"]]),
@@ -77,8 +78,10 @@ def dhwt(*args: str) -> subprocess.CompletedProcess:
 
 
 def finished(run: Path, steps: int) -> bool:
-    """True when the run's last snapshot (step `steps`) is on disk."""
-    return (run / "embeddings" / f"step_{steps:07d}.safetensors").is_file()
+    """True when the run trained all `steps` (its report, written last, is on disk)."""
+    from dhwt.runs.run import is_finished, load_run
+
+    return is_finished(run) and load_run(run).config.optim.steps == steps
 
 
 def train_cell(out: Path, steps: int, language: str, optimizer: str, wd: float,

@@ -19,13 +19,6 @@ RUN_ONLY = {filenames.CONFIG, filenames.METRICS, filenames.TOKEN_COUNTS, filenam
 JOINED = {filenames.EMBEDDINGS, filenames.TENSORBOARD}
 #: Snapshot and checkpoint files are step_XXXXXXX.safetensors / .pt (dhwt.runs.snapshots).
 STEP_FILE = "step_"
-#: Files allowed to build run paths by hand for now, each with its reason (remove when switched).
-KNOWN: dict[str, str] = {
-    "experiments/input_side/factorial.py": "finished(): the last snapshot's file name, written "
-                                           "before the door existed; its owner switches it",
-    "experiments/input_side/analyse.py": "main(): RUN/embeddings as the sign of a run, written "
-                                         "before the door existed; its owner switches it",
-}
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
@@ -70,7 +63,6 @@ def test_run_paths_are_built_in_dhwt_runs_only():
     assert len(files) > 50
     found = {str(path.relative_to(ROOT)): by_hand(path.read_text("utf-8")) for path in files}
     offences = [f"{name}:{line}: {text!r}" for name, places in found.items()
-                for line, text in places if name not in KNOWN]
+                for line, text in places]
     assert not offences, ("paths inside a run directory built by hand (use dhwt.load_run's "
                           "Run):\n" + "\n".join(offences))
-    assert not [name for name in KNOWN if not found.get(name)], "a KNOWN file no longer offends"
