@@ -29,7 +29,8 @@ from languages import spec  # noqa: E402
 LANGUAGES = ("sem-mlm", "control-mlm", "sem-clm", "cnd-clm", "control-clm")
 KS = (1, 4, 16)
 WIDTHS = (2, 4, 8, 16)
-DECAYS = (0.0, 0.1)
+#: (weight decay, output bias): no bias at 0 and 0.1, a bias at 0.1.
+SETTINGS = ((0.0, False), (0.1, False), (0.1, True))
 #: One pre-LN layer without a final LayerNorm: the hidden states' norm is free, so no
 #: LayerNorm caps ||h|| (at d = 2 a post-LN state would take two values only).
 MODEL = dict(n_layers=1, n_heads=1, norm="pre", final_norm=False, positions="learned",
@@ -68,17 +69,13 @@ def main() -> None:
     parser.add_argument("--languages", default=",".join(LANGUAGES))
     parser.add_argument("--ks", default=",".join(map(str, KS)))
     parser.add_argument("--widths", default=",".join(map(str, WIDTHS)))
-    parser.add_argument("--decays", default=",".join(map(str, DECAYS)))
-    parser.add_argument("--bias", default="no,yes")
     parser.add_argument("--seeds", type=int, default=6)
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--every", type=int, default=100)
     args = parser.parse_args()
     cells = itertools.product(map(int, args.ks.split(",")), map(int, args.widths.split(",")),
-                              map(float, args.decays.split(",")),
-                              [b == "yes" for b in args.bias.split(",")],
-                              args.languages.split(","))
-    for k, d, decay, bias, language in cells:
+                              SETTINGS, args.languages.split(","))
+    for k, d, (decay, bias), language in cells:
         start = time.time()
         if train_cell(args.out, language, k, d, decay, bias, args.seeds, args.steps, args.every):
             print(f"done {language} k={k} d={d} wd={decay:g} bias={bias} "
