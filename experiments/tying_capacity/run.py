@@ -69,12 +69,17 @@ def main() -> None:
     parser.add_argument("--languages", default=",".join(LANGUAGES))
     parser.add_argument("--ks", default=",".join(map(str, KS)))
     parser.add_argument("--widths", default=",".join(map(str, WIDTHS)))
+    parser.add_argument("--settings", default=",".join(f"{w:g}:{'yes' if b else 'no'}"
+                                                       for w, b in SETTINGS),
+                        help="weight decay:bias pairs, e.g. 0.1:no,0.1:yes")
     parser.add_argument("--seeds", type=int, default=6)
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--every", type=int, default=100)
     args = parser.parse_args()
     cells = itertools.product(map(int, args.ks.split(",")), map(int, args.widths.split(",")),
-                              SETTINGS, args.languages.split(","))
+                              [(float(w), b == "yes") for w, b in
+                               (s.split(":") for s in args.settings.split(","))],
+                              args.languages.split(","))
     for k, d, (decay, bias), language in cells:
         start = time.time()
         if train_cell(args.out, language, k, d, decay, bias, args.seeds, args.steps, args.every):
