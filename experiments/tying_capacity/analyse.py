@@ -174,13 +174,21 @@ def write(cells: list[dict[str, object]], out: Path) -> None:
 
 
 def summary(cells: list[dict[str, object]]) -> str:
-    """How often the prediction held, per prediction and decision."""
-    tested = [c for c in cells if c["share"] is not None]
-    table: dict[tuple[str, str], int] = {}
-    for c in tested:
-        key = (predicted(c["language"], c["k"], c["d"], c["bias"]), decide(c["share"]))
-        table[key] = table.get(key, 0) + 1
-    return "; ".join(f"predicted {p}, found {f}: {n}" for (p, f), n in sorted(table.items()))
+    """How often the prediction held: a table of decisions per language, bias and capacity."""
+    counts: dict[tuple, dict[str, int]] = {}
+    for c in cells:
+        if c["share"] is None:
+            continue
+        key = (c["language"], "yes" if c["bias"] else "no",
+               "K <= d" if c["k"] <= c["d"] else "K > d",
+               predicted(c["language"], c["k"], c["d"], c["bias"]))
+        found = counts.setdefault(key, {"pays": 0, "equivalent": 0, "undecided": 0})
+        found[decide(c["share"])] += 1
+    lines = ["| language | bias | capacity | predicted | pays | equivalent | undecided |",
+             "|---|---|---|---|---|---|---|"]
+    lines += [f"| {' | '.join(key)} | {f['pays']} | {f['equivalent']} | {f['undecided']} |"
+              for key, f in sorted(counts.items())]
+    return "\n".join(lines)
 
 
 def figure(cells: list[dict[str, object]], out: Path) -> None:
@@ -234,7 +242,7 @@ def main() -> None:
                      if CELL.match(cell.name) and (cell / "untied" / "report.md").is_file()])
     write(cells, HERE / "results.md")
     figure(cells, HERE / "figures" / "price.png")
-    print(f"{len(cells)} cells; {summary(cells)}")
+    print(f"{len(cells)} cells\n{summary(cells)}")
 
 
 if __name__ == "__main__":
