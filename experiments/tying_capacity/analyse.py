@@ -8,7 +8,7 @@ the untied input and output distances of the K violating pairs (mean over the pa
 decision rule and the margin are the ones README.md declared before the grid ran.
 
     python experiments/tying_capacity/analyse.py runs/tying-capacity
-writes experiments/tying_capacity/results.md, results.csv and figures/price.png.
+writes experiments/tying_capacity/results.md, results.csv, figures/price.png and share.png.
 """
 
 from __future__ import annotations
@@ -234,6 +234,42 @@ def figure(cells: list[dict[str, object]], out: Path) -> None:
     plt.close(fig)
 
 
+def share_figure(cells: list[dict[str, object]], out: Path) -> None:
+    """The violations' share (price - the control's) against K / d, the margin shaded."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    settings = [(0.0, False), (0.1, False), (0.1, True)]
+    colours = {"sem-mlm": "tab:orange", "sem-clm": "tab:red", "cnd-clm": "tab:blue"}
+    fig, axes = plt.subplots(1, len(settings), figsize=(11, 3.6), sharey=True, squeeze=False)
+    for col, (decay, bias) in enumerate(settings):
+        ax = axes[0, col]
+        ax.axhspan(-MARGIN, MARGIN, color="grey", alpha=0.2, lw=0)
+        for n, language in enumerate(colours):
+            points = sorted((c for c in cells if c["language"] == language and c["decay"] == decay
+                             and c["bias"] == bias and c["share"] is not None
+                             and c["d"] > 2), key=lambda c: c["k"] / c["d"])
+            if not points:
+                continue
+            x = np.array([c["k"] / c["d"] for c in points]) * (1 + 0.05 * (n - 1))
+            found = [interval(c["share"], 0.95) for c in points]
+            mean = np.array([f[0] for f in found])
+            err = np.array([[f[0] - f[1] for f in found], [f[2] - f[0] for f in found]])
+            ax.errorbar(x, mean, yerr=err, fmt="o", ms=4, capsize=2, color=colours[language],
+                        label=language)
+        ax.axvline(1.0, color="grey", lw=0.5, ls=":")
+        ax.axhline(0.0, color="grey", lw=0.5)
+        ax.set_xscale("log")
+        ax.set_title(f"decay {decay:g}, {'bias' if bias else 'no bias'} (d >= 4)", fontsize=9)
+        ax.set_xlabel("K / d", fontsize=8)
+        ax.legend(fontsize=7)
+    axes[0, 0].set_ylabel("share: price - control's price (nats)", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=80)
+    plt.close(fig)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("grid", type=Path)
@@ -242,6 +278,7 @@ def main() -> None:
                      if CELL.match(cell.name) and (cell / "untied" / "report.md").is_file()])
     write(cells, HERE / "results.md")
     figure(cells, HERE / "figures" / "price.png")
+    share_figure(cells, HERE / "figures" / "share.png")
     print(f"{len(cells)} cells\n{summary(cells)}")
 
 
