@@ -1,0 +1,286 @@
+"""Read the capacity grid of run.py: the price of tying and the pairs' share of it against K / d.
+
+Per cell and seed: the exact excess (population cross-entropy minus the Bayes optimum, nats per
+predicted token) of the tied and the untied member at the last step; the price (tied - untied,
+paired by seed: a seed's two members share their initial input table); the share
+(price(kind) - price(control of the same objective, K, d, decay and bias), paired by seed); and
+the untied input and output distances of the K violating pairs (mean over the pairs). The
+decision rule and the margin are the ones README.md declared before the grid ran.
+
+    python experiments/tying_capacity/analyse.py runs/tying-capacity
+writes experiments/tying_capacity/results.md, results.csv, figures/price.png and share.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+HERE = Path(__file__).parent
+MARGIN = 0.005  # nats, declared in README.md before any cell ran
+CONTROL = {"mlm": "control-mlm", "clm": "control-clm"}
+CELL = re.compile(r"(?P<language>\w+-\w+)-k(?P<k>\d+)-d(?P<d>\d+)-wd(?P<decay>[\d.]+)-"
+                  r"(?P<bias>bias|nobias)$")
+
+
+def paired(first: dict[int, float], second: dict[int, float]) -> dict[int, float]:
+    """first - second, seed by seed; the two must hold the same seeds."""
+    if set(first) != set(second):
+        raise ValueError(f"seeds differ: {sorted(first)} vs {sorted(second)}")
+    return {seed: first[seed] - second[seed] for seed in sorted(first)}
+
+
+def excess_by_seed(run: Path, bayes: float) -> tuple[dict[int, float], dict[int, float]]:
+    """{seed: excess} at the last and at 80% of the last population evaluation."""
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    rows = [r for r in rows if r["split"] == "population"]
+    last = max(r["step"] for r in rows)
+    steps = sorted({r["step"] for r in rows})
+    early = min(steps, key=lambda s: abs(s - 0.8 * last))
+    return ({r["seed"]: r["loss"] - bayes for r in rows if r["step"] == last},
+            {r["seed"]: r["loss"] - bayes for r in rows if r["step"] == early})
+
+
+def distances(run: Path, vocab: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(members,) the mean over the K pairs of ||e_ka - e_kb||, input and output rows."""
+    from dhwt.runs import load_run
+
+    embeddings = load_run(run).model().embeddings
+    found = []
+    for table in (embeddings.input_weight, embeddings.output_weight):
+        table = table.detach().double()
+        gaps = [(table[:, vocab.index(f"s{j}a")] - table[:, vocab.index(f"s{j}b")]).norm(dim=-1)
+                for j in range(k)]
+        found.append(np.mean([g.numpy() for g in gaps], axis=0))
+    return found[0], found[1]
+
+
+def read_cell(cell: Path) -> dict[str, object]:
+    match = CELL.match(cell.name)
+    language, objective = match["language"], match["language"].split("-")[1]
+    truth = json.loads((cell / "data" / "truth.json").read_text())["objectives"][objective]
+    bayes = truth["bayes_cross_entropy_nats"]
+    tied, tied_early = excess_by_seed(cell / "tied", bayes)
+    untied, untied_early = excess_by_seed(cell / "untied", bayes)
+    k = int(match["k"])
+    seeds = sorted(tied)
+    change = np.array([max(abs(tied[s] - tied_early[s]), abs(untied[s] - untied_early[s]))
+                       for s in seeds])
+    inside, outside = distances(cell / "untied", truth["vocab"], k)
+    return {"language": language, "objective": objective, "k": k, "d": int(match["d"]),
+            "decay": float(match["decay"]), "bias": match["bias"] == "bias", "bayes": bayes,
+            "tied": tied, "untied": untied, "price": paired(tied, untied), "change": change,
+            "input": inside, "output": outside}
+
+
+def interval(values: np.ndarray, level: float) -> tuple[float, float, float]:
+    """mean and the two-sided t interval at `level`."""
+    mean = float(np.mean(values))
+    half = float(stats.t.ppf(0.5 + level / 2, len(values) - 1) * stats.sem(values))
+    return mean, mean - half, mean + half
+
+
+def decide(share: np.ndarray) -> str:
+    """'pays', 'equivalent' or 'undecided' by the declared rule (README.md)."""
+    _, low95, _ = interval(share, 0.95)
+    _, low90, high90 = interval(share, 0.90)
+    if low95 > MARGIN:
+        return "pays"
+    if -MARGIN < low90 and high90 < MARGIN:
+        return "equivalent"
+    return "undecided"
+
+
+def predicted(language: str, k: int, d: int, bias: bool) -> str:
+    """The prediction README.md committed before the grid ran."""
+    kind = language.split("-")[0]
+    if kind == "control" or k <= d or (kind == "sem" and bias):
+        return "equivalent"
+    return "pays"
+
+
+def p_pays(share: np.ndarray) -> float:
+    """One-sided t-test p of share > MARGIN."""
+    return float(stats.ttest_1samp(share - MARGIN, 0.0, alternative="greater").pvalue)
+
+
+def holm(pvalues: list[float], alpha: float = 0.05) -> list[bool]:
+    order = np.argsort(pvalues)
+    rejected = [False] * len(pvalues)
+    for rank, i in enumerate(order):
+        if pvalues[i] > alpha / (len(pvalues) - rank):
+            break
+        rejected[i] = True
+    return rejected
+
+
+def text(values: np.ndarray, digits: int = 4) -> str:
+    mean, low, high = interval(values, 0.95)
+    return f"{mean:+.{digits}f} [{low:+.{digits}f}, {high:+.{digits}f}]"
+
+
+def analyse(cells: list[dict[str, object]]) -> list[dict[str, object]]:
+    """Every cell with its share (None for the controls) and its decision."""
+    control = {(c["objective"], c["k"], c["d"], c["decay"], c["bias"]): c["price"]
+               for c in cells if c["language"].startswith("control")}
+    for c in cells:
+        key = (c["objective"], c["k"], c["d"], c["decay"], c["bias"])
+        c["share"] = (None if c["language"].startswith("control") or key not in control
+                      else np.array(list(paired(c["price"], control[key]).values())))
+    return cells
+
+
+def write(cells: list[dict[str, object]], out: Path) -> None:
+    tested = [c for c in cells if c["share"] is not None]
+    keep = holm([p_pays(c["share"]) for c in tested])
+    lines = ["| language | K | d | K/d | decay | bias | untied excess | price (tied - untied) | "
+             "share (price - control's) | decision (predicted) | Holm: pays | converged "
+             "(< 1e-3 / < 1e-4) | untied ‖Δ‖ input / output |", "|" + "---|" * 13]
+    order = sorted(cells, key=lambda c: (c["language"], c["decay"], c["bias"], c["k"], c["d"]))
+    with open(out.with_suffix(".csv"), "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["language", "k", "d", "decay", "bias", "seed", "bayes", "excess_tied",
+                         "excess_untied", "price", "share", "untied_input_distance",
+                         "untied_output_distance"])
+        for c in order:
+            for i, s in enumerate(sorted(c["price"])):
+                writer.writerow([c["language"], c["k"], c["d"], c["decay"], c["bias"], s,
+                                 f"{c['bayes']:.6f}", f"{c['tied'][s]:.6f}",
+                                 f"{c['untied'][s]:.6f}", f"{c['price'][s]:.6f}",
+                                 "" if c["share"] is None else f"{c['share'][i]:.6f}",
+                                 f"{c['input'][i]:.4f}", f"{c['output'][i]:.4f}"])
+    for c in order:
+        price = np.array(list(c["price"].values()))
+        untied = np.array(list(c["untied"].values()))
+        share, decision, holm_text = "", "", ""
+        if c["share"] is not None:
+            share = text(c["share"])
+            decision = f"{decide(c['share'])} ({predicted(c['language'], c['k'], c['d'], c['bias'])})"
+            holm_text = "yes" if keep[tested.index(c)] else "no"
+        n = len(c["change"])
+        lines.append(
+            f"| {c['language']} | {c['k']} | {c['d']} | {c['k'] / c['d']:g} | {c['decay']:g} | "
+            f"{'yes' if c['bias'] else 'no'} | {np.mean(untied):.4f} | {text(price)} | {share} | "
+            f"{decision} | {holm_text} | {int(np.sum(c['change'] < 1e-3))}/{n} / "
+            f"{int(np.sum(c['change'] < 1e-4))}/{n} | "
+            f"{np.mean(c['input']):.2f} / {np.mean(c['output']):.2f} |")
+    out.write_text("\n".join(lines) + "\n", "utf-8")
+
+
+def summary(cells: list[dict[str, object]]) -> str:
+    """How often the prediction held: a table of decisions per language, bias and capacity."""
+    counts: dict[tuple, dict[str, int]] = {}
+    for c in cells:
+        if c["share"] is None:
+            continue
+        key = (c["language"], "yes" if c["bias"] else "no",
+               "K <= d" if c["k"] <= c["d"] else "K > d",
+               predicted(c["language"], c["k"], c["d"], c["bias"]))
+        found = counts.setdefault(key, {"pays": 0, "equivalent": 0, "undecided": 0})
+        found[decide(c["share"])] += 1
+    lines = ["| language | bias | capacity | predicted | pays | equivalent | undecided |",
+             "|---|---|---|---|---|---|---|"]
+    lines += [f"| {' | '.join(key)} | {f['pays']} | {f['equivalent']} | {f['undecided']} |"
+              for key, f in sorted(counts.items())]
+    return "\n".join(lines)
+
+
+def figure(cells: list[dict[str, object]], out: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    settings = [(0.0, False), (0.1, False), (0.1, True)]
+    panels = [("mlm", ("sem-mlm", "control-mlm")), ("clm", ("sem-clm", "cnd-clm", "control-clm"))]
+    colours = {"sem": "tab:red", "cnd": "tab:blue", "control": "black"}
+    fig, axes = plt.subplots(len(settings), len(panels), figsize=(9, 9), sharex=True,
+                             squeeze=False)
+    for row, (decay, bias) in enumerate(settings):
+        for col, (objective, languages) in enumerate(panels):
+            ax = axes[row, col]
+            for n, language in enumerate(languages):
+                chosen = sorted((c for c in cells if c["language"] == language
+                                 and c["decay"] == decay and c["bias"] == bias),
+                                key=lambda c: c["k"] / c["d"])
+                for k, marker in ((1, "o"), (4, "s"), (16, "^")):
+                    points = [c for c in chosen if c["k"] == k]
+                    if not points:
+                        continue
+                    x = np.array([c["k"] / c["d"] for c in points]) * (1 + 0.06 * (n - 1))
+                    stats_ = [interval(np.array(list(c["price"].values())), 0.95) for c in points]
+                    mean = np.array([s[0] for s in stats_])
+                    err = np.array([[s[0] - s[1] for s in stats_], [s[2] - s[0] for s in stats_]])
+                    ax.errorbar(x, mean, yerr=err, fmt=marker + "-", ms=4, lw=0.8, capsize=2,
+                                color=colours[language.split("-")[0]],
+                                label=language if k == 1 else None)
+            ax.axvline(1.0, color="grey", lw=0.5, ls=":")
+            ax.axhline(0.0, color="grey", lw=0.5)
+            ax.set_xscale("log")
+            ax.set_title(f"{objective}, decay {decay:g}, {'bias' if bias else 'no bias'}",
+                         fontsize=9)
+            ax.set_ylabel("price: tied - untied excess (nats)", fontsize=8)
+            if row == len(settings) - 1:
+                ax.set_xlabel("K / d (o K=1, □ K=4, △ K=16)", fontsize=8)
+            ax.legend(fontsize=7)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=80)
+    plt.close(fig)
+
+
+def share_figure(cells: list[dict[str, object]], out: Path) -> None:
+    """The violations' share (price - the control's) against K / d, the margin shaded."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    settings = [(0.0, False), (0.1, False), (0.1, True)]
+    colours = {"sem-mlm": "tab:orange", "sem-clm": "tab:red", "cnd-clm": "tab:blue"}
+    fig, axes = plt.subplots(1, len(settings), figsize=(11, 3.6), sharey=True, squeeze=False)
+    for col, (decay, bias) in enumerate(settings):
+        ax = axes[0, col]
+        ax.axhspan(-MARGIN, MARGIN, color="grey", alpha=0.2, lw=0)
+        for n, language in enumerate(colours):
+            points = sorted((c for c in cells if c["language"] == language and c["decay"] == decay
+                             and c["bias"] == bias and c["share"] is not None
+                             and c["d"] > 2), key=lambda c: c["k"] / c["d"])
+            if not points:
+                continue
+            x = np.array([c["k"] / c["d"] for c in points]) * (1 + 0.05 * (n - 1))
+            found = [interval(c["share"], 0.95) for c in points]
+            mean = np.array([f[0] for f in found])
+            err = np.array([[f[0] - f[1] for f in found], [f[2] - f[0] for f in found]])
+            ax.errorbar(x, mean, yerr=err, fmt="o", ms=4, capsize=2, color=colours[language],
+                        label=language)
+        ax.axvline(1.0, color="grey", lw=0.5, ls=":")
+        ax.axhline(0.0, color="grey", lw=0.5)
+        ax.set_xscale("log")
+        ax.set_title(f"decay {decay:g}, {'bias' if bias else 'no bias'} (d >= 4)", fontsize=9)
+        ax.set_xlabel("K / d", fontsize=8)
+        ax.legend(fontsize=7)
+    axes[0, 0].set_ylabel("share: price - control's price (nats)", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=80)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("grid", type=Path)
+    args = parser.parse_args()
+    cells = analyse([read_cell(cell) for cell in sorted(args.grid.iterdir())
+                     if CELL.match(cell.name) and (cell / "untied" / "report.md").is_file()])
+    write(cells, HERE / "results.md")
+    figure(cells, HERE / "figures" / "price.png")
+    share_figure(cells, HERE / "figures" / "share.png")
+    print(f"{len(cells)} cells\n{summary(cells)}")
+
+
+if __name__ == "__main__":
+    main()

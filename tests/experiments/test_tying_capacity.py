@@ -1,0 +1,93 @@
+"""experiments/tying_capacity: the languages have the intended exact relations, and the price
+and the share pair tied, untied and control members by seed."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dhwt.languages import compute_truth
+from dhwt.languages.language import language_from_spec
+
+HERE = Path(__file__).parents[2] / "experiments" / "tying_capacity"
+
+
+def _module(name: str):
+    spec = importlib.util.spec_from_file_location(f"tying_capacity_{name}", HERE / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+languages = _module("languages")
+analyse = _module("analyse")
+
+
+@pytest.mark.parametrize("kind, objective, found", [
+    ("sem", "mlm", "sem only"), ("control", "mlm", None), ("sem", "clm", "sem only"),
+    ("cnd", "clm", "cnd only"), ("control", "clm", None)])
+@pytest.mark.parametrize("k", [1, 4])
+def test_the_violations_are_the_k_pairs(kind, objective, found, k):
+    truth = compute_truth(language_from_spec(
+        languages.spec(kind, k, tail=objective == "clm"), "t"), objective)
+    violations = {(p.first, p.second): p.kind for p in truth.pairs() if not p.dh}
+    expected = {} if found is None else {(f"s{j}a", f"s{j}b"): found for j in range(k)}
+    assert violations == expected
+    assert len(truth.symbols) == (5 if objective == "clm" else 3) * k
+
+
+@pytest.mark.parametrize("kind, objective, ratio", [
+    ("sem", "mlm", -math.log(9)), ("sem", "clm", -math.log(9)), ("cnd", "clm", 0.0),
+    ("control", "clm", 0.0)])
+def test_each_pair_has_its_ratio_in_every_context_that_predicts_it(kind, objective, ratio):
+    k = 4
+    truth = compute_truth(language_from_spec(
+        languages.spec(kind, k, tail=objective == "clm"), "t"), objective)
+    for j in range(k):
+        log_ratio = truth.log_ratio(f"s{j}a", f"s{j}b")
+        predicted = np.isfinite(log_ratio)
+        assert predicted.sum() == k  # the K contexts x_m (masked: x_m [MASK]) predict every pair
+        np.testing.assert_allclose(log_ratio[predicted], ratio, atol=1e-9)
+
+
+def test_a_masked_cnd_language_is_refused():
+    with pytest.raises(ValueError, match="cnd"):
+        languages.spec("cnd", 4, tail=False)
+
+
+def test_the_price_pairs_members_by_seed():
+    tied = {0: 0.30, 1: 0.50, 2: 0.10}
+    untied = {2: 0.05, 0: 0.10, 1: 0.45}
+    price = analyse.paired(tied, untied)
+    assert list(price) == [0, 1, 2]
+    np.testing.assert_allclose(list(price.values()), [0.20, 0.05, 0.05])
+    with pytest.raises(ValueError, match="seeds differ"):
+        analyse.paired(tied, {0: 0.1, 1: 0.2})
+
+
+def test_the_share_subtracts_the_control_of_the_same_cell_seed_by_seed():
+    def cell(language, price, d=2, bias=False):
+        return {"language": language, "objective": language.split("-")[1], "k": 4, "d": d,
+                "decay": 0.1, "bias": bias, "price": price}
+    cells = analyse.analyse([
+        cell("sem-clm", {0: 0.30, 1: 0.10}),
+        cell("control-clm", {1: 0.04, 0: 0.01}),
+        cell("control-clm", {0: 9.0, 1: 9.0}, d=4),
+        cell("control-clm", {0: 9.0, 1: 9.0}, bias=True),
+        cell("control-mlm", {0: 9.0, 1: 9.0})])
+    np.testing.assert_allclose(cells[0]["share"], [0.29, 0.06])
+    assert all(c["share"] is None for c in cells[1:])
+
+
+def test_the_declared_rule():
+    assert analyse.decide(np.array([0.020, 0.021, 0.019, 0.020])) == "pays"
+    assert analyse.decide(np.array([0.0001, -0.0001, 0.0002, 0.0])) == "equivalent"
+    assert analyse.decide(np.array([0.02, -0.02, 0.03, -0.01])) == "undecided"
+    assert analyse.predicted("sem-clm", 16, 4, bias=True) == "equivalent"
+    assert analyse.predicted("cnd-clm", 16, 4, bias=True) == "pays"
+    assert analyse.predicted("sem-mlm", 4, 4, bias=False) == "equivalent"
+    assert analyse.holm([0.01, 0.04, 0.03]) == [True, False, False]
