@@ -465,7 +465,8 @@ def frequency_null(near_in: np.ndarray, near_out: np.ndarray, counts: np.ndarray
     excluded) when the output space's tokens are permuted within frequency bins.
 
     Bins: the K tokens sorted by `counts` (K,) (ties by position), cut into min(bins, K // 2)
-    groups of equal size (dhwt.analysis.frequency.frequency_groups: at least 2 tokens each). A
+    groups of equal size (dhwt.analysis.frequency.frequency_groups: at least 2 tokens each; a
+    group of one count that repeats the group before merges into it, so there may be fewer). A
     within-bin permutation pi relabels the output space: token i gets the output vector of
     pi(i), so its output neighbours become pi^-1(N_out(pi(i))). Each space keeps its geometry
     and every output neighbourhood keeps its frequency make-up (a frequent token's output

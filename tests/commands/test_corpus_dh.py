@@ -110,9 +110,11 @@ def test_a_text_file_by_characters_with_out(cli, tmp_path):
     null = doc["input_output_knn_overlap"]["frequency_null"]
     assert null["overlap"] == pytest.approx(np.mean([float(r["frequency_null_overlap"])
                                                      for r in rows]))
-    bins = min(20, len(rows) // 2)  # at least 2 tokens a bin
-    assert null["permutations"] == 200 and null["bins"] == bins and null["seed"] == 0
+    bins = null["bins"]  # min(20, tokens // 2) equal groups, fewer where a repeated count merges
+    assert 1 <= bins <= min(20, len(rows) // 2)
+    assert null["permutations"] == 200 and null["seed"] == 0
     assert {int(r["frequency_bin"]) for r in rows} == set(range(1, bins + 1))
+    assert all(sum(int(r["frequency_bin"]) == b for r in rows) >= 2 for b in range(1, bins + 1))
     assert f"frequency-matched null {null['overlap']:.4f}" in out
     assert f"permuted within {bins} frequency bins" in out
     assert (out_dir / "figures" / "overlap_by_frequency.png").stat().st_size > 0
