@@ -38,8 +38,9 @@ def paired(first: dict[int, float], second: dict[int, float]) -> dict[int, float
 
 def excess_by_seed(run: Path, bayes: float) -> tuple[dict[int, float], dict[int, float]]:
     """{seed: excess} at the last and at 80% of the last population evaluation."""
-    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    rows = [r for r in rows if r["split"] == "population"]
+    from dhwt.runs import load_run
+
+    rows = [r for r in load_run(run).metrics() if r["split"] == "population"]
     last = max(r["step"] for r in rows)
     steps = sorted({r["step"] for r in rows})
     early = min(steps, key=lambda s: abs(s - 0.8 * last))
