@@ -29,6 +29,7 @@ from dhwt.analysis.frequency import count_span, frequency_buckets
 from dhwt.directories import atomic_write_bytes, check_report_dir, replace_report
 from dhwt.report.document import write_report
 from dhwt.errors import DhwtError
+from dhwt.filenames import FIGURES, HTML, REPORT
 
 #: Default tolerance on the relation distances with exact counts (float error only).
 EXACT_TOLERANCE = 1e-9
@@ -37,7 +38,7 @@ SAMPLED_TOLERANCE = 0.05
 #: Default least count of the tokens of the listed DH-violating pairs of a corpus: rarer
 #: tokens have profiles of a few contexts, whose cosines are near 0 or 1 by accident.
 MIN_COUNT = 100
-FIGURE = "figures/overlap_by_frequency.png"
+FIGURE = f"{FIGURES}/overlap_by_frequency.png"
 #: What the listed DH-violating pairs are ranked by, with estimated relations (grammars) and
 #: without (a corpus).
 RANKED_BY_RELATIONS = ("estimated relations: pairs in one of sem, cnd and not the other, "
@@ -494,10 +495,10 @@ def check_out(out: str | Path) -> None:
 def write_out(result: Result, out: str | Path) -> list[Path]:
     """out/report.md (and report.html), out/corpus_dh.json, out/per_token.csv and the figure,
     an earlier report replaced whole (dhwt.directories.replace_report); the paths written."""
-    names = ["corpus_dh.json", "per_token.csv", FIGURE, "report.md"]
+    names = ["corpus_dh.json", "per_token.csv", FIGURE, REPORT]
 
     def fill(folder: Path) -> None:
-        (folder / "figures").mkdir()
+        (folder / FIGURES).mkdir()
         document = result.document
         paths = [folder / name for name in names]
         atomic_write_bytes(paths[0], (json.dumps(document, indent=1) + "\n").encode("utf-8"))
@@ -508,9 +509,8 @@ def write_out(result: Result, out: str | Path) -> list[Path]:
                   "Machine-readable: corpus_dh.json; per token: per_token.csv.", ""]
         write_report(paths[3], "\n".join(report))
 
-    replace_report(out, "corpus-dh", names[0], [*names[:2], "figures", "report.md",
-                                               "report.html"], fill)
-    return [*(Path(out) / name for name in names), Path(out) / "report.html"]
+    replace_report(out, "corpus-dh", names[0], [*names[:2], FIGURES, REPORT, HTML], fill)
+    return [*(Path(out) / name for name in names), Path(out) / HTML]
 
 
 def _per_token_csv(rows: list[dict]) -> str:

@@ -63,7 +63,7 @@ from dhwt.runs import layout
 from dhwt.runs.checkpoints import common_step, list_checkpoints
 from dhwt.runs.run import is_finished, load_config_text
 from dhwt.config.checks import split_init_from
-from dhwt.config.run import TrainConfig
+from dhwt.config.run import TrainConfig, overrides
 from dhwt.config.sources import SOURCES, resolve_source
 from dhwt.config.device import resolve_device
 from dhwt.training.distributed import Parallel
@@ -204,7 +204,7 @@ def run_study(study: Study, out: str | Path, *, overwrite: bool = False) -> Path
     resolve(out)  # DhwtError naming --out itself if a symbolic link in it loops
     text = "corpus" in study.data
     language = None if text else load_language(study.data["grammar"],
-                                                _dotted(study.data.get("set", {})))
+                                                overrides(study.data.get("set", {})) or {})
     inputs: list[object] = [study.path, *(study.data.get(k) for k in ("grammar", "corpus", "data"))]
     devices = {}  # each run's device, resolved once: a missing GPU stops the study here
     for name, config in study.runs:  # as does a missing source, before anything is written
@@ -390,13 +390,3 @@ def _continues(marker: Path, text: str) -> bool:
     return (old.get("data") == new.get("data") and old.get("train") == new.get("train")
             and all(runs.get(run.get("name")) == run for run in old.get("runs", [])))
 
-
-def _dotted(table: dict, prefix: str = "") -> dict[str, object]:
-    """`{classes = {1 = {skew = 0.8}}}` and `{"classes.1.skew" = 0.8}` alike as dotted keys."""
-    flat: dict[str, object] = {}
-    for key, value in table.items():
-        if isinstance(value, dict):
-            flat.update(_dotted(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
