@@ -191,6 +191,7 @@ def check_target(target: Path, kind: str, *, overwrite: bool, inputs: Iterable[o
     """
     assert kind in KINDS
     target = Path(target)
+    check_printable(target)
     resolved, cwd = resolve(target), Path.cwd().resolve()
     if resolved == cwd or resolved in cwd.parents:
         where = ("the working directory" if resolved == cwd
@@ -257,6 +258,23 @@ def foreign(directory: Path, kind: str) -> list[str]:
     return found
 
 
+def check_printable(path: Path) -> None:
+    r"""DhwtError if the path of a directory dhwt is to write holds a character that does not
+    print (a newline, a tab...): its name would break every message, listing and figure title
+    that shows it.
+
+    Examples:
+        >>> check_printable(Path("runs/未来"))
+        >>> check_printable(Path("runs/a\nb"))
+        Traceback (most recent call last):
+          ...
+        dhwt.errors.DhwtError: 'runs/a\nb' holds a character that does not print; give a ...
+    """
+    if not str(path).isprintable():
+        raise DhwtError(f"{str(path)!r} holds a character that does not print; give a name of "
+                        "printable characters")
+
+
 def resolve(path: Path) -> Path:
     """`path` absolute, every symbolic link followed; DhwtError if a link in it loops."""
     try:
@@ -320,6 +338,7 @@ def check_report_dir(out: str | Path, command: str, earlier: str,
         False
     """
     target = Path(out)
+    check_printable(target)
     resolved, cwd = resolve(target), Path.cwd().resolve()
     if resolved == cwd or resolved in cwd.parents:
         where = ("the working directory" if resolved == cwd
