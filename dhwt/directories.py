@@ -191,14 +191,7 @@ def check_target(target: Path, kind: str, *, overwrite: bool, inputs: Iterable[o
     """
     assert kind in KINDS
     target = Path(target)
-    check_printable(target)
-    resolved, cwd = resolve(target), Path.cwd().resolve()
-    if resolved == cwd or resolved in cwd.parents:
-        where = ("the working directory" if resolved == cwd
-                 else "an ancestor of the working directory")
-        raise DhwtError(f"{target} is {where}; give a new directory for the {kind}")
-    if target.is_symlink():
-        raise DhwtError(f"{target} is a symbolic link; give the directory itself")
+    resolved = _check_place(target, str(target), kind)
     if not target.exists():
         return False
     if not target.is_dir():
@@ -275,6 +268,21 @@ def check_printable(path: Path) -> None:
                         "printable characters")
 
 
+def _check_place(target: Path, name: str, what: str) -> Path:
+    """`target` resolved; DhwtError (naming it `name`) unless a `what` directory may be written
+    there: its path prints, and it is neither the working directory, nor an ancestor of it,
+    nor a symbolic link."""
+    check_printable(target)
+    resolved, cwd = resolve(target), Path.cwd().resolve()
+    if resolved == cwd or resolved in cwd.parents:
+        where = ("the working directory" if resolved == cwd
+                 else "an ancestor of the working directory")
+        raise DhwtError(f"{name} is {where}; give a new directory for the {what}")
+    if target.is_symlink():
+        raise DhwtError(f"{name} is a symbolic link; give the directory itself")
+    return resolved
+
+
 def resolve(path: Path) -> Path:
     """`path` absolute, every symbolic link followed; DhwtError if a link in it loops."""
     try:
@@ -338,14 +346,7 @@ def check_report_dir(out: str | Path, command: str, earlier: str,
         False
     """
     target = Path(out)
-    check_printable(target)
-    resolved, cwd = resolve(target), Path.cwd().resolve()
-    if resolved == cwd or resolved in cwd.parents:
-        where = ("the working directory" if resolved == cwd
-                 else "an ancestor of the working directory")
-        raise DhwtError(f"--out {out} is {where}; give a new directory for the report")
-    if target.is_symlink():
-        raise DhwtError(f"--out {out} is a symbolic link; give the directory itself")
+    _check_place(target, f"--out {out}", "report")
     blocker = next((p for p in (target, *target.parents) if p.exists()), None)
     if blocker is not None and not blocker.is_dir():
         raise DhwtError(f"--out {out}: {blocker} exists and is not a directory")
