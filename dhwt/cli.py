@@ -193,6 +193,11 @@ class _BatchSize(click.ParamType):
               help="Where to train: cpu (bit-exact resume), cuda (cuda:0; under torchrun each "
                    "process takes cuda:LOCAL_RANK and nccl), cuda:N (one process), auto (cuda if "
                    "a GPU is seen, else cpu). --resume may change it.  [default: cpu]")
+@click.option("--precision", type=click.Choice(["fp32", "bf16-mixed"]),
+              help="fp32, or bf16-mixed: matrix products in bfloat16 (autocast), weights, "
+                   "optimizer, LayerNorm, softmax and loss in float32; pays on GPUs and CPUs "
+                   "with AMX or AVX512-BF16. tf32 = true (GPU) and compile = true go in "
+                   "--config.  [default: fp32]")
 @click.option("--tensorboard/--no-tensorboard", default=None,
               help="Also log metrics.jsonl's numbers (loss, accuracy, perplexity per split; lr, "
                    "tied, gap) as TensorBoard scalars in RUN_DIR/tensorboard, a folder per seed "

@@ -6,7 +6,7 @@
     tying       the tie schedule, parsed (a TieSchedule, written in its canonical form)
     optim       steps, batch, the optimizer (AdamW or SGD) and the lr schedule
     record      how often the run evaluates, snapshots and checkpoints; TensorBoard logging
-    placement   where it computes: device and CPU threads
+    placement   where and how it computes: device, CPU threads, precision, compilation
 
 Each section holds its fields' defaults and checks; TrainConfig checks what spans sections.
 Settings have one flat name each (the TOML key, the CLI flag, the section's field), so a config
@@ -59,10 +59,11 @@ VARY = ("all", "embeddings")
 REDRAW = ("both", "input", "output")
 FREEZE = ("none", "non-embedding", "loaded")
 OPTIMIZERS = ("adamw", "sgd")
+PRECISIONS = ("fp32", "bf16-mixed")
 # Fields that say where a run computes or logs, not what: a resume may change them
-# (dhwt.config.device; tensorboard only adds a view of metrics.jsonl). threads stays: another
-# thread count may sum floats in another order.
-PLACEMENT = ("device", "tensorboard")
+# (dhwt.config.device; tensorboard only adds a view of metrics.jsonl; compile runs the same
+# operations fused). threads, precision and tf32 stay: they change how floats are rounded.
+PLACEMENT = ("device", "tensorboard", "compile")
 #: The options of a grammar's split, and their defaults (every dataset's).
 SPLIT_OPTIONS = ("valid_fraction", "test_fraction", "split_seed")
 SPLIT_DEFAULTS = {"valid_fraction": VALID_FRACTION, "test_fraction": TEST_FRACTION,
@@ -338,14 +339,27 @@ class RecordConfig:
 class Placement:
     """`device`: "cpu", "cuda", "cuda:N" or "auto" (dhwt.config.device), recorded as given and
     changeable on resume. `threads`: torch CPU threads, 1 to MAX_THREADS; 1 by default, since the
-    tiny models here spend their time in per-op overhead, which more threads only add to."""
+    tiny models here spend their time in per-op overhead, which more threads only add to.
+    `precision` (dhwt.training.precision): "fp32", or "bf16-mixed" (matrix products in bfloat16
+    under autocast; weights, optimizer state, LayerNorm, softmax and loss in float32). `tf32`:
+    float32 matrix products on a GPU's TF32 units (CUDA only). `compile`: the model's forward
+    through torch.compile."""
 
     device: str = "cpu"
     threads: int = 1
+    precision: str = "fp32"
+    tf32: bool = False
+    compile: bool = False
 
     def __post_init__(self) -> None:
         check_device(self.device)
         check_int("threads", self.threads, low=1, high=MAX_THREADS)
+        check_choice("precision", self.precision, PRECISIONS)
+        check_bool("tf32", self.tf32)
+        check_bool("compile", self.compile)
+        if self.tf32 and self.device == "cpu":
+            raise DhwtError("tf32 = true needs a CUDA device (TF32 is a GPU's float32 mode); "
+                            "device is cpu")
 
 
 SECTIONS = {"data": DataConfig, "model": ModelConfig, "members": MembersConfig,

@@ -12,6 +12,9 @@ import torch
 from torch import nn
 
 Draw = Callable[[torch.Generator], torch.Tensor]
+#: Floating types of fewer than 32 bits: what autocast computes in, and what dhwt's reductions
+#: (LayerNorm, softmax, loss) read in float32.
+HALF = (torch.bfloat16, torch.float16)
 
 
 def stacked(draw: Draw, generators: Sequence[torch.Generator]) -> nn.Parameter:
@@ -37,7 +40,10 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.T
 def layer_norm(
     x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float
 ) -> torch.Tensor:
-    """LayerNorm over the features of x (S, d, T) (biased variance, as torch), per-member affine."""
+    """LayerNorm over the features of x (S, d, T) (biased variance, as torch), per-member affine;
+    in float32 when x is of a half type (bf16-mixed precision: dhwt.training.precision)."""
+    if x.dtype in HALF:
+        x = x.float()
     centred = x - x.mean(dim=1, keepdim=True)
     scale = torch.rsqrt(centred.pow(2).mean(dim=1, keepdim=True) + eps)
     return torch.addcmul(bias.unsqueeze(2), centred * scale, weight.unsqueeze(2))

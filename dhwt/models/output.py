@@ -20,6 +20,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from dhwt.models.layers import HALF
+
 #: The smallest vocabulary whose logits are token-major (see the module docstring).
 TOKEN_MAJOR_VOCAB = 64
 #: Bytes of one member's logits in one chunk of the fused loss's elementwise work (cache-sized).
@@ -48,8 +50,11 @@ def weighted_cross_entropy(
     logits: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor
 ) -> torch.Tensor:
     """(S,) sum(weights * CE) per member; logits (S, ..., V) in either layout, targets and
-    weights (S, ...). The class dim goes where the memory has it, so neither layout is copied."""
+    weights (S, ...). The class dim goes where the memory has it, so neither layout is copied.
+    Logits of a half type (bf16-mixed) are read in float32: the loss is a float32 sum."""
     members, vocab = logits.shape[0], logits.shape[-1]
+    if logits.dtype in HALF:
+        logits = logits.float()
     if logits.stride(-1) == 1:
         ce = F.cross_entropy(logits.reshape(-1, vocab), targets.reshape(-1),
                              ignore_index=IGNORE, reduction="none")
@@ -113,6 +118,9 @@ class _FusedCrossEntropy(torch.autograd.Function):
     gradient of h), never into the (T, V) block. So no (T, V) tensor but z is ever made, and z is
     read and written once outside the matmuls (F.cross_entropy's path: log-softmax out of z,
     a zero-filled gradient, the scatter, the log-softmax backward). Not twice differentiable.
+    Under bf16-mixed z is bfloat16 (the product's output): each chunk's log-softmax and the loss
+    are float32, the gradient kept in z is rounded to bfloat16, and the backward products take
+    bfloat16 operands, as autocast's would.
     """
 
     @staticmethod
@@ -123,15 +131,20 @@ class _FusedCrossEntropy(torch.autograd.Function):
         scale = weights.to(h.dtype).masked_fill(ignore, 0.0)  # (S, T)
         z = logits(h, weight, bias)  # (S, T, V), contiguous
         loss = h.new_zeros(members)
-        minus_one = h.new_full((1, 1, 1), -1.0)
+        minus_one = z.new_full((1, 1, 1), -1.0)
         rows = chunk_rows(weight.shape[1])
+        wide = torch.float32 if z.dtype in HALF else None  # the log-softmax's type
         for start in range(0, tokens, rows):
             part = slice(start, start + rows)
             chunk, y = z[:, part], index[:, part]
-            log_p = torch.log_softmax(chunk, dim=2)
+            log_p = torch.log_softmax(chunk, dim=2, dtype=wide)
             loss.sub_((scale[:, part] * log_p.gather(2, y).squeeze(2)).sum(1))
             if grads:
-                torch.exp(log_p, out=chunk).scatter_add_(2, y, minus_one.expand(y.shape))
+                if chunk.dtype == log_p.dtype:
+                    torch.exp(log_p, out=chunk)
+                else:
+                    chunk.copy_(log_p.exp_())
+                chunk.scatter_add_(2, y, minus_one.expand(y.shape))
         if grads:
             ctx.save_for_backward(h, weight, z, scale)
             ctx.bias = bias is not None
@@ -143,7 +156,12 @@ class _FusedCrossEntropy(torch.autograd.Function):
         h, weight, z, scale = ctx.saved_tensors
         need_h, need_weight, need_bias = ctx.needs_input_grad[:3]
         scale = (scale * grad_loss.unsqueeze(1)).unsqueeze(1)  # (S, 1, T)
-        grad_h = torch.bmm(weight.mT, z.mT).mul_(scale) if need_h else None
-        grad_weight = torch.bmm(z.mT, (h * scale).mT) if need_weight else None
-        grad_bias = torch.bmm(scale, z).squeeze(1) if ctx.bias and need_bias else None
+        low = z.dtype  # the products' operand type: float32, or bfloat16 under bf16-mixed
+        grad_h = grad_weight = grad_bias = None
+        if need_h:
+            grad_h = torch.bmm(weight.mT.to(low), z.mT).to(h.dtype).mul_(scale)
+        if need_weight:
+            grad_weight = torch.bmm(z.mT, (h * scale).mT.to(low)).to(weight.dtype)
+        if ctx.bias and need_bias:
+            grad_bias = torch.bmm(scale.to(low), z).squeeze(1).to(weight.dtype)
         return grad_h, grad_weight, grad_bias, None, None, None

@@ -6,6 +6,9 @@ product attention, or dhwt.models.attention for tiny heads and short sequences),
 loop over members in the forward pass. Member s is drawn from generators derived from seeds[s]
 alone, so it equals a solo model built with [seeds[s]]. The loss of an ensemble is the sum of the
 members' losses, so gradients never mix and AdamW (elementwise) trains each member as if alone.
+Dropout on the attention weights is the one per-member loop, on a GPU only: SDPA's fused kernels
+draw from the device's default generator, so each member's sequences go through them with its
+own generator swapped in (dhwt.models.sdpa).
 
 Layout. Inside, activations are feature-major, (S, d, T) with T = L * B tokens, position-major
 (EnsembleLM.position_major): every linear map is one bmm W @ x and LayerNorm reduces over dim 1
@@ -25,18 +28,25 @@ norm_first=False) computes; pre-LN what norm_first=True computes.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from dhwt.models import attention, init
+from dhwt.models import attention, init, sdpa
 from dhwt.models.base import EnsembleLM, Tied
 from dhwt.models.config import ModelConfig
-from dhwt.models.layers import layer_norm, linear, ones, stacked, zeros
+from dhwt.models.layers import HALF, layer_norm, linear, ones, stacked, zeros
 
-Dropout = Callable[[torch.Tensor], torch.Tensor]
+
+class Dropout(Protocol):
+    """Inverted dropout of a member-major tensor, and the members' generators it draws from."""
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor: ...
+
+    def generators(self, device: torch.device) -> list[torch.Generator]: ...
 
 
 def causal_mask(length: int, device: torch.device) -> torch.Tensor:
@@ -97,21 +107,28 @@ class Block(nn.Module):
     def _torch_attention(
         self, qkv: torch.Tensor, allowed: torch.Tensor | None, drop: Dropout | None
     ) -> torch.Tensor:
-        """Attention on (S*B, H, L, dh): torch's scaled dot product attention, or the scores
-        written out when `drop` (dropout on the attention weights) is given; qkv (S, 3, H, dh,
-        L, B) -> heads (S, d, T)."""
+        """Attention on (S*B, H, L, dh), qkv (S, 3, H, dh, L, B) -> heads (S, d, T). Without
+        `drop`: torch's scaled dot product attention. With `drop` (dropout on the attention
+        weights, each member's mask from its own generator): on a GPU, SDPA's fused kernels one
+        member at a time (dhwt.models.sdpa); elsewhere the scores written out and dropped by
+        `drop` (SDPA's CPU kernels take no dropout)."""
         c = self.config
         members, _, _, _, length, batch = qkv.shape
         qkv = qkv.permute(1, 0, 5, 2, 4, 3)
         qkv = qkv.reshape(3, members * batch, c.n_heads, length, c.head_dim).contiguous()
         q, k, v = qkv.unbind(0)  # contiguous whatever S is, so SDPA takes the same path
-        if drop is not None:
+        if drop is not None and qkv.device.type == "cuda":
+            generators = drop.generators(qkv.device)
+            heads = sdpa.member_dropout_attention(q, k, v, allowed, c.causal, c.dropout,
+                                                  generators)
+        elif drop is not None:
             scores = (q @ k.transpose(-2, -1)) / math.sqrt(c.head_dim)
             if allowed is None and c.causal:
                 allowed = causal_mask(length, qkv.device)
             if allowed is not None:
                 scores = scores.masked_fill(~allowed, float("-inf"))
-            heads = drop(scores.softmax(dim=-1)) @ v
+            weights = scores.softmax(dim=-1, dtype=torch.float32 if q.dtype in HALF else None)
+            heads = drop(weights) @ v
         elif allowed is None:
             heads = F.scaled_dot_product_attention(q, k, v, is_causal=c.causal)
         else:
@@ -123,6 +140,8 @@ class Block(nn.Module):
         """Attention by dhwt.models.attention (tiny heads, short sequences, no attention dropout):
         qkv (S, 3, H, dh, L, B) -> heads (S, d, T), both views of position-major memory."""
         members, _, _, _, length, batch = qkv.shape
+        if qkv.dtype in HALF:  # bf16-mixed: these tiny products gain nothing from bfloat16
+            qkv = qkv.float()
         q, k, v = qkv.unbind(1)  # (S, H, dh, L, B) each
         if allowed is not None:  # (S*B, 1, L, L) -> (S, 1, L, L, B)
             allowed = allowed.view(members, batch, 1, length, length).permute(0, 2, 3, 4, 1)
@@ -192,8 +211,9 @@ class Transformer(EnsembleLM):
                  + self.positions[:length].mT.unsqueeze(2)).view_as(x)
         x = self._dropout(x)
         allowed = None if padding is None else self._allowed(padding)
+        drop = _MemberDropout(self)
         for block in self.blocks:
-            x = block(x, (batch, length), allowed, self._dropout)
+            x = block(x, (batch, length), allowed, drop)
         return x
 
     def _allowed(self, padding: torch.Tensor) -> torch.Tensor:
@@ -220,3 +240,17 @@ class Transformer(EnsembleLM):
         for row, generator in zip(keep, generators):
             row.bernoulli_(1.0 - p, generator=generator)
         return x * keep.view(x.shape).div_(1.0 - p)  # scaled mask: one pass less, both ways
+
+
+class _MemberDropout:
+    """A Transformer's dropout (`_dropout`) with the generators it draws from, as the blocks
+    take it (Dropout)."""
+
+    def __init__(self, model: Transformer) -> None:
+        self.model = model
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return self.model._dropout(x)
+
+    def generators(self, device: torch.device) -> list[torch.Generator]:
+        return self.model.dropout_generators(device) or []

@@ -62,7 +62,14 @@ also resumes on its own.
 NaN guard. A nan or inf member loss (training or evaluation) or weight stops the run with
 DhwtError("loss became nan at step N (member seed S); last good checkpoint: PATH"). Weights are
 checked before anything of a step is recorded, so no metric line, snapshot or checkpoint holds a
-non-finite value and every checkpoint kept is good.
+non-finite value and every checkpoint kept is good. On a GPU the training losses are checked at
+the next record rather than at once (no update waits for the device); the error still names the
+step whose loss went wrong.
+
+Precision (dhwt.training.precision). The forward passes of training and evaluation run under
+the run's precision (fp32, or bf16-mixed autocast); tf32 is set for the run and restored
+after. On a GPU AdamW is fused (one kernel for every tensor); `compile` puts the training
+forward through torch.compile.
 """
 
 from __future__ import annotations
@@ -98,6 +105,7 @@ from dhwt.training.group import member_rows
 from dhwt.training.lr import LRSchedule
 from dhwt.training.members import prepare_members
 from dhwt.training.memory import Need, allocation_failure, available_memory
+from dhwt.training.precision import autocast, check_precision, tf32_matmuls
 from dhwt.training.tying import apply_switch, tie_penalty
 
 # Generator streams of a seed for the trainer's draws, beside the model's (dhwt.models.init).
@@ -146,6 +154,8 @@ class Trainer:
         self.config, self.task, self.parallel = config, task, parallel
         parallel.check(config.model.dropout, task, config.optim.batch_size)
         self.device = parallel.device
+        place = config.placement
+        check_precision(place.precision, place.tf32, self.device)
         model = model_config(config, task)
         rows = config.optim.batch_size or task.n_strings("train")
         Need.of(model, len(self.seeds), -(-rows // parallel.world_size), task.seq_len).check(
@@ -180,6 +190,7 @@ class Trainer:
         self.net = self.model  # what the training forward calls (DDP around it in parallel)
         self.step = 0
         self._last_eval: list[list[dict[str, object]]] = []  # per run
+        self._pending: list[tuple[int, torch.Tensor]] = []  # (step, loss): see _check_loss
 
     # -- the run ----------------------------------------------------------------------------
     def run(self, resume: bool) -> int:
@@ -189,7 +200,8 @@ class Trainer:
         stops the run with a DhwtError naming the last good checkpoint; everything written before
         it stays valid for --resume."""
         try:
-            with _torch_settings(self.config.placement.threads, self.device):
+            place = self.config.placement
+            with _torch_settings(place.threads, self.device), tf32_matmuls(place.tf32):
                 return self._train(resume)
         except KeyboardInterrupt:
             raise Interrupted(f"interrupted at step {self.step}; {self._go_on()}") from None
@@ -235,7 +247,7 @@ class Trainer:
         if resume:
             self._restore()
             self.parallel.on_writer(self._continue_history)
-        self.net = self.parallel.wrap(self.model)  # a collective: after every rank has restored
+        self.net = self._wrap()  # a collective: after every rank has restored
         writers = ([MetricsWriter(r.run_dir / layout.METRICS, r.run_dir / layout.TENSORBOARD
                                   if r.config.record.tensorboard else None, start=self.step)
                     for r in self.runs] if self.parallel.writes else None)
@@ -283,10 +295,12 @@ class Trainer:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         batch = self._draw(self.streams["data"])
-        loss = self.net(batch.inputs, batch.padding, targets=batch.targets, weights=batch.weights)
+        with self._autocast():
+            loss = self.net(batch.inputs, batch.padding, targets=batch.targets,
+                            weights=batch.weights)
         if c.tying.tie_penalty and not self.model.embeddings.tied and self.parallel.writes:
             loss = loss + tie_penalty(self.model, c.tying.tie_penalty)  # once, not once per process
-        self._guard(self.parallel.sum(loss), "loss")
+        self._check_loss(self.parallel.sum(loss))
         self.optimizer.zero_grad(set_to_none=True)
         loss.sum().backward()
         if c.optim.grad_clip is not None:
@@ -301,7 +315,7 @@ class Trainer:
             for event in run.config.tying.tie_schedule.events:
                 if event.step == self.step:
                     apply_switch(self.model, self.optimizer, event, members=run.rows)
-                    self.net = self.parallel.wrap(self.model)  # DDP hooks are per Parameter
+                    self.net = self._wrap()  # DDP hooks are per Parameter
 
     def _record(self, writers: list[MetricsWriter] | None, force: bool) -> bool:
         """Evaluate, snapshot and checkpoint the current step as due; True if it evaluated."""
@@ -310,6 +324,7 @@ class Trainer:
         snapshot = force or step % c.record.snapshot_every == 0
         checkpoint = force or step % c.record.checkpoint_every == 0
         if evaluate or snapshot or checkpoint:
+            self._check_pending()
             self._guard_weights()
         if evaluate:
             self._last_eval = self.evaluate()
@@ -361,14 +376,17 @@ class Trainer:
                             "tied": tied[i], "gap": gap[i]})
 
             for split, batch in batches.items():
-                loss, accuracy = map(self.parallel.sum,
-                                     chunked_metrics(self.model, batch, self.eval_rows))
+                with self._autocast():
+                    metrics = chunked_metrics(self.model, batch, self.eval_rows)
+                loss, accuracy = map(self.parallel.sum, metrics)
                 self._guard(loss, f"{split} loss")
                 add(split, loss, accuracy)
             every = self.config.record.population_every
             due = every and (self.step % every == 0 or self.step == self.config.optim.steps)
             if due and self.parallel.writes:  # every process holds every member: one computes
-                add("population", *population_fit(self.model, self.task.truth))
+                with self._autocast():
+                    fit = population_fit(self.model, self.task.truth)
+                add("population", *fit)
             return lines
         finally:
             self.model.train()
@@ -378,15 +396,46 @@ class Trainer:
         batch = self.task.train_batches(generators, self.config.optim.batch_size)
         return self.parallel.shard(batch).to(self.device)
 
-    def _guard(self, values: torch.Tensor, what: str) -> None:
-        """Stop with a clear error if any member's value in `values` (S,) is nan or inf."""
+    def _autocast(self):
+        """The context of the model's forward passes under the run's precision."""
+        return autocast(self.config.placement.precision, self.device)
+
+    def _wrap(self) -> torch.nn.Module:
+        """What the training forward calls: the model, in DDP when parallel, compiled when the
+        config asks."""
+        net = self.parallel.wrap(self.model)
+        return torch.compile(net) if self.config.placement.compile else net
+
+    def _check_loss(self, loss: torch.Tensor) -> None:
+        """The NaN guard of an update's loss: at once on the CPU; on a GPU kept on the device
+        until the next record (`_check_pending`), so that no step waits for the device."""
+        if self.device.type == "cpu":
+            self._guard(loss, "loss")
+        else:
+            self._pending.append((self.step, loss.detach()))
+
+    def _check_pending(self) -> None:
+        """The NaN guard of the losses kept since the last record, oldest first, with a single
+        read from the device: an error names the step that went wrong."""
+        if not self._pending:
+            return
+        pending, self._pending = self._pending, []
+        finite = torch.stack([torch.isfinite(loss).all() for _, loss in pending]).tolist()
+        if not all(finite):
+            step, loss = pending[finite.index(False)]
+            self._guard(loss, "loss", step)
+
+    def _guard(self, values: torch.Tensor, what: str, step: int | None = None) -> None:
+        """Stop with a clear error if any member's value in `values` (S,) of `step` (the current
+        one by default) is nan or inf."""
         values = values.detach()
         if not bool(torch.isfinite(values).all()):
             i = int((~torch.isfinite(values)).nonzero()[0, 0])
             bad = "nan" if math.isnan(float(values[i])) else "inf"
             run = next(r for r in self.runs if i in r.rows)
             where = f" of {run.run_dir}" if len(self.runs) > 1 else ""
-            raise DhwtError(f"{what} became {bad} at step {self.step} (member seed "
+            step = self.step if step is None else step
+            raise DhwtError(f"{what} became {bad} at step {step} (member seed "
                             f"{self.seeds[i]}{where}); last good checkpoint: "
                             f"{self._last_good()}")
 
@@ -439,16 +488,18 @@ class Trainer:
         return step
 
     def _optimizer(self, groups: list[list[torch.nn.Parameter]]) -> torch.optim.Optimizer:
-        """AdamW or plain SGD (config.optim.optimizer), multi-tensor (foreach) on every device: on
-        the CPU torch's default is one parameter at a time, whose per-op overhead is a fifth of
-        an EXor step (bench_ensemble)."""
+        """AdamW or plain SGD (config.optim.optimizer): multi-tensor (foreach) on the CPU, where
+        torch's default is one parameter at a time, whose per-op overhead is a fifth of an EXor
+        step (bench_ensemble); AdamW fused on a GPU."""
         c = self.config
         params = [{"params": g} for g in groups]
         if c.optim.optimizer == "sgd":
             return torch.optim.SGD(params, lr=c.optim.lr, weight_decay=c.optim.weight_decay,
                                    foreach=True)
-        return torch.optim.AdamW(params, lr=c.optim.lr, foreach=True,
-                                 betas=(c.optim.beta1, c.optim.beta2), eps=c.optim.eps, weight_decay=c.optim.weight_decay)
+        fused = self.device.type == "cuda"  # one kernel for every tensor's update
+        return torch.optim.AdamW(params, lr=c.optim.lr, foreach=not fused, fused=fused,
+                                 betas=(c.optim.beta1, c.optim.beta2), eps=c.optim.eps,
+                                 weight_decay=c.optim.weight_decay)
 
 
 def _named(checkpoint: Path | None) -> str:
