@@ -15,6 +15,8 @@ positions are a learned table (what GPT-2 has), its loss `F.cross_entropy` of it
          batch 16, vocabulary 8192, dropout 0.1
   small  GPT-2-small-like: d 768, 12 layers, 12 heads, d_ff 3072, gelu, context 128, batch 4,
          vocabulary 50257, dropout 0.1 (about 10 s per step here)
+  blog   experiments/wikitext/gpu.toml, the blog's setting: d 512, 6 layers, 8 heads, d_ff 2048,
+         relu, context 512, batch 12, vocabulary 50257 (give --dropout 0.2 for its dropout)
 `--dropout 0` also times both without dropout (dhwt draws its masks from per-member generators,
 never the global RNG; with dropout both compute the attention softmax by hand, since SDPA's CPU
 kernels take no dropout and the math fallback is what HF then runs; without, both use SDPA).
@@ -26,7 +28,8 @@ the embedding tables, plus the output matrix; the attention term counts the caus
 QK^T and AV, forward and backward). Peak: median GFLOP/s of a 2048^3 float32 torch.mm.
 
     nice -n 10 .venv/bin/python experiments/benchmarks/bench_text_throughput.py \\
-        [--shape cpu] [--shape small] [--rounds 5] [--steps 5] [--threads 2] [--dropout 0.1] \\
+        [--shape cpu] [--shape small] [--shape blog] [--rounds 5] [--steps 5] [--threads 2] \\
+        [--dropout 0.1] [--precision fp32] [--precision bf16-mixed] [--device cpu|cuda] \\
         [--profile]
 
 `--profile` instead times single steps under torch.profiler (alternating, `--rounds` of them)
@@ -34,6 +37,13 @@ and prints where each step's time goes: matmuls of the layers and of the output 
 loss's elementwise ops (log-softmax, exp, gather/scatter, nll, the zero-filled (T, V) gradient),
 dropout masks, the AdamW step, the rest (medians, ms per step; the profiler's own overhead goes
 into "rest").
+
+`--precision bf16-mixed` runs both models' forward passes under torch.autocast with bfloat16
+(dhwt: its `precision` setting, dhwt.training.precision; HF: the same autocast around its forward
+and the loss of its float32-cast logits), fp32 everything in float32; each precision given is
+timed. `--device cuda` times on the GPU (steps end with a read of the loss, so each timed step is
+complete), with the peak a 8192^3 product in the step's precision (bfloat16 for bf16-mixed, TF32
+off for fp32).
 
 Needs the bench extra (`pip install -e '.[bench]'`) for transformers, imported lazily.
 """
@@ -51,6 +61,7 @@ import torch
 import torch.nn.functional as F
 
 from dhwt.models import ModelConfig, Transformer
+from dhwt.training.precision import autocast
 
 
 @dataclass(frozen=True)
@@ -68,29 +79,36 @@ class Shape:
 SHAPES = {
     "cpu": Shape(128, 2, 4, 512, "relu", 128, 16, 8192),
     "small": Shape(768, 12, 12, 3072, "gelu", 128, 4, 50257),
+    "blog": Shape(512, 6, 8, 2048, "relu", 512, 12, 50257),
 }
 
 
-def batch(shape: Shape) -> tuple[torch.Tensor, torch.Tensor]:
+def batch(shape: Shape, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     g = torch.Generator().manual_seed(0)
     tokens = torch.randint(0, shape.vocab, (shape.batch, shape.context + 1), generator=g)
-    return tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
+    return tokens[:, :-1].contiguous().to(device), tokens[:, 1:].contiguous().to(device)
 
 
-def dhwt_step(shape: Shape, dropout: float) -> tuple[Callable[[], float], int]:
+def dhwt_step(shape: Shape, dropout: float, precision: str,
+              device: torch.device) -> tuple[Callable[[], float], int]:
     config = ModelConfig(
         vocab_size=shape.vocab, max_len=shape.context, d_model=shape.d, n_layers=shape.layers,
         n_heads=shape.heads, d_ff=shape.d_ff, dropout=dropout, ff_dropout=False,
         activation=shape.activation, norm="pre", final_norm=True, positions="sinusoidal",
         causal=True, emb_init="xavier", emb_scale=True, init="xavier")
-    model = Transformer(config, [1], tied=False)
-    inputs, targets = (t[None] for t in batch(shape))
-    weights = torch.full(targets.shape, 1.0 / targets.numel())  # sum(weights * CE) = mean CE
-    return _step(model, lambda: model(inputs, targets=targets, weights=weights).sum(),
-                 model.parameters()), _dense_params(model)
+    model = Transformer(config, [1], tied=False).to(device)
+    inputs, targets = (t[None] for t in batch(shape, device))
+    weights = torch.full(targets.shape, 1.0 / targets.numel(), device=device)  # mean CE
+
+    def loss() -> torch.Tensor:
+        with autocast(precision, device):
+            return model(inputs, targets=targets, weights=weights).sum()
+
+    return _step(model, loss, model.parameters()), _dense_params(model)
 
 
-def hf_step(shape: Shape, dropout: float) -> tuple[Callable[[], float], int]:
+def hf_step(shape: Shape, dropout: float, precision: str,
+            device: torch.device) -> tuple[Callable[[], float], int]:
     from transformers import GPT2Config, GPT2LMHeadModel
 
     config = GPT2Config(
@@ -100,21 +118,24 @@ def hf_step(shape: Shape, dropout: float) -> tuple[Callable[[], float], int]:
         bos_token_id=0, eos_token_id=0)
     config._attn_implementation = "sdpa"
     torch.manual_seed(0)
-    model = GPT2LMHeadModel(config)
+    model = GPT2LMHeadModel(config).to(device)
     model.train()
-    inputs, targets = batch(shape)
+    inputs, targets = batch(shape, device)
 
     def loss() -> torch.Tensor:
-        logits = model(input_ids=inputs).logits
-        return F.cross_entropy(logits.reshape(-1, shape.vocab), targets.reshape(-1))
+        with autocast(precision, device):
+            logits = model(input_ids=inputs).logits
+        return F.cross_entropy(logits.float().reshape(-1, shape.vocab), targets.reshape(-1))
 
     return _step(model, loss, model.parameters()), _dense_params(model)
 
 
 def _step(model: torch.nn.Module, loss: Callable[[], torch.Tensor],
           params) -> Callable[[], float]:
-    optimizer = torch.optim.AdamW(list(params), lr=1e-4, betas=(0.9, 0.98), eps=1e-9,
-                                  weight_decay=0.0)
+    params = list(params)
+    fused = params[0].device.type == "cuda"  # what dhwt's trainer uses there
+    optimizer = torch.optim.AdamW(params, lr=1e-4, betas=(0.9, 0.98), eps=1e-9,
+                                  weight_decay=0.0, fused=fused, foreach=not fused)
     model.train()
 
     def step() -> float:
@@ -146,28 +167,40 @@ def flops_per_token(shape: Shape) -> float:
     return 6 * (shape.layers * per_layer + shape.vocab * d) + 6 * shape.layers * shape.context * d
 
 
-def matmul_peak(repeats: int = 5, n: int = 2048) -> float:
-    """Median GFLOP/s of an n^3 float32 matmul."""
-    a, b = torch.randn(n, n), torch.randn(n, n)
+def matmul_peak(precision: str, device: torch.device, repeats: int = 5) -> float:
+    """Median GFLOP/s of an n^3 matmul in the products' type of `precision` (n 2048 on the CPU,
+    8192 on a GPU)."""
+    n = 8192 if device.type == "cuda" else 2048
+    dtype = torch.bfloat16 if precision == "bf16-mixed" else torch.float32
+    a, b = (torch.randn(n, n, device=device).to(dtype) for _ in range(2))
     torch.mm(a, b)
     times = []
     for _ in range(repeats):
+        _sync(device)
         start = time.perf_counter()
         torch.mm(a, b)
+        _sync(device)
         times.append(time.perf_counter() - start)
     return 2 * n**3 / statistics.median(times) / 1e9
 
 
-def measure(shape_name: str, dropout: float, rounds: int, steps: int) -> dict[str, float]:
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def measure(shape_name: str, dropout: float, rounds: int, steps: int, precision: str,
+            device: torch.device) -> dict[str, float]:
     shape = SHAPES[shape_name]
     tokens = shape.batch * shape.context
-    runners = {"dhwt": dhwt_step(shape, dropout), "hf": hf_step(shape, dropout)}
+    runners = {"dhwt": dhwt_step(shape, dropout, precision, device),
+               "hf": hf_step(shape, dropout, precision, device)}
     for run, _ in runners.values():  # warm-up: allocator, threads, first AdamW state
         run()
     times: dict[str, list[float]] = {name: [] for name in runners}
     peaks = []
     for _ in range(rounds):
-        peaks.append(matmul_peak(3))
+        peaks.append(matmul_peak(precision, device, 3))
         for name, (run, _) in runners.items():
             start = time.perf_counter()
             for _ in range(steps):
@@ -198,7 +231,9 @@ def profile_steps(shape_name: str, dropout: float, rounds: int) -> dict[str, dic
     from torch.profiler import ProfilerActivity, profile
 
     shape = SHAPES[shape_name]
-    runners = {"dhwt": dhwt_step(shape, dropout)[0], "hf": hf_step(shape, dropout)[0]}
+    cpu = torch.device("cpu")
+    runners = {"dhwt": dhwt_step(shape, dropout, "fp32", cpu)[0],
+               "hf": hf_step(shape, dropout, "fp32", cpu)[0]}
     for run in runners.values():
         run()
     parts: dict[str, dict[str, list[float]]] = {}
@@ -240,11 +275,17 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=5, help="steps timed per round")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--dropout", type=float, action="append")
+    parser.add_argument("--precision", action="append", choices=["fp32", "bf16-mixed"])
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--profile", action="store_true",
-                        help="where the time of a step goes, instead of the throughput")
+                        help="where the time of a step goes, instead of the throughput (CPU, "
+                             "fp32)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    print(f"torch {torch.__version__}, {args.threads} threads, load {_load()}")
+    device = torch.device(args.device)
+    where = (torch.cuda.get_device_name(device) if device.type == "cuda"
+             else f"{args.threads} threads")
+    print(f"torch {torch.__version__}, {where}, load {_load()}")
     for shape_name in args.shape or ["cpu"]:
         for dropout in args.dropout or [0.1]:
             if args.profile:
@@ -254,14 +295,21 @@ def main() -> None:
                     print(f"  {part:22s} dhwt {by['dhwt']:8.1f}   HF {by['hf']:8.1f}")
                 print(f"load {_load()}", flush=True)
                 continue
-            r = measure(shape_name, dropout, args.rounds, args.steps)
-            s = SHAPES[shape_name]
-            print(f"{shape_name} (d {s.d}, {s.layers} layers, batch {s.batch} x {s.context}, "
-                  f"V {s.vocab}), dropout {dropout}: dhwt {r['dhwt_tokens_s']:.0f} tok/s "
-                  f"(MFU {r['dhwt_mfu']:.1%}), HF GPT-2 {r['hf_tokens_s']:.0f} tok/s (MFU "
-                  f"{r['hf_mfu']:.1%}), ratio {r['ratio']:.3f} (target >= 1.1); matmul peak "
-                  f"{r['peak_gflops']:.0f} GFLOP/s; dense params dhwt {r['dhwt_params']:,} "
-                  f"HF {r['hf_params']:,}; load {_load()}", flush=True)
+            for precision in args.precision or ["fp32"]:
+                report(shape_name, dropout, precision, device, args)
+
+
+def report(shape_name: str, dropout: float, precision: str, device: torch.device,
+           args: argparse.Namespace) -> None:
+    """Measure one shape, dropout and precision, and print its line."""
+    r = measure(shape_name, dropout, args.rounds, args.steps, precision, device)
+    s = SHAPES[shape_name]
+    print(f"{shape_name} (d {s.d}, {s.layers} layers, batch {s.batch} x {s.context}, "
+          f"V {s.vocab}), dropout {dropout}, {precision}: dhwt {r['dhwt_tokens_s']:.0f} tok/s "
+          f"(MFU {r['dhwt_mfu']:.1%}), HF GPT-2 {r['hf_tokens_s']:.0f} tok/s (MFU "
+          f"{r['hf_mfu']:.1%}), ratio {r['ratio']:.3f} (target >= 1.1); matmul peak "
+          f"{r['peak_gflops']:.0f} GFLOP/s; dense params dhwt {r['dhwt_params']:,} "
+          f"HF {r['hf_params']:,}; load {_load()}", flush=True)
 
 
 def _load() -> str:

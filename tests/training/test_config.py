@@ -173,7 +173,7 @@ def test_the_cli_states_the_config_defaults_and_choices():
     import click
 
     from dhwt.cli import cli
-    from dhwt.config.run import LR_SCHEDULES, OBJECTIVES, SECTION_OF, SECTIONS
+    from dhwt.config.run import LR_SCHEDULES, OBJECTIVES, PRECISIONS, SECTION_OF, SECTIONS
     from dhwt.languages.splits import SPLIT_SEED, TEST_FRACTION, VALID_FRACTION
     from dhwt.models.config import ARCHITECTURES
 
@@ -196,7 +196,7 @@ def test_the_cli_states_the_config_defaults_and_choices():
             checked += 1
         if isinstance(option.type, click.Choice):
             own = {"objective": OBJECTIVES, "architecture": ARCHITECTURES,
-                   "lr_schedule": LR_SCHEDULES}[option.name]
+                   "lr_schedule": LR_SCHEDULES, "precision": PRECISIONS}[option.name]
             assert tuple(option.type.choices) == own, option.name
     assert checked >= 12
     synth = {o.name: o.default for o in cli.commands["synth"].params}

@@ -1,0 +1,85 @@
+"""KNN match between the two members of a run (exp 1 / exp 2) over its snapshots, on any device.
+
+For each chosen snapshot step: the overlap |A∩B|/k (k 10, raw inner product, the blog's measure)
+between member 0's and member 1's input matrices, and their output matrices when untied, over all
+tokens (the blog's average) and over the tokens seen in training (RUN_DIR/token_counts.npy; the
+neighbours then searched among seen rows). Writes OUT/member_curves.csv and OUT/member_curves.png
+and prints the table; steps are spread evenly over the snapshots, at most --max-steps of them
+(the first and the last always), so a large run's curve fits a time budget.
+
+    python experiments/wikitext/member_curves.py RUN --out DIR [--device cuda] [--max-steps 9]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import time
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from dhwt import load_run  # noqa: E402
+from dhwt.analysis.knn import knn_match  # noqa: E402
+
+
+def chosen_steps(steps: list[int], most: int) -> list[int]:
+    """At most `most` of `steps`, evenly spread, the first and the last included."""
+    if len(steps) <= most:
+        return steps
+    picks = np.linspace(0, len(steps) - 1, most).round().astype(int)
+    return [steps[i] for i in sorted(set(picks))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("run")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--max-steps", type=int, default=9)
+    parser.add_argument("--k", type=int, default=10)
+    args = parser.parse_args()
+    run, out = load_run(args.run), Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    counts = np.load(run.token_counts_file) if run.token_counts_file.exists() else None
+    seen = None if counts is None else np.flatnonzero(counts > 0)
+    rows = []
+    for step in chosen_steps(run.steps, args.max_steps):
+        start = time.perf_counter()
+        snap = run.embeddings(step)
+        sides = {"input": snap.input} if snap.tied else {"input": snap.input,
+                                                         "output": snap.output}
+        row: dict[str, object] = {"step": step}
+        for side, matrices in sides.items():
+            a, b = matrices[0], matrices[1]
+            row[f"{side}_all"] = knn_match(a, b, args.k, "ip", device=args.device).mean_overlap
+            if seen is not None:
+                row[f"{side}_seen"] = knn_match(a, b, args.k, "ip", tokens=seen,
+                                                device=args.device).mean_overlap
+        row["seconds"] = round(time.perf_counter() - start, 2)
+        rows.append(row)
+        print(", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
+                        for k, v in row.items()), flush=True)
+    columns = sorted({k for r in rows for k in r}, key=lambda k: (k != "step", k))
+    with open(out / "member_curves.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for column in columns:
+        if column not in ("step", "seconds"):
+            ax.plot([r["step"] for r in rows], [r.get(column) for r in rows], marker="o",
+                    label=column.replace("_", ", "))
+    ax.set(xlabel="step", ylabel=f"KNN overlap (k {args.k}, ip)",
+           title=f"member 0 vs member 1: {run.path.name}")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "member_curves.png", dpi=120)
+
+
+if __name__ == "__main__":
+    main()
