@@ -24,8 +24,10 @@ from dhwt.models.layers import HALF
 
 #: The smallest vocabulary whose logits are token-major (see the module docstring).
 TOKEN_MAJOR_VOCAB = 64
-#: Bytes of one member's logits in one chunk of the fused loss's elementwise work (cache-sized).
+#: Bytes of one member's logits in one chunk of the fused loss's elementwise work: cache-sized on
+#: the CPU; on a GPU, where each chunk costs kernel launches, a bound on the chunk's temporaries.
 CHUNK_BYTES = 2**23
+GPU_CHUNK_BYTES = 2**28
 IGNORE = -100
 
 
@@ -90,7 +92,10 @@ def targeted(h: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor
     A masked-LM batch has one target in L tokens: its output layer (logits, softmax, their
     backward) then works on n = T / L columns instead of T. The loss is the same sum of the same
     terms (tokens without a target add 0); the gradient of h is zero off the targets either
-    way. Members with different counts (no task here makes them) keep the dense path."""
+    way. Members with different counts (no task here makes them) keep the dense path, and so
+    does a GPU (counting there is a host synchronisation per step)."""
+    if h.device.type == "cuda":  # the count would make every step wait for the device
+        return h, targets, weights
     has = targets != IGNORE
     counts = has.sum(1)
     n = int(counts[0])
@@ -101,10 +106,12 @@ def targeted(h: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor
     return picked, targets.gather(1, columns), weights.gather(1, columns)
 
 
-def chunk_rows(vocab: int) -> int:
+def chunk_rows(vocab: int, device: torch.device = torch.device("cpu")) -> int:
     """Tokens per chunk of the fused loss's elementwise work: one member's chunk of logits about
-    CHUNK_BYTES. It does not depend on S, so a member sums in the same order as a solo run."""
-    return max(1, CHUNK_BYTES // (4 * vocab))
+    CHUNK_BYTES (GPU_CHUNK_BYTES on a GPU). It does not depend on S, so a member sums in the same
+    order as a solo run."""
+    budget = GPU_CHUNK_BYTES if device.type == "cuda" else CHUNK_BYTES
+    return max(1, budget // (4 * vocab))
 
 
 class _FusedCrossEntropy(torch.autograd.Function):
@@ -132,7 +139,7 @@ class _FusedCrossEntropy(torch.autograd.Function):
         z = logits(h, weight, bias)  # (S, T, V), contiguous
         loss = h.new_zeros(members)
         minus_one = z.new_full((1, 1, 1), -1.0)
-        rows = chunk_rows(weight.shape[1])
+        rows = chunk_rows(weight.shape[1], z.device)
         wide = torch.float32 if z.dtype in HALF else None  # the log-softmax's type
         for start in range(0, tokens, rows):
             part = slice(start, start + rows)

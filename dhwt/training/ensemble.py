@@ -38,8 +38,10 @@ def member_accuracy(logits: torch.Tensor, batch: Batch) -> torch.Tensor:
     return (batch.weights.to(logits.dtype) * correct).reshape(logits.shape[0], -1).sum(1)
 
 
-#: Bytes of logits (with the softmax's temporaries) one evaluation chunk may hold.
+#: Bytes of logits (with the softmax's temporaries) one evaluation chunk may hold: on the CPU, and
+#: on a GPU (where each chunk is a round of kernel launches and its memory is plenty).
 EVAL_BYTES = 2**28
+GPU_EVAL_BYTES = 2**32
 
 
 def eval_rows(members: int, length: int, vocab: int, budget: int = EVAL_BYTES) -> int:

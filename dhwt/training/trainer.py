@@ -100,7 +100,8 @@ from dhwt.runs.metrics import MetricsWriter, summary_writer, truncate_metrics
 from dhwt.runs.snapshots import remove_snapshots_after, save_snapshot
 from dhwt.training import state
 from dhwt.training.distributed import SINGLE, Parallel
-from dhwt.training.ensemble import chunked_metrics, clip_member_grads, eval_rows, repeat_batch
+from dhwt.training.ensemble import (EVAL_BYTES, GPU_EVAL_BYTES, chunked_metrics,
+                                    clip_member_grads, eval_rows, repeat_batch)
 from dhwt.training.group import member_rows
 from dhwt.training.lr import LRSchedule
 from dhwt.training.members import prepare_members
@@ -183,7 +184,8 @@ class Trainer:
         self.eval_batches = {split: parallel.shard(repeat_batch(task.eval_batch(split).to(
                                  self.device), members))
                              for split in ("train", "valid", "test") if task.n_strings(split) > 0}
-        self.eval_rows = eval_rows(members, task.seq_len, len(task.vocab))
+        self.eval_rows = eval_rows(members, task.seq_len, len(task.vocab), GPU_EVAL_BYTES
+                                   if self.device.type == "cuda" else EVAL_BYTES)
         if config.record.population_every and task.truth is None:
             raise DhwtError("population_every needs a synthetic language (exact ground truth); "
                             "this task is natural text")

@@ -13,7 +13,8 @@
 # most steps the measured rate fits into what is left of BUDGET seconds. The run directory stays
 # on the machine (its snapshots and checkpoints are GBs); a later call on the same machine
 # continues it with `--resume --steps M`.
-# Knobs for a dry run on the CPU: CONFIG, DEVICE, SEGMENT, BUDGET, TESTS=0, BENCH=0.
+# Knobs (a dry run on the CPU, or a shorter call): CONFIG, DEVICE, SEGMENT, BUDGET, CURVES (seconds
+# kept for the curves), TESTS=0, BENCH=0.
 set -u
 OUT=${OUT:-gpu-check}
 BUDGET=${BUDGET:-500}          # seconds for the whole script
@@ -36,6 +37,8 @@ $PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cu
 
 if [ "${TESTS:-1}" = 1 ]; then
     log "tests"
+    # the built-in grammars (synthetic/) import as dhwt.synthetic from an install only
+    $PY -m pip install -q --no-deps --no-build-isolation --no-index -e . >> "$LOG" 2>&1
     timeout 200 $PY -m pytest -q -rs -p no:cacheprovider --timeout 120 tests/training/test_gpu.py \
         tests/training/test_precision.py tests/training/test_device.py \
         tests/analysis/test_knn_precision.py > "$OUT/tests.txt" 2>&1
@@ -51,19 +54,18 @@ if [ "${BENCH:-1}" = 1 ]; then
     cat "$OUT/bench.txt" >> "$LOG"
 fi
 
-train() {  # train ARGS...: exp 1's run, its output appended to the log
-    $PY -m dhwt train --config "$CONFIG" --device "$DEVICE" --precision bf16-mixed \
-        --out "$RUN" "$@" >> "$LOG" 2>&1
+train() {  # train ARGS...: exp 1's run (a new one with --config, else --resume), logged
+    $PY -m dhwt train --device "$DEVICE" --out "$RUN" "$@" >> "$LOG" 2>&1
 }
 log "exp 1: first $SEGMENT steps"
 begun=$SECONDS
-train --steps "$SEGMENT" --overwrite
+train --config "$CONFIG" --precision bf16-mixed --steps "$SEGMENT" --overwrite
 status=$?
 took=$((SECONDS - begun))
 log "exp 1: $SEGMENT steps took $took s (exit $status)"
-curves=90                      # seconds kept for the KNN curves and copying
+curves=${CURVES:-60}           # seconds kept for the KNN curves and copying
 if [ $status = 0 ] && [ "$took" -gt 0 ]; then
-    more=$(( ( $(left) - curves ) * SEGMENT / took / SEGMENT * SEGMENT ))
+    more=$(( ( $(left) - curves ) * SEGMENT / took / 100 * 100 ))  # whole hundreds
     if [ $more -gt 0 ]; then
         target=$((SEGMENT + more)); [ $target -gt 16000 ] && target=16000
         log "exp 1: extending to $target steps"
