@@ -529,7 +529,11 @@ def diagnose_cmd(path: str, out: str | None, as_json: bool, **options: object) -
     Hugging Face checkpoint folder (config.json and model.safetensors, or shards with
     model.safetensors.index.json; tokenizer.json for token strings), read offline without
     transformers. Layouts: GPT-2, GPT-NeoX / Pythia, Llama / Mistral / Qwen2 / Gemma / OLMo /
-    Phi-3, OPT, original OLMo and Phi. A tied model is recognised and said to be tied.
+    Phi-3, OPT, original OLMo and Phi. A tied model is recognised and said to be tied. Or a
+    Hugging Face Hub id ORG/NAME[@REVISION] (pip install 'dhwt[hub]'): the Hugging Face cache
+    first (HF_HOME, HF_HUB_CACHE; HF_HUB_OFFLINE=1: nothing else), else only config.json, the
+    tokenizer and the embeddings are fetched (HF_TOKEN for gated models), a large weights file
+    by byte ranges. A path that exists, or whose first part is a folder here, is the path.
 
     \b
     Reported: the input-vs-output KNN match (overlap |N_in ∩ N_out| / k) with the norm-matched
@@ -543,6 +547,7 @@ def diagnose_cmd(path: str, out: str | None, as_json: bool, **options: object) -
       dhwt diagnose runs/u150 --step 1000 --out reports/u150-dh
       dhwt diagnose ~/models/pythia-160m --corpus wiki.train.raw --out reports/pythia
       dhwt diagnose ~/models/llama-3-8b --queries 4096 --json > llama-dh.json
+      dhwt diagnose EleutherAI/pythia-160m@step1000          # a Hub id at a revision
     """
     from dhwt.commands.diagnose import DiagnoseOptions, check_out, diagnose_path
     from dhwt.report import diagnose_report
