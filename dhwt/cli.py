@@ -653,6 +653,44 @@ def corpus_dh_cmd(order: str, out: str | None, as_json: bool, assignments: tuple
     click.echo(corpus_dh_command(settings, as_json=as_json, out=out))
 
 
+
+@cli.command("export", context_settings={"max_content_width": 100})
+@click.argument("run_dir", metavar="RUN")
+@click.option("--to", type=click.Choice(["hf"]), required=True,
+              help="hf: a Hugging Face checkpoint that transformers loads as GPT2LMHeadModel.")
+@click.option("--out", metavar="DIR", required=True, type=click.Path(file_okay=False),
+              help="Write DIR/config.json, DIR/model.safetensors (and tokenizer.json, "
+                   "tokenizer_config.json) and DIR/dhwt_export.json: a new or empty directory, "
+                   "or an earlier export (replaced).")
+@click.option("--member", type=int, default=0, show_default=True,
+              help="Ensemble member to export (0-based, in seed order).")
+@click.option("--step", default="last", show_default=True, metavar="N|last",
+              help="The checkpoint step to export (one the run keeps).")
+def export_cmd(run_dir: str, out: str, **options: object) -> None:
+    """Export a member of a run as a checkpoint that transformers loads.
+
+    \b
+    Written for the architectures GPT-2 computes exactly: a causal transformer with learned
+    positions, pre-LN, a final LayerNorm, gelu (transformers' exact "gelu", not GPT-2's
+    "gelu_new") or relu, no emb_scale, logit_scale or output bias; tied (tie_word_embeddings) or
+    untied. Anything else is refused with the reasons. A synthetic language's symbols get a
+    word-level tokenizer.json. For lm-evaluation-harness, generation and probing tools.
+
+    \b
+    Examples:
+      dhwt export runs/gpt --to hf --out exports/gpt
+      dhwt export runs/gpt --to hf --member 2 --step 5000 --out exports/gpt-s2
+    """
+    from dhwt.commands.export import ExportOptions, export_run
+
+    done = export_run(run_dir, out, ExportOptions(**options))
+    click.echo(f"exported member {done.member} (seed {done.seed}) of {run_dir} at step "
+               f"{done.step}, {'tied' if done.tied else 'untied'}, as GPT2LMHeadModel to {out}: "
+               f"{', '.join(done.files)}")
+    for note in done.notes:
+        click.echo(f"note: {note}")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the CLI, turning user errors into `error: ...` and exit code 2."""
     args, debug = _debug_first(sys.argv[1:] if argv is None else argv)

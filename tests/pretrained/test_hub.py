@@ -312,7 +312,8 @@ def test_without_huggingface_hub_an_id_says_which_extra(cli, hub_env, monkeypatc
 def test_the_heavy_extras_are_not_imported_with_the_package():
     """The CLI, and the modules that use huggingface_hub or transformers, import neither (nor
     tensorboard) until a command needs them."""
-    code = ("import sys, dhwt.cli, dhwt.pretrained.hub, dhwt.commands.diagnose; "
+    code = ("import sys, dhwt.cli, dhwt.pretrained.hub, dhwt.commands.diagnose, "
+            "dhwt.commands.export; "
             "print(sorted({'huggingface_hub', 'transformers', "
             "'tensorboard'} & {m.split('.')[0] for m in sys.modules}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
