@@ -94,6 +94,15 @@ def test_a_cached_model_is_read_offline_by_id_and_revision(tmp_path, cli, hub_en
                                                    f"{COMMIT} (gpt2, gpt2 layout")
 
 
+def test_hf_home_places_the_cache_when_hf_hub_cache_is_unset(tmp_path, cli, hub_env,
+                                                            monkeypatch):
+    folder = checkpoint(tmp_path / "plain")
+    as_hub_cache(folder, tmp_path / "home" / "hub", "org/name")
+    monkeypatch.delenv("HF_HUB_CACHE")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "home"))
+    assert measures(diagnosis(cli, "org/name")) == measures(diagnosis(cli, folder))
+
+
 def test_an_uncached_model_offline_is_one_error_line(cli, hub_env):
     code, out, err = cli(["diagnose", "org/absent"])
     assert one_error(code, out, err), err
@@ -227,6 +236,16 @@ def test_a_large_checkpoint_is_read_by_byte_ranges_and_kept_for_offline_use(
                                     f"{(size - needed) / 1e6:.1f} MB not downloaded")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # kept: offline now, with the same note
     assert diagnosis(cli, "org/big") == document
+
+
+def test_a_tied_model_reads_its_one_matrix_by_byte_ranges(tmp_path, cli, remote):
+    root, fs, _ = remote
+    folder = checkpoint(root / f"org/tied@{COMMIT}", payload=True, tied=True)
+    document = diagnosis(cli, "org/tied")
+    header = 8 + struct.unpack("<Q", (folder / "model.safetensors").read_bytes()[:8])[0]
+    assert fs.read == header + V * D * 4
+    assert document["subjects"][0]["tied"] and document["notes"][0].startswith(
+        f"read {(header + V * D * 4) / 1e3:.1f} kB of model.safetensors")
 
 
 def test_a_small_checkpoint_is_downloaded_whole_into_the_hub_cache(tmp_path, cli, remote):
