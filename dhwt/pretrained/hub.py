@@ -33,11 +33,15 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from dhwt.errors import DhwtError, reason
 from dhwt.pretrained.layouts import find_layout
 from dhwt.pretrained.reader import CONFIG, INDEX, TOKENIZER, read_weight_map
+
+if TYPE_CHECKING:
+    from fsspec import AbstractFileSystem
 
 WEIGHTS = "model.safetensors"
 #: Tokenizer files fetched beside tokenizer.json (the one dhwt reads), so a fetched folder
@@ -107,7 +111,7 @@ def offline() -> bool:
                for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
 
 
-def fetch(hub_id: HubId, store: Path, fs: Any = None) -> Fetched:
+def fetch(hub_id: HubId, store: Path, fs: AbstractFileSystem | None = None) -> Fetched:
     """A local checkpoint folder for `hub_id`: a snapshot of the Hugging Face cache that holds
     what the diagnosis reads, else a slim checkpoint in `store` fetched before, else (online)
     fetched now (see the module doc). `fs`: the fsspec file system to read ranges from (default
@@ -157,7 +161,7 @@ class Header:
                    for n in names)
 
 
-def read_header(fs: Any, path: str) -> Header:
+def read_header(fs: AbstractFileSystem, path: str) -> Header:
     """The header of the safetensors file `path` on the fsspec file system `fs`, read by two
     ranged reads (its 8-byte length, then the JSON)."""
     size = fs.size(path)
@@ -178,8 +182,8 @@ def read_header(fs: Any, path: str) -> Header:
     return Header(entries, 8 + length, size)
 
 
-def read_ranges(fs: Any, path: str, header: Header, names: Iterable[str], desc: str = ""
-                ) -> bytes:
+def read_ranges(fs: AbstractFileSystem, path: str, header: Header, names: Iterable[str],
+                desc: str = "") -> bytes:
     """The tensors `names` of the safetensors file `path` (whose header is `header`) on the
     fsspec file system `fs`, read by their byte ranges in chunks under a progress bar, as the
     bytes of a safetensors file that holds only them.
@@ -225,7 +229,7 @@ def read_ranges(fs: Any, path: str, header: Header, names: Iterable[str], desc: 
     return struct.pack("<Q", len(text)) + text + b"".join(parts)
 
 
-def _cached(hf: Any, hub_id: HubId, cache: Path) -> Path | None:
+def _cached(hf: ModuleType, hub_id: HubId, cache: Path) -> Path | None:
     """The cache's snapshot folder of `hub_id` if it holds config.json and the weights of both
     embedding tensors."""
     def have(name: str) -> Path | None:
@@ -251,8 +255,11 @@ def _slim_fetched(hub_id: HubId, cache: Path, store: Path) -> Fetched | None:
     folder = _slim_folder(store, hub_id.repo, commit) if commit else None
     if folder is None or not (folder / RECORD).is_file():
         return None
-    record = json.loads((folder / RECORD).read_text(encoding="utf-8"))
-    return Fetched(hub_id, folder, tuple(record.get("notes", ())))
+    try:
+        notes = json.loads((folder / RECORD).read_text(encoding="utf-8"))["notes"]
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError):
+        return None  # not as dhwt wrote it: fetched again
+    return Fetched(hub_id, folder, tuple(notes))
 
 
 def _commit(hub_id: HubId, cache: Path) -> str | None:
@@ -271,7 +278,8 @@ def _slim_folder(store: Path, repo: str, commit: str) -> Path:
     return store / _repo_folder(repo) / commit
 
 
-def _download(hf: Any, hub_id: HubId, cache: Path, store: Path, fs: Any) -> Fetched:
+def _download(hf: ModuleType, hub_id: HubId, cache: Path, store: Path,
+              fs: AbstractFileSystem | None) -> Fetched:
     """Fetch config.json, the tokenizer files, the index and the embeddings (module doc)."""
     def download(name: str) -> Path:
         return Path(hf.hf_hub_download(hub_id.repo, name, revision=hub_id.revision,
