@@ -135,7 +135,9 @@ def export_run(path: str, out: str, options: ExportOptions) -> Exported:
                         f"{'s' if len(seeds) > 1 else ''} (0 to {len(seeds) - 1}, seeds "
                         f"{', '.join(map(str, seeds))})")
     if options.step == "last":
-        step = None
+        if not run.checkpoint_steps:
+            raise DhwtError(f"{path} keeps no checkpoint yet: nothing to export")
+        step = run.checkpoint_steps[-1]
     elif options.step.isdigit():
         step = int(options.step)
     else:
@@ -145,7 +147,6 @@ def export_run(path: str, out: str, options: ExportOptions) -> Exported:
     if reasons:
         raise DhwtError(f"{path} cannot be exported as transformers' GPT2LMHeadModel: "
                         f"{'; '.join(reasons)}")
-    step = step if step is not None else run.checkpoint_steps[-1]
     member = options.member
     tied = model.embeddings.tied_members[member]
     tensors = gpt2_tensors(model, member, tied)

@@ -164,3 +164,13 @@ def test_members_and_steps_the_run_lacks_are_refused(runs, tmp_path, cli):
     assert one_error(code, out, err), err
     assert f"{run} keeps no checkpoint of step 7; it keeps steps {STEP}" in err
     assert not (tmp_path / "o").exists()
+
+
+def test_a_run_without_a_checkpoint_has_nothing_to_export(tmp_path, cli):
+    run = tmp_path / "run"
+    layout.create_run_dir(run, TrainConfig(grammar="parity", objective="clm").to_toml()).release()
+    code, out, err = cli(["export", run, "--to", "hf", "--out", tmp_path / "o"])
+    assert one_error(code, out, err), err
+    assert err == f"error: {run} keeps no checkpoint yet: nothing to export\n"
+    code, out, err = cli(["export", run, "--to", "hf", "--step", "x", "--out", tmp_path / "o"])
+    assert one_error(code, out, err) and "step must be a whole number or 'last', got 'x'" in err
