@@ -13,7 +13,6 @@ import hashlib
 import json
 import shutil
 import struct
-import subprocess
 import sys
 from pathlib import Path
 
@@ -325,16 +324,3 @@ def test_without_huggingface_hub_an_id_says_which_extra(cli, hub_env, monkeypatc
     code, out, err = cli(["diagnose", "org/name"])
     assert one_error(code, out, err), err
     assert "pip install 'dhwt[hub]'" in err
-
-
-@pytest.mark.slow
-def test_the_heavy_extras_are_not_imported_with_the_package():
-    """The CLI, and the modules that use huggingface_hub or transformers, import neither (nor
-    tensorboard) until a command needs them."""
-    code = ("import sys, dhwt.cli, dhwt.pretrained.hub, dhwt.commands.diagnose, "
-            "dhwt.commands.export; "
-            "print(sorted({'huggingface_hub', 'transformers', "
-            "'tensorboard'} & {m.split('.')[0] for m in sys.modules}))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout
-    assert out.strip() == "[]"
