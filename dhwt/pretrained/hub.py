@@ -19,6 +19,8 @@ Examples:
     HubId(repo='EleutherAI/pythia-160m', revision='step1000')
     >>> parse_hub_id("gpt2") is None, parse_hub_id("runs/a/b") is None  # one slash, no more
     (True, True)
+    >>> parse_hub_id("./org/name") is None  # written as a path: always a path
+    True
 """
 
 from __future__ import annotations
