@@ -153,14 +153,29 @@ class Header:
     """A safetensors file's header: each tensor's entry (dtype, shape, data_offsets from
     `start`), where the data starts, and the file's size."""
 
+    path: str
     entries: dict[str, Any]
     start: int
     size: int
 
+    def span(self, name: str) -> tuple[int, int]:
+        """Where the tensor `name`'s bytes begin and end, from `start`; DhwtError if the header
+        has no such tensor or gives it no dtype, shape and offsets inside the file."""
+        entry = self.entries.get(name)
+        if not isinstance(entry, dict) or not {"dtype", "shape", "data_offsets"} <= set(entry):
+            raise DhwtError(f"{self.path} does not hold the tensor {name} (its header lists "
+                            "no dtype, shape and data_offsets for it)")
+        offsets = entry["data_offsets"]
+        if not (isinstance(offsets, list) and len(offsets) == 2
+                and all(isinstance(o, int) for o in offsets)
+                and 0 <= offsets[0] <= offsets[1] <= self.size - self.start):
+            raise DhwtError(f"{self.path}: the header gives {name} the byte offsets {offsets!r}, "
+                            "not a range inside the file")
+        return offsets[0], offsets[1]
+
     def nbytes(self, names: Iterable[str]) -> int:
         """The bytes the tensors `names` take."""
-        return sum(self.entries[n]["data_offsets"][1] - self.entries[n]["data_offsets"][0]
-                   for n in names)
+        return sum(end - begin for begin, end in map(self.span, names))
 
 
 def read_header(fs: AbstractFileSystem, path: str) -> Header:
@@ -181,7 +196,7 @@ def read_header(fs: AbstractFileSystem, path: str) -> Header:
     if not isinstance(entries, dict):
         raise DhwtError(f"{path} is not a safetensors file (its header is no JSON object)")
     entries.pop("__metadata__", None)
-    return Header(entries, 8 + length, size)
+    return Header(path, entries, 8 + length, size)
 
 
 def read_ranges(fs: AbstractFileSystem, path: str, header: Header, names: Iterable[str],
@@ -205,17 +220,13 @@ def read_ranges(fs: AbstractFileSystem, path: str, header: Header, names: Iterab
     from tqdm import tqdm
 
     names = list(names)
-    for name in names:
-        entry = header.entries.get(name)
-        if not isinstance(entry, dict) or len(entry.get("data_offsets", ())) != 2:
-            raise DhwtError(f"{path} does not hold the tensor {name}")
     parts, out, offset = [], {}, 0
     with fs.open(path, "rb", cache_type="none") as f, \
             tqdm(total=header.nbytes(names), desc=desc or "embeddings", unit="B",
                  unit_scale=True, disable=None, leave=False) as bar:
         for name in names:
             entry = header.entries[name]
-            begin, end = entry["data_offsets"]
+            begin, end = header.span(name)
             f.seek(header.start + begin)
             for at in range(begin, end, CHUNK):
                 chunk = f.read(min(CHUNK, end - at))

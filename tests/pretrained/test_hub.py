@@ -324,3 +324,21 @@ def test_without_huggingface_hub_an_id_says_which_extra(cli, hub_env, monkeypatc
     code, out, err = cli(["diagnose", "org/name"])
     assert one_error(code, out, err), err
     assert "pip install 'dhwt[hub]'" in err
+
+
+def test_an_index_that_points_to_the_wrong_shard_is_one_error_line(tmp_path, cli, remote):
+    root, _, _ = remote
+    rng = np.random.default_rng(0)
+    tensors = {"model.embed_tokens.weight": rng.standard_normal((V, D)),
+               "lm_head.weight": rng.standard_normal((V, D)),
+               "model.layers.0.mlp.weight": np.zeros(PAYLOAD)}
+    folder = write_checkpoint(root / f"org/bad@{COMMIT}", tensors,
+                              {"model_type": "llama", "tie_word_embeddings": False}, shards=2)
+    index = folder / "model.safetensors.index.json"
+    weight_map = json.loads(index.read_text())["weight_map"]
+    other = {f for f in set(weight_map.values()) if f != weight_map["lm_head.weight"]}.pop()
+    index.write_text(json.dumps({"weight_map": {**weight_map, "lm_head.weight": other}}))
+    code, out, err = cli(["diagnose", "org/bad"])
+    assert one_error(code, out, err), err
+    assert (f"org/bad@{COMMIT}/{other} does not hold the tensor lm_head.weight (its header "
+            "lists no dtype, shape and data_offsets for it)") in err
