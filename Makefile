@@ -17,7 +17,14 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev,text]'
 	touch $@
 
-test: setup
+# The tests also need the optional integrations (the `test` extra: huggingface_hub, transformers,
+# tensorboard), so that only GPU tests skip; the torch installed above stays (pip keeps a
+# dependency that is already satisfied).
+$(VENV)/.installed-test: $(VENV)/.installed
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@
+
+test: $(VENV)/.installed-test
 	$(BIN)/pytest -q
 
 study: setup

@@ -534,7 +534,11 @@ def diagnose_cmd(path: str, out: str | None, as_json: bool, **options: object) -
     Hugging Face checkpoint folder (config.json and model.safetensors, or shards with
     model.safetensors.index.json; tokenizer.json for token strings), read offline without
     transformers. Layouts: GPT-2, GPT-NeoX / Pythia, Llama / Mistral / Qwen2 / Gemma / OLMo /
-    Phi-3, OPT, original OLMo and Phi. A tied model is recognised and said to be tied.
+    Phi-3, OPT, original OLMo and Phi. A tied model is recognised and said to be tied. Or a
+    Hugging Face Hub id ORG/NAME[@REVISION] (pip install 'dhwt[hub]'): the Hugging Face cache
+    first (HF_HOME, HF_HUB_CACHE; HF_HUB_OFFLINE=1: nothing else), else only config.json, the
+    tokenizer and the embeddings are fetched (HF_TOKEN for gated models), a large weights file
+    by byte ranges. A path that exists, or whose first part is a folder here, is the path.
 
     \b
     Reported: the input-vs-output KNN match (overlap |N_in ∩ N_out| / k) with the norm-matched
@@ -548,6 +552,7 @@ def diagnose_cmd(path: str, out: str | None, as_json: bool, **options: object) -
       dhwt diagnose runs/u150 --step 1000 --out reports/u150-dh
       dhwt diagnose ~/models/pythia-160m --corpus wiki.train.raw --out reports/pythia
       dhwt diagnose ~/models/llama-3-8b --queries 4096 --json > llama-dh.json
+      dhwt diagnose EleutherAI/pythia-160m@step1000          # a Hub id at a revision
     """
     from dhwt.commands.diagnose import DiagnoseOptions, check_out, diagnose_path
     from dhwt.report import diagnose_report
@@ -651,6 +656,44 @@ def corpus_dh_cmd(order: str, out: str | None, as_json: bool, assignments: tuple
 
     settings = CorpusDhOptions(order=parse_order(order), assignments=assignments, **options)
     click.echo(corpus_dh_command(settings, as_json=as_json, out=out))
+
+
+
+@cli.command("export", context_settings={"max_content_width": 100})
+@click.argument("run_dir", metavar="RUN")
+@click.option("--to", type=click.Choice(["hf"]), required=True,
+              help="hf: a Hugging Face checkpoint that transformers loads as GPT2LMHeadModel.")
+@click.option("--out", metavar="DIR", required=True, type=click.Path(file_okay=False),
+              help="Write DIR/config.json, DIR/model.safetensors (and tokenizer.json, "
+                   "tokenizer_config.json) and DIR/dhwt_export.json: a new or empty directory, "
+                   "or an earlier export (replaced).")
+@click.option("--member", type=int, default=0, show_default=True,
+              help="Ensemble member to export (0-based, in seed order).")
+@click.option("--step", default="last", show_default=True, metavar="N|last",
+              help="The checkpoint step to export (one the run keeps).")
+def export_cmd(run_dir: str, out: str, **options: object) -> None:
+    """Export a member of a run as a checkpoint that transformers loads.
+
+    \b
+    Written for the architectures GPT-2 computes exactly: a causal transformer with learned
+    positions, pre-LN, a final LayerNorm, gelu (transformers' exact "gelu", not GPT-2's
+    "gelu_new") or relu, no emb_scale, logit_scale or output bias; tied (tie_word_embeddings) or
+    untied. Anything else is refused with the reasons. A synthetic language's symbols get a
+    word-level tokenizer.json. For lm-evaluation-harness, generation and probing tools.
+
+    \b
+    Examples:
+      dhwt export runs/gpt --to hf --out exports/gpt
+      dhwt export runs/gpt --to hf --member 2 --step 5000 --out exports/gpt-s2
+    """
+    from dhwt.commands.export import ExportOptions, export_run
+
+    done = export_run(run_dir, out, ExportOptions(**options))
+    click.echo(f"exported member {done.member} (seed {done.seed}) of {run_dir} at step "
+               f"{done.step}, {'tied' if done.tied else 'untied'}, as GPT2LMHeadModel to {out}: "
+               f"{', '.join(done.files)}")
+    for note in done.notes:
+        click.echo(f"note: {note}")
 
 
 def main(argv: list[str] | None = None) -> None:

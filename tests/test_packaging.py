@@ -1,5 +1,6 @@
 """The distribution ships every package and the built-in grammar specs (so `--grammar parity`
-works from an installed wheel, not only from a checkout)."""
+works from an installed wheel, not only from a checkout), and importing it imports no optional
+extra."""
 
 from __future__ import annotations
 
@@ -35,3 +36,15 @@ def test_wheel_contains_builtin_specs(tmp_path):
     assert specs, "no built-in specs in synthetic/"
     for spec in specs:
         assert f"dhwt/synthetic/{spec}" in names
+
+
+@pytest.mark.slow
+def test_the_heavy_extras_are_not_imported_with_the_package():
+    """The CLI, and the modules that use huggingface_hub or write for transformers, import
+    neither (nor tensorboard) until a command needs them: they are optional extras."""
+    code = ("import sys, dhwt.cli, dhwt.pretrained.hub, dhwt.commands.diagnose, "
+            "dhwt.commands.export; print(sorted({'huggingface_hub', 'transformers', "
+            "'tensorboard'} & {m.split('.')[0] for m in sys.modules}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "[]"

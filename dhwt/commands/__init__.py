@@ -6,6 +6,7 @@ training, runs, analysis, report), with their configuration from dhwt.config.
 - dhwt.commands.study: `dhwt study`, a whole study from one TOML.
 - dhwt.commands.analyze: `dhwt analyze`, the report of any run directories.
 - dhwt.commands.knn: `dhwt knn`, KNN match of two matrices on disk.
+- dhwt.commands.export: `dhwt export`, a run's member as a checkpoint transformers loads.
 """
 
 from dhwt.commands.train import RunResult, train

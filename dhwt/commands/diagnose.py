@@ -2,14 +2,17 @@
 
 A run directory gives one subject per ensemble member at the chosen snapshot, each with its tie
 history (dhwt.report.dh_reading); a checkpoint folder in the Hugging Face layout
-(dhwt.pretrained) gives one. A tied subject is said to be tied and not measured: its input and
-output are one matrix.
+(dhwt.pretrained) gives one, and so does a Hugging Face Hub id ORG/NAME[@REVISION] that is no
+path here (dhwt.pretrained.hub.hub_id_of: a path that exists, or whose first part is a folder
+here, means the path). A tied subject is said to be tied and not measured: its input and output
+are one matrix.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -23,6 +26,9 @@ from dhwt.config.schedule import TieSchedule
 from dhwt.directories import check_report_dir
 from dhwt.errors import DhwtError
 from dhwt.report.dh_reading import TieHistory, member_reading, tie_history
+
+if TYPE_CHECKING:
+    from dhwt.pretrained.hub import HubId
 
 #: Vocabularies up to this size are searched whole by default; larger ones by sampled queries.
 EXACT_UP_TO = 65_536
@@ -51,14 +57,18 @@ class DiagnoseOptions:
 
 
 def diagnose_path(path: str, options: DiagnoseOptions) -> DiagnoseResult:
-    """Diagnose the run directory or checkpoint folder at `path`."""
+    """Diagnose the run directory or checkpoint folder at `path`, or the Hub id `path`."""
     from dhwt.filenames import CONFIG
     from dhwt.pretrained import is_checkpoint
+    from dhwt.pretrained.hub import hub_id_of
     from dhwt.runs.run import is_run
 
     where = Path(path)
     if not where.exists():
-        raise DhwtError(f"{path} does not exist")
+        hub_id = hub_id_of(path)
+        if hub_id is None:
+            raise DhwtError(f"{path} does not exist")
+        return _hub(hub_id, options)
     if is_run(where):
         return _run(where, options)
     if is_checkpoint(where):
@@ -153,7 +163,23 @@ def _run(path: Path, options: DiagnoseOptions) -> DiagnoseResult:
         token=lambda i: vocab[i] if i < len(vocab) else f"#{i}", counts_source=counts_source)
 
 
-def _checkpoint(path: Path, options: DiagnoseOptions) -> DiagnoseResult:
+def _hub(hub_id: HubId, options: DiagnoseOptions) -> DiagnoseResult:
+    """The checkpoint of a Hub id, fetched as little as it takes into the Hugging Face cache or
+    dhwt's store (DHWT_CACHE/hub)."""
+    from dhwt.languages.token_cache import cache_root
+    from dhwt.pretrained.hub import fetch
+
+    if options.step != "last":
+        raise DhwtError(f"--step picks a snapshot of a run directory; {hub_id} is a checkpoint "
+                        "(one pair of matrices): give a revision as ORG/NAME@REVISION")
+    fetched = fetch(hub_id, cache_root() / "hub")
+    return _checkpoint(fetched.folder, options, hub_id, fetched.notes)
+
+
+def _checkpoint(path: Path, options: DiagnoseOptions, hub_id: HubId | None = None,
+                fetch_notes: tuple[str, ...] = ()) -> DiagnoseResult:
+    """The diagnosis of the checkpoint folder `path`, fetched for `hub_id` if given (a folder
+    named by its commit; fetch_notes: how it was fetched)."""
     from dhwt.pretrained import read_checkpoint
     from dhwt.pretrained.reader import count_tokens
 
@@ -179,7 +205,7 @@ def _checkpoint(path: Path, options: DiagnoseOptions) -> DiagnoseResult:
         counts = counts[:n]
     settings = _settings(options, n)
     model = ckpt.model_type or ckpt.layout
-    name = path.name or str(path)
+    name = str(hub_id) if hub_id else path.name or str(path)
     if ckpt.output is None:
         subject = Subject(name, "tied", None, "no reading: the input and output matrices are one",
                           tied_because=ckpt.tied_because)
@@ -191,17 +217,18 @@ def _checkpoint(path: Path, options: DiagnoseOptions) -> DiagnoseResult:
         subject = Subject(name, "untied (a pretrained checkpoint; its training history is not "
                           "known)", diagnosis, _reading(diagnosis, history, residue),
                           residue=residue)
-    notes = [*ckpt.notes, *corpus_notes]
+    notes = [*fetch_notes, *ckpt.notes, *corpus_notes]
     if ckpt.output is not None and ckpt.input.shape[1] != ckpt.output.shape[1]:
         notes.append(f"the input matrix is {ckpt.input.shape[1]} wide and the output matrix "
                      f"{ckpt.output.shape[1]}: the KNN match and CKA compare them (neither needs "
                      "one width); the Procrustes error and the copy residue need one and are not "
                      "computed")
     outputs = f" / {ckpt.output_name}" if ckpt.output_name else " (no output matrix saved)"
+    what = f"Hugging Face Hub model {hub_id} at commit {path.name}" if hub_id else \
+        f"checkpoint {path}"
     return DiagnoseResult(
-        source=str(path), kind="checkpoint",
-        description=f"checkpoint {path} ({model}, {ckpt.layout} layout: {ckpt.input_name}"
-                    f"{outputs})",
+        source=str(hub_id or path), kind="checkpoint",
+        description=f"{what} ({model}, {ckpt.layout} layout: {ckpt.input_name}{outputs})",
         shape=(1, *ckpt.input.shape), subjects=(subject,), token=ckpt.token, notes=tuple(notes),
         counts_source=counts_source)
 

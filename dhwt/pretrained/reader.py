@@ -130,18 +130,23 @@ def _json(file: Path) -> object:
         raise DhwtError(f"cannot read {file} as JSON: {reason(exc)}") from None
 
 
+def read_weight_map(index: Path) -> dict[str, str]:
+    """The weight map of the safetensors index file `index`: tensor name -> file name."""
+    weight_map = _json(index)
+    weight_map = weight_map.get("weight_map") if isinstance(weight_map, dict) else None
+    if not (isinstance(weight_map, dict)
+            and all(isinstance(file, str) for file in weight_map.values())):
+        raise DhwtError(f"{index} holds no weight map (\"weight_map\": an object of tensor "
+                        "name -> safetensors file name)")
+    return weight_map
+
+
 def _tensor_files(path: Path) -> dict[str, Path]:
     """Tensor name -> the safetensors file holding it: the index's weight map, else the names
     in every *.safetensors file of the folder."""
     index = path / INDEX
     if index.is_file():
-        weight_map = _json(index)
-        weight_map = weight_map.get("weight_map") if isinstance(weight_map, dict) else None
-        if not (isinstance(weight_map, dict)
-                and all(isinstance(file, str) for file in weight_map.values())):
-            raise DhwtError(f"{index} holds no weight map (\"weight_map\": an object of tensor "
-                            "name -> safetensors file name)")
-        return {name: path / file for name, file in weight_map.items()}
+        return {name: path / file for name, file in read_weight_map(index).items()}
     files = sorted(path.glob("*.safetensors"))
     if not files:
         others = sorted(p.name for p in path.iterdir() if p.suffix in (".bin", ".pt", ".pth"))

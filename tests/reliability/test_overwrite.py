@@ -191,6 +191,7 @@ def test_a_directory_of_another_kind_gets_no_hint_to_overwrite_it(cli, folder, r
     ["analyze", "run", "--out"],
     ["diagnose", "run", "--out"],
     ["corpus-dh", "--grammar", "parity", "--out"],
+    ["export", "run", "--to", "hf", "--out"],
 ])
 @pytest.mark.parametrize("out", ["loop", "loop/x"])
 def test_out_a_symbolic_link_loop_is_one_true_error_line(cli, folder, rundirs, command, out):

@@ -46,6 +46,7 @@ def test_a_run_name_in_any_script_is_accepted(cli, tmp_path):
     ["train", "--grammar", "parity", "--steps", "2"],
     ["study", "{study}"],
     ["corpus-dh", "--grammar", "parity"],
+    ["export", "norun", "--to", "hf"],
 ])
 @pytest.mark.parametrize("name", ["a\nb", "tab\there"])
 def test_an_out_directory_with_a_control_character_is_refused(command, name, cli, tmp_path):
