@@ -13,7 +13,7 @@ import torch
 from dhwt.commands import train
 from dhwt.config import TrainConfig
 from dhwt.errors import DhwtError
-from dhwt.models import ModelConfig, Transformer
+from dhwt.models import ModelConfig, Transformer, build_model
 from dhwt.models.sdpa import member_dropout_attention
 from dhwt.runs.checkpoints import latest_checkpoint
 from dhwt.training.precision import autocast, check_precision
@@ -177,3 +177,16 @@ def test_member_dropout_attention_is_the_hand_dropout_in_distribution():
         assert error.max() < 5  # the mean is the clean attention (5 standard errors)
     ratio = sdpa.var(0)[..., 1:, :] / hand.var(0)[..., 1:, :]  # row 0 attends to itself only
     assert 0.8 < ratio.median() < 1.25 and ratio.min() > 0.6 and ratio.max() < 1.6
+
+
+@pytest.mark.parametrize("architecture, causal", [("lstm", True), ("lstm", False),
+                                                  ("mixer", False), ("transformer", False)])
+def test_every_architecture_runs_under_bf16_mixed(architecture, causal):
+    config = ModelConfig(vocab_size=7, max_len=8, architecture=architecture, causal=causal)
+    model = build_model(config, [1, 2], tied=True)
+    inputs = torch.randint(0, 6, (2, 3, 8), generator=torch.Generator().manual_seed(2))
+    exact, mixed = (_loss(model, inputs, inputs, p) for p in ("fp32", "bf16-mixed"))
+    assert mixed.dtype == torch.float32
+    assert ((mixed - exact).abs() / exact).max() < 0.02
+    mixed.sum().backward()
+    assert all(p.grad.dtype == torch.float32 for p in model.parameters() if p.grad is not None)
