@@ -34,9 +34,11 @@ TASK_FIELDS = ("vocab_size", "max_len", "causal")
 ACTIVATIONS = ("gelu", "relu")
 NORMS = ("post", "pre")
 POSITIONS = ("none", "learned", "sinusoidal")
-EMB_INITS = ("normal", "xavier")
+EMB_INITS = ("normal", "xavier", "fairseq")
 LOGIT_SCALES = ("none", "rsqrt_d")
-INITS = ("torch", "xavier")
+INITS = ("torch", "xavier", "gpt2")
+#: GPT-2's initializer_range: the standard deviation of its weights.
+GPT2_STD = 0.02
 
 
 @dataclass(frozen=True)
@@ -78,12 +80,19 @@ class ModelConfig:
         do for a tied head: with emb_scale the input reads E sqrt(d) and the output E / sqrt(d),
         so one matrix at one scale can serve both ends. `hidden` returns the scaled h.
     emb_init: "normal" draws embeddings from N(0, emb_std^2); "xavier" uses Xavier-uniform on the
-        (V, d) matrix. emb_scale multiplies input embeddings by sqrt(d_model) (the blog's setting).
+        (V, d) matrix; "fairseq" draws N(0, 1/d_model) (fairseq's and Vaswani et al.'s tied
+        tables, usually with emb_scale; emb_std unused). emb_scale multiplies input embeddings
+        by sqrt(d_model) (the blog's setting).
     init: "torch" mimics torch's own modules (transformer: nn.TransformerEncoderLayer, with
         Xavier-uniform attention in-projection, zero attention biases, nn.Linear's kaiming-uniform
         default elsewhere; LSTM: nn.LSTM's U(+-1/sqrt(lstm_hidden)) everywhere; mixer: nn.Linear);
         "xavier" draws every other weight matrix Xavier-uniform (the blog's WikiText setting),
-        biases as under "torch".
+        biases as under "torch"; "gpt2" (transformer only) is GPT-2's: every weight matrix
+        N(0, 0.02^2), the two residual output projections (attention out, second feed-forward
+        layer) N(0, (0.02 / sqrt(2 n_layers))^2), biases zero (HF transformers'
+        GPT2PreTrainedModel._init_weights). The GPT-2 convention whole: init "gpt2", emb_init
+        "normal" with emb_std 0.02, positions "learned", norm "pre", final_norm, activation
+        "gelu", no emb_scale.
 
     Examples:
         >>> from dhwt.models import ModelConfig
@@ -182,6 +191,9 @@ class ModelConfig:
                     f"architecture {self.architecture!r} (got {getattr(self, f.name)!r}; leave it "
                     f"at {f.default!r})"
                 )
+        if self.init == "gpt2" and self.architecture != "transformer":
+            raise DhwtError(f"model init 'gpt2' applies to the transformer only, not to "
+                            f"architecture {self.architecture!r}")
         if self.architecture == "mixer" and self.causal:
             raise DhwtError("architecture 'mixer' is for masked LM only: its token mixing reads "
                             "every position, so it has no causal form")

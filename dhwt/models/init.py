@@ -63,10 +63,17 @@ def linear_default(shape: tuple[int, int], generator: torch.Generator) -> torch.
 def embedding_table(
     rows: int, width: int, kind: str, std: float, generator: torch.Generator
 ) -> torch.Tensor:
-    """A (rows, width) table: N(0, std^2) for kind "normal", Xavier-uniform for "xavier"."""
-    if kind == "normal":
-        return torch.empty(rows, width).normal_(0.0, std, generator=generator)
+    """A (rows, width) table: N(0, std^2) for kind "normal", N(0, 1/width) for "fairseq",
+    Xavier-uniform for "xavier"."""
+    if kind in ("normal", "fairseq"):
+        std = width**-0.5 if kind == "fairseq" else std
+        return normal((rows, width), std, generator)
     return xavier_uniform((rows, width), generator)
+
+
+def normal(shape: tuple[int, ...], std: float, generator: torch.Generator) -> torch.Tensor:
+    """N(0, std^2) samples."""
+    return torch.empty(shape).normal_(0.0, std, generator=generator)
 
 
 def sinusoidal_table(rows: int, width: int) -> torch.Tensor:

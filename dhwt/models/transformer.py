@@ -28,7 +28,7 @@ norm_first=False) computes; pre-LN what norm_first=True computes.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import torch
@@ -37,7 +37,7 @@ from torch import nn
 
 from dhwt.models import attention, init, sdpa
 from dhwt.models.base import EnsembleLM, Tied
-from dhwt.models.config import ModelConfig
+from dhwt.models.config import GPT2_STD, ModelConfig
 from dhwt.models.layers import HALF, layer_norm, linear, ones, stacked, zeros
 
 
@@ -54,22 +54,44 @@ def causal_mask(length: int, device: torch.device) -> torch.Tensor:
     return torch.ones(length, length, dtype=torch.bool, device=device).tril()
 
 
+Draw = Callable[[tuple[int, int], torch.Generator], torch.Tensor]
+
+
+def _matrix_draws(config: ModelConfig) -> tuple[Draw, Draw, Draw]:
+    """How a layer's matrices are drawn under config.init: the attention in-projection, the
+    first feed-forward layer, and the two residual output projections (attention out, second
+    feed-forward layer)."""
+    if config.init == "gpt2":
+        def normal(std: float) -> Draw:
+            return lambda shape, g: init.normal(shape, std, g)
+        residual = GPT2_STD / math.sqrt(2 * config.n_layers)
+        return normal(GPT2_STD), normal(GPT2_STD), normal(residual)
+    matrix = init.linear_default if config.init == "torch" else init.xavier_uniform
+    return init.xavier_uniform, matrix, matrix
+
+
 class Block(nn.Module):
     """One encoder layer (self-attention + feed-forward) for S members at once."""
 
     def __init__(self, config: ModelConfig, generators: Sequence[torch.Generator]):
         super().__init__()
         d, ff, members = config.d_model, config.d_ff, len(generators)
-        matrix = init.linear_default if config.init == "torch" else init.xavier_uniform
         self.config = config
-        self.in_proj_weight = stacked(lambda g: init.xavier_uniform((3 * d, d), g), generators)
+        in_proj, inner, residual = _matrix_draws(config)
+        self.in_proj_weight = stacked(lambda g: in_proj((3 * d, d), g), generators)
         self.in_proj_bias = zeros(members, 3 * d)
-        self.out_proj_weight = stacked(lambda g: matrix((d, d), g), generators)
+        self.out_proj_weight = stacked(lambda g: residual((d, d), g), generators)
         self.out_proj_bias = zeros(members, d)
-        self.linear1_weight = stacked(lambda g: matrix((ff, d), g), generators)
-        self.linear1_bias = stacked(lambda g: init.uniform((ff,), d**-0.5, g), generators)
-        self.linear2_weight = stacked(lambda g: matrix((d, ff), g), generators)
-        self.linear2_bias = stacked(lambda g: init.uniform((d,), ff**-0.5, g), generators)
+        self.linear1_weight = stacked(lambda g: inner((ff, d), g), generators)
+        if config.init == "gpt2":  # zero biases
+            self.linear1_bias = zeros(members, ff)
+        else:  # nn.Linear's default bias, U(+-1/sqrt(fan_in))
+            self.linear1_bias = stacked(lambda g: init.uniform((ff,), d**-0.5, g), generators)
+        self.linear2_weight = stacked(lambda g: residual((d, ff), g), generators)
+        if config.init == "gpt2":
+            self.linear2_bias = zeros(members, d)
+        else:
+            self.linear2_bias = stacked(lambda g: init.uniform((d,), ff**-0.5, g), generators)
         affine = config.norm_affine
         self.norm1_weight, self.norm1_bias = ones(members, d, affine), zeros(members, d, affine)
         self.norm2_weight, self.norm2_bias = ones(members, d, affine), zeros(members, d, affine)
