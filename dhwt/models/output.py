@@ -84,6 +84,7 @@ def output_loss(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
     return _FusedCrossEntropy.apply(h, weight, bias, targets, weights, grads)
 
 
+@torch.compiler.disable  # data-dependent shapes: eager under torch.compile (no graph warning)
 def targeted(h: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor
              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The columns of h (S, d, T) that have a target, with their targets and weights (S, T),

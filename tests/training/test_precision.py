@@ -190,3 +190,19 @@ def test_every_architecture_runs_under_bf16_mixed(architecture, causal):
     assert ((mixed - exact).abs() / exact).max() < 0.02
     mixed.sum().backward()
     assert all(p.grad.dtype == torch.float32 for p in model.parameters() if p.grad is not None)
+
+
+@pytest.mark.slow
+def test_compiled_run_on_the_cpu_agrees_with_the_plain_one(task, tmp_path):
+    """compile = true (torch.compile; about a minute of compiling) trains the same model: the
+    metrics agree to float rounding across an untie (a recompile) and a resume may drop it."""
+    values = {**CONFIG, "steps": 20, "tie_schedule": "untie@10", "dropout": 0.0}
+    plain = _outcome(train(TrainConfig(**values), task, tmp_path / "plain").run_dir)[1]
+    compiled = train(TrainConfig(**values, compile=True), task, tmp_path / "compiled").run_dir
+    lines = [(json.loads(a), json.loads(b)) for a, b in zip(
+        plain.splitlines(), _outcome(compiled)[1].splitlines(), strict=True)]
+    for a, b in lines:
+        assert (a["step"], a["split"]) == (b["step"], b["split"])
+        assert abs(a["loss"] - b["loss"]) <= 1e-5 * abs(a["loss"]), (a, b)
+    train(TrainConfig(**{**values, "steps": 30}), task, compiled, resume=True)  # not compiled
+    assert json.loads(_outcome(compiled)[1].splitlines()[-1])["step"] == 30
