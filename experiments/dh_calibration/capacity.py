@@ -45,6 +45,7 @@ MIN_K = 4  # K = 1 has 3-7 rows: no neighbourhood of k 3 means anything
 SETTINGS = ((3, "cos"), (10, "ip"))
 MODELS = {"null": (), "overlap": ("excess",), "capacity": ("ratio",),
           "both": ("ratio", "excess")}
+POST_HOC_MIN_D = 4  # d 2: prices 0.1-0.4 nats, seeds apart by tenths, none converged
 COVERAGE = 0.90  # declared: a usable 95% interval covers at least this share of held-out models
 
 
@@ -107,10 +108,12 @@ def predict(model: dict, rows: list[dict], excess: str) -> tuple[np.ndarray, np.
 
 
 def folds(rows: list[dict]) -> list[tuple[str, str, list[dict], list[dict]]]:
-    """(scheme, held-out name, training rows, held-out rows): leave one kind out, one K out."""
+    """(scheme, held-out name, training rows, held-out rows): leave one kind out, one K out
+    (a scheme with one value only has no fold)."""
     out = []
     for scheme, key in (("kind", "language"), ("K", "k")):
-        for value in sorted({r[key] for r in rows}):
+        values = sorted({r[key] for r in rows})
+        for value in values if len(values) > 1 else ():
             out.append((scheme, f"{key} {value}", [r for r in rows if r[key] != value],
                         [r for r in rows if r[key] == value]))
     return out
@@ -170,6 +173,46 @@ def cpu_name() -> str:
                 if line.startswith("Model name"))
 
 
+def section(title: str, rows: list[dict], k: int, metric: str) -> list[str]:
+    """The fits and folds of one (k, metric) over `rows` (none when fewer than 10 hold it)."""
+    lines: list[str] = []
+    excess = f"excess_k{k}_{metric}"
+    usable = [r for r in rows if np.isfinite(r[excess])]
+    if len(usable) < 10:
+        return lines
+    whole = fit(usable, MODELS["overlap"], excess)
+    rho = stats.spearmanr([r[excess] for r in usable], [r["price"] for r in usable])
+    wrho, wp = within_cell(usable, excess)
+    found = validate(usable, excess)
+    predicts = all(v["mae_overlap"] < v["mae_null"] and v["cover_overlap"] >= COVERAGE
+                   for v in found)
+    adds = (all(v["mae_both"] < v["mae_capacity"] for v in found)
+            and np.mean([v["mae_both"] / v["mae_capacity"] for v in found]) < 0.9)
+    lines += [f"## {title}: k {k}, {metric} ({len(usable)} members)", "",
+              f"- Fit on all: price = {whole['beta'][0]:+.4f} {whole['beta'][1]:+.4f} x "
+              f"excess, residual sd {whole['s']:.4f}, 95% PI half-width about "
+              f"{whole['t'] * whole['s']:.4f} nats.",
+              f"- Spearman excess vs price over members: {rho.statistic:+.2f} "
+              f"(p {rho.pvalue:.2g}); within cells (seed to seed): {wrho:+.2f} (p {wp:.2g}).",
+              f"- By the declared rule the overlap "
+              f"{'predicts' if predicts else 'does not predict'} the price and "
+              f"{'adds' if adds else 'does not add'} to capacity (its error below the null's "
+              f"in {sum(v['mae_overlap'] < v['mae_null'] for v in found)} of {len(found)} "
+              f"folds, its interval covering >= {COVERAGE:.0%} in "
+              f"{sum(v['cover_overlap'] >= COVERAGE for v in found)}; both below capacity in "
+              f"{sum(v['mae_both'] < v['mae_capacity'] for v in found)}).",
+              *kind_gap(usable, excess), "",
+              "| held out | n | MAE null | MAE overlap | MAE capacity | MAE both | "
+              "cover null | cover overlap | cover capacity | cover both |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    for v in found:
+        lines.append(f"| {v['held']} | {v['n']} | " + " | ".join(
+            f"{v[f'mae_{m}']:.4f}" for m in MODELS) + " | " + " | ".join(
+            f"{v[f'cover_{m}']:.2f}" for m in MODELS) + " |")
+    lines.append("")
+    return lines
+
+
 def report(rows: list[dict], grid: Path) -> str:
     lines = ["# The DH diagnostic against the price of tying on the capacity grid: measured", "",
              "Written by `capacity.py` (do not edit by hand); the reading is in README.md.", "",
@@ -177,42 +220,35 @@ def report(rows: list[dict], grid: Path) -> str:
              f"cells with K >= {MIN_K}, {len(rows)} untied members). CPU: {cpu_name()}.", "",
              "MAE: held-out mean absolute error of the predicted price (nats); cover: share of "
              "held-out models inside their 95% prediction interval.", ""]
-    for k, metric in SETTINGS:
-        excess = f"excess_k{k}_{metric}"
-        usable = [r for r in rows if np.isfinite(r[excess])]
-        if len(usable) < 10:
-            continue
-        whole = fit(usable, MODELS["overlap"], excess)
-        rho = stats.spearmanr([r[excess] for r in usable], [r["price"] for r in usable])
-        wrho, wp = within_cell(usable, excess)
-        lines += [f"## k {k}, {metric} ({len(usable)} members)", "",
-                  f"- Fit on all: price = {whole['beta'][0]:+.4f} {whole['beta'][1]:+.4f} x "
-                  f"excess, residual sd {whole['s']:.4f}, 95% PI half-width about "
-                  f"{whole['t'] * whole['s']:.4f} nats.",
-                  f"- Spearman excess vs price over members: {rho.statistic:+.2f} "
-                  f"(p {rho.pvalue:.2g}); within cells (seed to seed): {wrho:+.2f} (p {wp:.2g}).",
-                  *kind_gap(usable, excess), "",
-                  "| held out | n | MAE null | MAE overlap | MAE capacity | MAE both | "
-                  "cover null | cover overlap | cover capacity | cover both |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
-        for v in validate(usable, excess):
-            lines.append(f"| {v['held']} | {v['n']} | " + " | ".join(
-                f"{v[f'mae_{m}']:.4f}" for m in MODELS) + " | " + " | ".join(
-                f"{v[f'cover_{m}']:.2f}" for m in MODELS) + " |")
-        lines.append("")
+    subsets = (("all widths, as declared", rows),
+               (f"d >= {POST_HOC_MIN_D} only (added after the declared fit)",
+                [r for r in rows if r["d"] >= POST_HOC_MIN_D]))
+    for title, chosen in subsets:
+        for k, metric in SETTINGS:
+            lines += section(title, chosen, k, metric)
     return "\n".join(lines) + "\n"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("grid", type=Path)
+    parser.add_argument("--table", action="store_true",
+                        help="read the members from capacity.csv (written by an earlier run on "
+                             "GRID) instead of the run directories")
     args = parser.parse_args()
-    rows = rows_of(args.grid)
-    with open(HERE / "capacity.csv", "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows({k: (f"{v:.6f}" if isinstance(v, float) else v) for k, v in r.items()}
-                         for r in rows)
+    if args.table:
+        with open(HERE / "capacity.csv", newline="") as handle:
+            kinds = {"language": str, "bias": lambda v: v == "True", "k": int, "d": int,
+                     "seed": int}
+            rows = [{k: kinds.get(k, float)(v) for k, v in r.items()}
+                    for r in csv.DictReader(handle)]
+    else:
+        rows = rows_of(args.grid)
+        with open(HERE / "capacity.csv", "w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows({k: (f"{v:.6f}" if isinstance(v, float) else v)
+                              for k, v in r.items()} for r in rows)
     text = report(rows, args.grid)
     (HERE / "capacity.md").write_text(text, "utf-8")
     print(text)
