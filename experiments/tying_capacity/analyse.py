@@ -99,7 +99,8 @@ def decide(share: np.ndarray) -> str:
 
 
 def predicted(language: str, k: int, d: int, bias: bool) -> str:
-    """The prediction README.md committed before the grid ran."""
+    """The prediction README.md committed before the grid ran (the ratio kind's: before its
+    cells ran)."""
     kind = language.split("-")[0]
     if kind == "control" or k <= d or (kind == "sem" and bias):
         return "equivalent"
@@ -198,8 +199,9 @@ def figure(cells: list[dict[str, object]], out: Path) -> None:
     import matplotlib.pyplot as plt
 
     settings = [(0.0, False), (0.1, False), (0.1, True)]
-    panels = [("mlm", ("sem-mlm", "control-mlm")), ("clm", ("sem-clm", "cnd-clm", "control-clm"))]
-    colours = {"sem": "tab:red", "cnd": "tab:blue", "control": "black"}
+    panels = [("mlm", ("sem-mlm", "control-mlm")),
+              ("clm", ("sem-clm", "cnd-clm", "ratio-clm", "control-clm"))]
+    colours = {"sem": "tab:red", "cnd": "tab:blue", "ratio": "tab:green", "control": "black"}
     fig, axes = plt.subplots(len(settings), len(panels), figsize=(9, 9), sharex=True,
                              squeeze=False)
     for row, (decay, bias) in enumerate(settings):
@@ -242,7 +244,8 @@ def share_figure(cells: list[dict[str, object]], out: Path) -> None:
     import matplotlib.pyplot as plt
 
     settings = [(0.0, False), (0.1, False), (0.1, True)]
-    colours = {"sem-mlm": "tab:orange", "sem-clm": "tab:red", "cnd-clm": "tab:blue"}
+    colours = {"sem-mlm": "tab:orange", "sem-clm": "tab:red", "cnd-clm": "tab:blue",
+               "ratio-clm": "tab:green"}
     fig, axes = plt.subplots(1, len(settings), figsize=(11, 3.6), sharey=True, squeeze=False)
     for col, (decay, bias) in enumerate(settings):
         ax = axes[0, col]
