@@ -103,7 +103,7 @@ def closeness(cell: Path, language: str, k: int, bias: bool) -> dict[str, np.nda
         a, w = np.log(p[both] / q[both]), truth.context_probs[both] * (p[both] + q[both])
         gap = (table[:, i1] - table[:, i2]).norm(dim=-1).numpy()
         for m in range(members):
-            bound[m] += closeness_price(a, w, gap[m] * norm[m, both], bias=bias) + 0.0
+            bound[m] += max(closeness_price(a, w, gap[m] * norm[m, both], bias=bias), 0.0)
             reach[m] = min(reach[m], norm[m, both].min())
         delta += gap / k
     return {"delta": delta, "h": reach, "bound": bound}
