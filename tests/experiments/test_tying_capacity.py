@@ -106,3 +106,21 @@ def test_the_declared_rule():
     assert analyse.predicted("ratio-clm", 16, 8, bias=True) == "pays"
     assert analyse.predicted("sem-mlm", 4, 4, bias=False) == "equivalent"
     assert analyse.holm([0.01, 0.04, 0.03]) == [True, False, False]
+
+
+@pytest.mark.slow
+def test_a_cell_is_read_with_its_price_movement_and_t4s_bound(tmp_path):
+    """A tiny sem cell and its control, trained: the bound at the tied rows lies between 0 and
+    B(0), the pair's merged-row price (its contexts' weight 1/4 of the causal tokens, times
+    kl(0.1 || 0.5)); the control has no bound (its pair's ratio is 1)."""
+    run = _module("run")
+    for language in ("sem-clm", "control-clm"):
+        run.train_cell(tmp_path, language, 1, 2, 0.1, False, seeds=2, steps=20, every=10)
+    sem = analyse.read_cell(run.cell_dir(tmp_path, "sem-clm", 1, 2, 0.1, False))
+    control = analyse.read_cell(run.cell_dir(tmp_path, "control-clm", 1, 2, 0.1, False))
+    merged = 0.25 * (0.1 * math.log(0.1 / 0.5) + 0.9 * math.log(0.9 / 0.5))
+    bound = sem["closeness"]["bound"]
+    assert bound.shape == (2,) and np.all(bound >= 0) and np.all(bound <= merged + 1e-9)
+    assert np.all(sem["closeness"]["delta"] > 0) and np.all(sem["closeness"]["h"] > 0)
+    assert control["closeness"] is None
+    assert sem["price_moved"].shape == (2,) and np.all(sem["price_moved"] >= 0)
