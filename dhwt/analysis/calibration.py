@@ -56,8 +56,8 @@ PRICES_ELSEWHERE = (
 #: What the overlap says about a price where tying has one (experiments/dh_calibration,
 #: capacity.md): appended to every reading on the calibration.
 PRICE_NOT_PREDICTED = ("where tying does cost on synthetic languages (experiments/tying_capacity, "
-                       "0 to +0.4 nats) the overlap did not predict the price: 95% prediction "
-                       "interval ±0.24 nats, Spearman +0.13 over 612 models")
+                       "0 to +0.4 nats) the overlap did not predict the price: at k 3 / cos a 95% "
+                       "prediction interval of ±0.24 nats, Spearman +0.13 over 612 models")
 
 
 @dataclass(frozen=True)
