@@ -8,7 +8,10 @@ the untied input and output distances of the K violating pairs (mean over the pa
 decision rule and the margin are the ones README.md declared before the grid ran.
 
     python experiments/tying_capacity/analyse.py runs/tying-capacity
-writes experiments/tying_capacity/results.md, results.csv, figures/price.png and share.png.
+writes experiments/tying_capacity/results.md, results.csv, figures/price.png and share.png
+(`--name 3k`: results-3k.md, results-3k.csv, figures/price-3k.png, share-3k.png).
+For the sem and ratio kinds it also evaluates T4's bound at each tied member's rows: B(delta)
+at the measured pair distances and hidden-state norms (dhwt.theory.t4_tying_conflict).
 """
 
 from __future__ import annotations
@@ -17,12 +20,14 @@ import argparse
 import csv
 import json
 import re
+import sys
 from pathlib import Path
 
 import numpy as np
 from scipy import stats
 
 HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
 MARGIN = 0.005  # nats, declared in README.md before any cell ran
 CONTROL = {"mlm": "control-mlm", "clm": "control-clm"}
 CELL = re.compile(r"(?P<language>\w+-\w+)-k(?P<k>\d+)-d(?P<d>\d+)-wd(?P<decay>[\d.]+)-"
@@ -62,6 +67,48 @@ def distances(run: Path, vocab: list[str], k: int) -> tuple[np.ndarray, np.ndarr
     return found[0], found[1]
 
 
+def closeness(cell: Path, language: str, k: int, bias: bool) -> dict[str, np.ndarray] | None:
+    """T4's bound at each tied member's measured rows: delta (mean over the K pairs of
+    ||e_ka - e_kb||), the smallest ||h(r)|| over the contexts that predict a pair, and B(delta)
+    summed over the pairs (T5's B_b(delta) with an output bias), nats per predicted token; None
+    for the kinds whose pairs share one ratio of 1 (control, cnd: B is 0)."""
+    import torch
+
+    from dhwt.languages import compute_truth
+    from dhwt.languages.language import language_from_spec
+    from dhwt.runs import load_run
+    from dhwt.theory.t4_tying_conflict import closeness_price
+    from languages import spec
+
+    kind, objective = language.split("-")
+    if kind not in ("sem", "ratio"):
+        return None
+    truth = compute_truth(language_from_spec(spec(kind, k, tail=objective == "clm"), language),
+                          objective)
+    model = load_run(cell / "tied").model()
+    members = model.members
+    inputs = torch.from_numpy(truth.inputs).expand(members, -1, -1)
+    padding = (None if truth.padding is None else
+               torch.from_numpy(truth.padding).expand(members, -1, -1))
+    with torch.no_grad():
+        h = model.hidden(inputs, padding)[:, np.arange(len(truth.positions)), truth.positions]
+        table = model.embeddings.input_weight.detach().double()
+    norm = h.double().norm(dim=-1).numpy()  # (members, contexts)
+    vocab = list(truth.vocab)
+    delta, bound, reach = np.zeros(members), np.zeros(members), np.full(members, np.inf)
+    for j in range(k):
+        i1, i2 = vocab.index(f"s{j}a"), vocab.index(f"s{j}b")
+        p, q = truth.conditionals[:, i1], truth.conditionals[:, i2]
+        both = (p > 0) & (q > 0)
+        a, w = np.log(p[both] / q[both]), truth.context_probs[both] * (p[both] + q[both])
+        gap = (table[:, i1] - table[:, i2]).norm(dim=-1).numpy()
+        for m in range(members):
+            bound[m] += max(closeness_price(a, w, gap[m] * norm[m, both], bias=bias), 0.0)
+            reach[m] = min(reach[m], norm[m, both].min())
+        delta += gap / k
+    return {"delta": delta, "h": reach, "bound": bound}
+
+
 def read_cell(cell: Path) -> dict[str, object]:
     match = CELL.match(cell.name)
     language, objective = match["language"], match["language"].split("-")[1]
@@ -73,11 +120,16 @@ def read_cell(cell: Path) -> dict[str, object]:
     seeds = sorted(tied)
     change = np.array([max(abs(tied[s] - tied_early[s]), abs(untied[s] - untied_early[s]))
                        for s in seeds])
+    price = paired(tied, untied)
+    moved = np.abs(np.array(list(price.values()))
+                   - np.array(list(paired(tied_early, untied_early).values())))
     inside, outside = distances(cell / "untied", truth["vocab"], k)
+    bias = match["bias"] == "bias"
     return {"language": language, "objective": objective, "k": k, "d": int(match["d"]),
-            "decay": float(match["decay"]), "bias": match["bias"] == "bias", "bayes": bayes,
-            "tied": tied, "untied": untied, "price": paired(tied, untied), "change": change,
-            "input": inside, "output": outside}
+            "decay": float(match["decay"]), "bias": bias, "bayes": bayes,
+            "tied": tied, "untied": untied, "price": price, "change": change,
+            "price_moved": moved, "input": inside, "output": outside,
+            "closeness": closeness(cell, language, k, bias)}
 
 
 def interval(values: np.ndarray, level: float) -> tuple[float, float, float]:
@@ -99,7 +151,8 @@ def decide(share: np.ndarray) -> str:
 
 
 def predicted(language: str, k: int, d: int, bias: bool) -> str:
-    """The prediction README.md committed before the grid ran."""
+    """The prediction README.md committed before the grid ran (the ratio kind's: before its
+    cells ran)."""
     kind = language.split("-")[0]
     if kind == "control" or k <= d or (kind == "sem" and bias):
         return "equivalent"
@@ -142,20 +195,26 @@ def write(cells: list[dict[str, object]], out: Path) -> None:
     keep = holm([p_pays(c["share"]) for c in tested])
     lines = ["| language | K | d | K/d | decay | bias | untied excess | price (tied - untied) | "
              "share (price - control's) | decision (predicted) | Holm: pays | converged "
-             "(< 1e-3 / < 1e-4) | untied ‖Δ‖ input / output |", "|" + "---|" * 13]
+             "(< 1e-3 / < 1e-4) | price moved, last 20% (largest) | untied ‖Δ‖ input / output "
+             "| tied ‖Δ‖, min ‖h‖, B(‖Δ‖) |", "|" + "---|" * 15]
     order = sorted(cells, key=lambda c: (c["language"], c["decay"], c["bias"], c["k"], c["d"]))
     with open(out.with_suffix(".csv"), "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["language", "k", "d", "decay", "bias", "seed", "bayes", "excess_tied",
                          "excess_untied", "price", "share", "untied_input_distance",
-                         "untied_output_distance"])
+                         "untied_output_distance", "price_moved", "tied_distance", "min_h",
+                         "bound"])
         for c in order:
             for i, s in enumerate(sorted(c["price"])):
                 writer.writerow([c["language"], c["k"], c["d"], c["decay"], c["bias"], s,
                                  f"{c['bayes']:.6f}", f"{c['tied'][s]:.6f}",
                                  f"{c['untied'][s]:.6f}", f"{c['price'][s]:.6f}",
                                  "" if c["share"] is None else f"{c['share'][i]:.6f}",
-                                 f"{c['input'][i]:.4f}", f"{c['output'][i]:.4f}"])
+                                 f"{c['input'][i]:.4f}", f"{c['output'][i]:.4f}",
+                                 f"{c['price_moved'][i]:.6f}",
+                                 *(["", "", ""] if c["closeness"] is None else
+                                   [f"{c['closeness'][key][i]:.6f}"
+                                    for key in ("delta", "h", "bound")])])
     for c in order:
         price = np.array(list(c["price"].values()))
         untied = np.array(list(c["untied"].values()))
@@ -170,7 +229,11 @@ def write(cells: list[dict[str, object]], out: Path) -> None:
             f"{'yes' if c['bias'] else 'no'} | {np.mean(untied):.4f} | {text(price)} | {share} | "
             f"{decision} | {holm_text} | {int(np.sum(c['change'] < 1e-3))}/{n} / "
             f"{int(np.sum(c['change'] < 1e-4))}/{n} | "
-            f"{np.mean(c['input']):.2f} / {np.mean(c['output']):.2f} |")
+            f"{np.max(c['price_moved']):.4f} | "
+            f"{np.mean(c['input']):.2f} / {np.mean(c['output']):.2f} | "
+            + ("" if c["closeness"] is None else
+               f"{np.mean(c['closeness']['delta']):.2f}, {np.mean(c['closeness']['h']):.1f}, "
+               f"{np.mean(c['closeness']['bound']):.4f}") + " |")
     out.write_text("\n".join(lines) + "\n", "utf-8")
 
 
@@ -198,8 +261,9 @@ def figure(cells: list[dict[str, object]], out: Path) -> None:
     import matplotlib.pyplot as plt
 
     settings = [(0.0, False), (0.1, False), (0.1, True)]
-    panels = [("mlm", ("sem-mlm", "control-mlm")), ("clm", ("sem-clm", "cnd-clm", "control-clm"))]
-    colours = {"sem": "tab:red", "cnd": "tab:blue", "control": "black"}
+    panels = [("mlm", ("sem-mlm", "control-mlm")),
+              ("clm", ("sem-clm", "cnd-clm", "ratio-clm", "control-clm"))]
+    colours = {"sem": "tab:red", "cnd": "tab:blue", "ratio": "tab:green", "control": "black"}
     fig, axes = plt.subplots(len(settings), len(panels), figsize=(9, 9), sharex=True,
                              squeeze=False)
     for row, (decay, bias) in enumerate(settings):
@@ -242,7 +306,8 @@ def share_figure(cells: list[dict[str, object]], out: Path) -> None:
     import matplotlib.pyplot as plt
 
     settings = [(0.0, False), (0.1, False), (0.1, True)]
-    colours = {"sem-mlm": "tab:orange", "sem-clm": "tab:red", "cnd-clm": "tab:blue"}
+    colours = {"sem-mlm": "tab:orange", "sem-clm": "tab:red", "cnd-clm": "tab:blue",
+               "ratio-clm": "tab:green"}
     fig, axes = plt.subplots(1, len(settings), figsize=(11, 3.6), sharey=True, squeeze=False)
     for col, (decay, bias) in enumerate(settings):
         ax = axes[0, col]
@@ -274,12 +339,15 @@ def share_figure(cells: list[dict[str, object]], out: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("grid", type=Path)
+    parser.add_argument("--name", default="",
+                        help="suffix of what it writes (results-NAME.md, figures/price-NAME.png)")
     args = parser.parse_args()
     cells = analyse([read_cell(cell) for cell in sorted(args.grid.iterdir())
                      if CELL.match(cell.name) and (cell / "untied" / "report.md").is_file()])
-    write(cells, HERE / "results.md")
-    figure(cells, HERE / "figures" / "price.png")
-    share_figure(cells, HERE / "figures" / "share.png")
+    suffix = f"-{args.name}" if args.name else ""
+    write(cells, HERE / f"results{suffix}.md")
+    figure(cells, HERE / "figures" / f"price{suffix}.png")
+    share_figure(cells, HERE / "figures" / f"share{suffix}.png")
     print(f"{len(cells)} cells\n{summary(cells)}")
 
 

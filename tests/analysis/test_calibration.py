@@ -181,3 +181,10 @@ def test_the_shipped_reading_of_a_wikitext_model_attaches_no_synthetic_price():
     assert "+0.19 nats per valid token" in line and "synthetic languages (V 34)" in line
     near = dh_reading(0.5, 0.3, k=10, metric="ip", vocab=34)
     assert "price of tying measured there" in near
+
+
+def test_a_reading_says_the_overlap_did_not_predict_a_price_where_tying_costs(table):
+    near = calibrated_reading(excess_to_overlap(0.33), 0.2, table, vocab=34)
+    far = calibrated_reading(excess_to_overlap(0.33), 0.2, table, vocab=50257)
+    assert "did not predict the price" in near.text and "tying_capacity" in near.text
+    assert "which the overlap did not predict" in far.text

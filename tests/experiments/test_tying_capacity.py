@@ -29,7 +29,7 @@ analyse = _module("analyse")
 
 @pytest.mark.parametrize("kind, objective, found", [
     ("sem", "mlm", "sem only"), ("control", "mlm", None), ("sem", "clm", "sem only"),
-    ("cnd", "clm", "cnd only"), ("control", "clm", None)])
+    ("cnd", "clm", "cnd only"), ("control", "clm", None), ("ratio", "clm", "sem only")])
 @pytest.mark.parametrize("k", [1, 4])
 def test_the_violations_are_the_k_pairs(kind, objective, found, k):
     truth = compute_truth(language_from_spec(
@@ -54,9 +54,23 @@ def test_each_pair_has_its_ratio_in_every_context_that_predicts_it(kind, objecti
         np.testing.assert_allclose(log_ratio[predicted], ratio, atol=1e-9)
 
 
-def test_a_masked_cnd_language_is_refused():
-    with pytest.raises(ValueError, match="cnd"):
-        languages.spec("cnd", 4, tail=False)
+def test_the_ratio_kind_has_the_drawn_ratio_in_each_context():
+    k = 4
+    truth = compute_truth(language_from_spec(languages.spec("ratio", k), "t"), "clm")
+    q = languages.ratios(k)
+    assert len(np.unique(np.round(q, 9))) == k * k  # no two contexts share a ratio
+    for j in range(k):
+        log_ratio = truth.log_ratio(f"s{j}a", f"s{j}b")
+        predicted = np.isfinite(log_ratio)
+        # the K contexts x_m in the order of their first occurrence; compare as sets
+        np.testing.assert_allclose(np.sort(log_ratio[predicted]),
+                                   np.sort(np.log(q[:, j] / (1 - q[:, j]))), atol=1e-9)
+
+
+@pytest.mark.parametrize("kind", ["cnd", "ratio"])
+def test_a_masked_cnd_or_ratio_language_is_refused(kind):
+    with pytest.raises(ValueError, match=kind):
+        languages.spec(kind, 4, tail=False)
 
 
 def test_the_price_pairs_members_by_seed():
@@ -89,5 +103,24 @@ def test_the_declared_rule():
     assert analyse.decide(np.array([0.02, -0.02, 0.03, -0.01])) == "undecided"
     assert analyse.predicted("sem-clm", 16, 4, bias=True) == "equivalent"
     assert analyse.predicted("cnd-clm", 16, 4, bias=True) == "pays"
+    assert analyse.predicted("ratio-clm", 16, 8, bias=True) == "pays"
     assert analyse.predicted("sem-mlm", 4, 4, bias=False) == "equivalent"
     assert analyse.holm([0.01, 0.04, 0.03]) == [True, False, False]
+
+
+@pytest.mark.slow
+def test_a_cell_is_read_with_its_price_movement_and_t4s_bound(tmp_path):
+    """A tiny sem cell and its control, trained: the bound at the tied rows lies between 0 and
+    B(0), the pair's merged-row price (its contexts' weight 1/4 of the causal tokens, times
+    kl(0.1 || 0.5)); the control has no bound (its pair's ratio is 1)."""
+    run = _module("run")
+    for language in ("sem-clm", "control-clm"):
+        run.train_cell(tmp_path, language, 1, 2, 0.1, False, seeds=2, steps=20, every=10)
+    sem = analyse.read_cell(run.cell_dir(tmp_path, "sem-clm", 1, 2, 0.1, False))
+    control = analyse.read_cell(run.cell_dir(tmp_path, "control-clm", 1, 2, 0.1, False))
+    merged = 0.25 * (0.1 * math.log(0.1 / 0.5) + 0.9 * math.log(0.9 / 0.5))
+    bound = sem["closeness"]["bound"]
+    assert bound.shape == (2,) and np.all(bound >= 0) and np.all(bound <= merged + 1e-9)
+    assert np.all(sem["closeness"]["delta"] > 0) and np.all(sem["closeness"]["h"] > 0)
+    assert control["closeness"] is None
+    assert sem["price_moved"].shape == (2,) and np.all(sem["price_moved"] >= 0)
