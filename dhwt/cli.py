@@ -396,8 +396,11 @@ def study_cmd(study_file: str, out: str, overwrite: bool) -> None:
               show_default=True,
               help="KNN score the figures plot: |A∩B|/k (the reference code's) or Jaccard "
                    "|A∩B|/|A∪B| (its text's); the tables and files hold both.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Also print the numbers as one JSON document (the final fit and closeness "
+                   "of synthetic runs, the similarity curves); the report line goes to stderr.")
 def analyze_cmd(run_dirs: tuple[str, ...], out: str, pairs: str | None, measure: str,
-                **similarity: object) -> None:
+                as_json: bool, **similarity: object) -> None:
     """Report on run directories: closeness or loss, and embedding similarity over training.
 
     Reads each run's snapshots and metrics (never a live model). Synthetic runs: the paper's figure
@@ -415,11 +418,15 @@ def analyze_cmd(run_dirs: tuple[str, ...], out: str, pairs: str | None, measure:
       dhwt analyze runs/wt2-cpu --tokens seen --similarity knn,cka --out reports/wt2
       dhwt analyze runs/seed1 runs/seed2 --members 0 --k 20 --out reports/init
     """
-    from dhwt.commands.analyze import analyze
-    from dhwt.report.run_similarity import SimilarityOptions
+    from dhwt.analysis.runs_similarity import SimilarityOptions
+    from dhwt.commands.analyze import analysis, document
+    from dhwt.report.json_document import json_text
 
-    options = SimilarityOptions(**similarity)
-    click.echo(f"report: {analyze(run_dirs, out, pairs=pairs, measure=measure, similarity=options)}")
+    found = analysis(run_dirs, out, pairs=pairs, measure=measure,
+                     similarity=SimilarityOptions(**similarity))
+    click.echo(f"report: {found.report}", err=as_json)
+    if as_json:
+        click.echo(json_text(document(found)))
 
 
 @cli.command("knn", context_settings={"max_content_width": 100})
@@ -458,7 +465,10 @@ def analyze_cmd(run_dirs: tuple[str, ...], out: str, pairs: str | None, measure:
 @click.option("--device", default="cpu", show_default=True, metavar="cpu|cuda|cuda:N|auto",
               help="Where the neighbour search runs (a GPU searches every row against all rows "
                    "there; the re-rank stays float64 on the CPU; the result is the same).")
-def knn_cmd(a_spec: str, b_spec: str, **options: object) -> None:
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the JSON document instead of the text (the means under mean_jaccard "
+                   "and mean_overlap, the chance level's under chance).")
+def knn_cmd(a_spec: str, b_spec: str, as_json: bool, **options: object) -> None:
     """KNN Match Similarity of two embedding matrices A and B (same tokens).
 
     \b
@@ -480,7 +490,7 @@ def knn_cmd(a_spec: str, b_spec: str, **options: object) -> None:
     """
     from dhwt.commands.knn import KnnOptions, knn_command
 
-    click.echo(knn_command(a_spec, b_spec, KnnOptions(**options)))
+    click.echo(knn_command(a_spec, b_spec, KnnOptions(**options), as_json))
 
 
 @cli.command("diagnose", context_settings={"max_content_width": 100})

@@ -232,6 +232,7 @@ def _run_claimed(study: Study, out: Path, language: Language | None,
                  devices: dict[str, torch.device]) -> Path:
     """Run `study` in its claimed (locked) directory `out`, each run on its device in `devices`;
     the report's path."""
+    from dhwt.analysis.runs_closeness import runs_closeness
     from dhwt.report.runs_report import write_runs_report
 
     text = language is None
@@ -267,8 +268,8 @@ def _run_claimed(study: Study, out: Path, language: Language | None,
         + ", ".join(f"`{n}` (`{c.tying.tie_schedule}`, {c.optim.steps} steps, seeds {c.members.seeds})"
                     for n, c in study.runs) + ".",
     ]
-    return write_runs_report(runs, load_task(data_dir, objective), out,
-                             title=f"Study: {study.name}", intro=intro, pairs=study.pairs,
+    result = runs_closeness(runs, load_task(data_dir, objective), study.pairs)
+    return write_runs_report(result, out, title=f"Study: {study.name}", intro=intro,
                              measure=study.measure)
 
 
@@ -352,7 +353,7 @@ def _text_report(study: Study, out: Path) -> Path:
     """analysis/NAME/report.md per run (KNN match between its members over tokens seen in
     training, DH diagnostic) and report.md over all runs (loss, perplexity)."""
     from dhwt.commands.analyze import analyze
-    from dhwt.report.run_similarity import SimilarityOptions
+    from dhwt.analysis.runs_similarity import SimilarityOptions
 
     dirs = [out / "runs" / name for name, _ in study.runs]
     for run in dirs:
