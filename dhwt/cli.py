@@ -11,6 +11,7 @@ from collections import Counter
 
 import click
 
+from dhwt import defaults
 from dhwt.errors import LINE, DhwtError, Interrupted, shorten
 
 
@@ -81,17 +82,21 @@ def cli(ctx: click.Context, debug: bool) -> None:
 @click.option("--out", metavar="DIR", type=click.Path(),
               help="Write the dataset here (spec.toml, vocab.json, strings.npz, truth.json). "
                    "Omitted: print the summary only, write nothing.")
-@click.option("--valid-fraction", type=float, default=0.1, show_default=True,
+@click.option("--valid-fraction", type=float, default=defaults.VALID_FRACTION, show_default=True,
               help="Share of class strings held out for validation (at least one if > 0).")
-@click.option("--test-fraction", type=float, default=0.1, show_default=True,
+@click.option("--test-fraction", type=float, default=defaults.TEST_FRACTION, show_default=True,
               help="Share of class strings held out for testing (at least one if > 0).")
-@click.option("--seed", type=int, default=14, show_default=True,
+@click.option("--seed", type=int, default=defaults.SPLIT_SEED, show_default=True,
               help="Seed of the shuffle that assigns class strings to splits.")
 @click.option("--overwrite", is_flag=True,
               help="Replace --out if it is a dataset dhwt made (never a folder of yours, the "
                    "working directory or one holding the grammar).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the JSON document instead of the summary (per objective the Bayes "
+                   "optimum and every symbol pair's relations).")
 def synth_cmd(grammar: str, assignments: tuple[str, ...], out: str | None,
-              valid_fraction: float, test_fraction: float, seed: int, overwrite: bool) -> None:
+              valid_fraction: float, test_fraction: float, seed: int, overwrite: bool,
+              as_json: bool) -> None:
     """Build a synthetic language with its exact ground truth, and print a summary.
 
     \b
@@ -109,10 +114,11 @@ def synth_cmd(grammar: str, assignments: tuple[str, ...], out: str | None,
       dhwt synth --grammar parity --set n_bits=5 --set classes.1.skew=0.8 --out data/p5
       dhwt synth --grammar my_grammar.toml --out data/mine --overwrite
     """
-    from dhwt.languages.synth import synth
+    from dhwt.commands.synth import synth_command
 
-    click.echo(synth(grammar, assignments, out, valid_fraction=valid_fraction,
-                     test_fraction=test_fraction, seed=seed, overwrite=overwrite))
+    click.echo(synth_command(grammar, assignments, out, valid_fraction=valid_fraction,
+                             test_fraction=test_fraction, seed=seed, overwrite=overwrite,
+                             as_json=as_json))
 
 
 class _BatchSize(click.ParamType):
@@ -150,9 +156,9 @@ class _BatchSize(click.ParamType):
 @click.option("--eval-windows", type=int, metavar="N",
               help="Evaluate at most N windows of each split of --corpus (smoke tests).  "
                    "[default: all: perplexity over the whole valid and test splits]")
-@click.option("--objective", type=click.Choice(["mlm", "clm"]),
+@click.option("--objective", type=click.Choice(defaults.OBJECTIVES),
               help="Masked (bidirectional) or causal language modelling.  [default: mlm]")
-@click.option("--architecture", type=click.Choice(["transformer", "lstm", "mixer"]),
+@click.option("--architecture", type=click.Choice(defaults.ARCHITECTURES),
               help="The paper's EXor models: transformer; lstm (2 layers, hidden 8, bidirectional "
                    "for mlm, projected back to d_model); mixer (MLP-Mixer, 1 layer, token mixing "
                    "4, channel mixing 8, relu, pre-LN; mlm only). Sizes go in --config.  "
@@ -175,7 +181,7 @@ class _BatchSize(click.ParamType):
 @click.option("--lr", type=float,
               help="Peak learning rate of the optimizer (AdamW, or SGD with optimizer = "
                    "\"sgd\" in --config).  [default: 5e-4]")
-@click.option("--lr-schedule", type=click.Choice(["constant", "cosine", "periodic-cosine"]),
+@click.option("--lr-schedule", type=click.Choice(defaults.LR_SCHEDULES),
               help="periodic-cosine is the paper's CosineAnnealingLR (T_max lr_period, stepped "
                    "every step); cosine decays once over the run.  [default: periodic-cosine]")
 @click.option("--eval-every", type=int, metavar="N",
@@ -211,7 +217,10 @@ class _BatchSize(click.ParamType):
                    "inputs.")
 @click.option("--resume", is_flag=True,
               help="Continue RUN_DIR from its newest checkpoint, bit for bit.")
-def train_cmd(config_file: str | None, out: str, overwrite: bool, resume: bool,
+@click.option("--json", "as_json", is_flag=True,
+              help="Print what was trained as a JSON document (run directory, steps, the last "
+                   "evaluation of each member and split) instead of the line.")
+def train_cmd(config_file: str | None, out: str, overwrite: bool, resume: bool, as_json: bool,
               **options: object) -> None:
     """Train one model per seed (all seeds at once) and write a run directory.
 
@@ -251,27 +260,13 @@ def train_cmd(config_file: str | None, out: str, overwrite: bool, resume: bool,
     refused.
     """
     from dhwt.commands.train import train_command
+    from dhwt.report.train_summary import trained
 
     given = {k: v for k, v in options.items() if v is not None and v != ()}
     result = train_command(given, config_file=config_file, out=out, overwrite=overwrite,
                            resume=resume)
     if result is not None:  # None on the processes of a torchrun launch that do not write
-        click.echo(_trained(result, resume))
-
-
-def _trained(result, resume: bool) -> str:  # noqa: ANN001 (a RunResult, imported lazily)
-    """What `dhwt train` did, in one line, after a line per repair a resume made."""
-    where = f"run directory: {result.run_dir} (see report.md)"
-    if not resume:
-        return f"trained {result.step} steps in {result.seconds:.1f} s; {where}"
-    if not result.touched:
-        return (f"{result.run_dir} is already trained to step {result.step}; nothing to do (to "
-                f"train on, --resume --steps M with M > {result.step})")
-    notes = "".join(f"{note}\n" for note in result.notes)
-    if result.start == result.step:
-        return f"{notes}training had reached step {result.step}; wrote its report; {where}"
-    return (f"{notes}resumed at step {result.start} and trained to step {result.step} "
-            f"({result.step - result.start} steps) in {result.seconds:.1f} s; {where}")
+        click.echo(trained(result, resume, as_json))
 
 
 @cli.command("verify-theorems", context_settings={"max_content_width": 100})
@@ -283,7 +278,10 @@ def _trained(result, resume: bool) -> str:  # noqa: ANN001 (a RunResult, importe
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Seed of every random instance and training run (each check derives its own "
                    "generator from it and its name).")
-def verify_theorems_cmd(full: bool, only: str | None, seed: int) -> int:
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the checks as a JSON document (one record per check) instead of the "
+                   "table; the exit code is the same.")
+def verify_theorems_cmd(full: bool, only: str | None, seed: int, as_json: bool) -> int:
     """Check the theorems of proofs/ symbolically, numerically and against trained models.
 
     \b
@@ -297,10 +295,9 @@ def verify_theorems_cmd(full: bool, only: str | None, seed: int) -> int:
       dhwt verify-theorems --only T1,T4 --seed 3
       dhwt verify-theorems --full
     """
-    from dhwt.commands import train
-    from dhwt.theory.runner import verify_theorems
+    from dhwt.commands.verify_theorems import verify_theorems_command
 
-    return verify_theorems(only=only, full=full, seed=seed, echo=click.echo, train=train)
+    return verify_theorems_command(only, full, seed, as_json, echo=click.echo)
 
 
 @cli.command("study", context_settings={"max_content_width": 100})
@@ -312,7 +309,11 @@ def verify_theorems_cmd(full: bool, only: str | None, seed: int) -> int:
 @click.option("--overwrite", is_flag=True,
               help="Replace an existing study directory instead of continuing it (only a study "
                    "dhwt made that holds none of the study's inputs).")
-def study_cmd(study_file: str, out: str, overwrite: bool) -> None:
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the study's numbers as one JSON document (a grammar study: final fit "
+                   "and closeness of every run; a text study: each analysis) instead of the "
+                   "line.")
+def study_cmd(study_file: str, out: str, overwrite: bool, as_json: bool) -> None:
     """Run a whole study: build the dataset, train every run, analyse, report.
 
     \b
@@ -345,10 +346,9 @@ def study_cmd(study_file: str, out: str, overwrite: bool) -> None:
       DHWT_DATA=../shared/data dhwt study experiments/wikitext/butterfly.toml \\
           --out runs/wt2-butterfly
     """
-    from dhwt.commands.study import load_study, run_study
+    from dhwt.commands.study import study_command
 
-    report = run_study(load_study(study_file), out, overwrite=overwrite)
-    click.echo(f"study report: {report}")
+    click.echo(study_command(study_file, out, overwrite, as_json))
 
 
 @cli.command("analyze", context_settings={"max_content_width": 100})
@@ -361,8 +361,9 @@ def study_cmd(study_file: str, out: str, overwrite: bool) -> None:
 @click.option("--pairs", metavar="A:B,C:D",
               help="Symbol pairs to track (synthetic runs; default: every pair of variants of "
                    "one class).")
-@click.option("--measure", type=click.Choice(["normalised", "raw", "cosine"]), default="normalised",
-              show_default=True, help="What the main closeness figure shows (synthetic runs).")
+@click.option("--measure", type=click.Choice(defaults.CLOSENESS_MEASURES),
+              default="normalised", show_default=True,
+              help="What the main closeness figure shows (synthetic runs).")
 @click.option("--similarity", "measures", default="knn", show_default=True,
               metavar="knn,cka,procrustes,mutual-knn|none",
               help="Similarity of embedding spaces at every snapshot, comma separated: knn (KNN "
@@ -373,13 +374,14 @@ def study_cmd(study_file: str, out: str, overwrite: bool) -> None:
               help="Neighbours per token for KNN match (self excluded). Skipped when the "
                    "vocabulary is not larger than k.  [default: 10, capped at (tokens - 1) // 2 "
                    "for small vocabularies]")
-@click.option("--metric", type=click.Choice(["ip", "cos", "l2"]), default="ip", show_default=True,
+@click.option("--metric", type=click.Choice(defaults.METRICS), default="ip", show_default=True,
               help="KNN neighbours by raw inner product (the reference study's), cosine or "
                    "Euclidean distance.")
 @click.option("--members", default="all", show_default=True, metavar="all|0,1,...",
               help="Members of each run to compare (0-based, in seed order); every two chosen "
                    "members are a pair, across runs too.")
-@click.option("--tokens", type=click.Choice(["all", "seen"]), default="all", show_default=True,
+@click.option("--tokens", type=click.Choice(defaults.TOKEN_CHOICES), default="all",
+              show_default=True,
               help="Compare all tokens, or only those seen in training (count > 0; neighbours "
                    "are then searched among them only).")
 @click.option("--counts", metavar="FILE", type=click.Path(dir_okay=False),
@@ -392,7 +394,7 @@ def study_cmd(study_file: str, out: str, overwrite: bool) -> None:
                    "(doubles the time).")
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Seed of the chance level's random directions.")
-@click.option("--score", type=click.Choice(["overlap", "jaccard"]), default="overlap",
+@click.option("--score", type=click.Choice(defaults.CURVE_SCORES), default="overlap",
               show_default=True,
               help="KNN score the figures plot: |A∩B|/k (the reference code's) or Jaccard "
                    "|A∩B|/|A∪B| (its text's); the tables and files hold both.")
@@ -419,14 +421,13 @@ def analyze_cmd(run_dirs: tuple[str, ...], out: str, pairs: str | None, measure:
       dhwt analyze runs/seed1 runs/seed2 --members 0 --k 20 --out reports/init
     """
     from dhwt.analysis.runs_similarity import SimilarityOptions
-    from dhwt.commands.analyze import analysis, document
-    from dhwt.report.json_document import json_text
+    from dhwt.commands.analyze import analyze_command
 
-    found = analysis(run_dirs, out, pairs=pairs, measure=measure,
-                     similarity=SimilarityOptions(**similarity))
-    click.echo(f"report: {found.report}", err=as_json)
-    if as_json:
-        click.echo(json_text(document(found)))
+    report, text = analyze_command(run_dirs, out, pairs, measure,
+                                   SimilarityOptions(**similarity), as_json)
+    click.echo(report, err=as_json)
+    if text is not None:
+        click.echo(text)
 
 
 @cli.command("knn", context_settings={"max_content_width": 100})
@@ -435,10 +436,10 @@ def analyze_cmd(run_dirs: tuple[str, ...], out: str, pairs: str | None, measure:
 @click.option("--k", type=int,
               help="Neighbours per token (self excluded); below the number of tokens.  "
                    "[default: 10, capped at (tokens - 1) // 2 for small vocabularies]")
-@click.option("--metric", type=click.Choice(["ip", "cos", "l2"]), default="ip",
+@click.option("--metric", type=click.Choice(defaults.METRICS), default="ip",
               show_default=True,
               help="Raw inner product (the reference study's), cosine, or Euclidean distance.")
-@click.option("--score", type=click.Choice(["both", "jaccard", "overlap"]), default="both",
+@click.option("--score", type=click.Choice(defaults.KNN_SCORES), default="both",
               show_default=True, help="Jaccard |A∩B|/|A∪B|, overlap |A∩B|/k, or both.")
 @click.option("--tokens", "tokens_file", metavar="FILE", type=click.Path(dir_okay=False),
               help="Token ids to keep (text of whole numbers, or .npy), e.g. tokens seen in "
@@ -498,14 +499,14 @@ def knn_cmd(a_spec: str, b_spec: str, as_json: bool, **options: object) -> None:
 @click.option("--k", type=int,
               help="Neighbours per token (self excluded).  [default: 10, capped at (tokens - 1) "
                    "// 2 for small vocabularies]")
-@click.option("--metric", type=click.Choice(["ip", "cos", "l2"]), default="ip",
+@click.option("--metric", type=click.Choice(defaults.METRICS), default="ip",
               show_default=True,
               help="Raw inner product (what the logits use), cosine, or Euclidean distance.")
 @click.option("--queries", default="auto", show_default=True, metavar="auto|all|N",
               help="Tokens whose neighbours are searched: all (exact), or N seeded query "
                    "tokens, each exact against all rows, with a 95% interval on the mean; auto: "
                    "all up to 65,536 tokens, else 4,096.")
-@click.option("--chance-queries", type=int, default=512, show_default=True,
+@click.option("--chance-queries", type=int, default=defaults.CHANCE_QUERIES, show_default=True,
               help="Query tokens of the chance level's estimate (norm-matched random "
                    "stand-ins); 0 skips it.")
 @click.option("--seed", type=int, default=0, show_default=True,
@@ -518,7 +519,7 @@ def knn_cmd(a_spec: str, b_spec: str, as_json: bool, **options: object) -> None:
 @click.option("--corpus", metavar="FILE", type=click.Path(dir_okay=False),
               help="Checkpoints: a UTF-8 text file to count tokens in with the checkpoint's "
                    "tokenizer.json, for frequency buckets.")
-@click.option("--top", type=int, default=10, show_default=True,
+@click.option("--top", type=int, default=defaults.TOP, show_default=True,
               help="Tokens in each per-token table (most and least agreement).")
 @click.option("--device", default="cpu", show_default=True, metavar="cpu|cuda|cuda:N|auto",
               help="Where the neighbour search runs (a GPU searches every query against all "
@@ -554,22 +555,12 @@ def diagnose_cmd(path: str, out: str | None, as_json: bool, **options: object) -
       dhwt diagnose ~/models/pythia-160m --corpus wiki.train.raw --out reports/pythia
       dhwt diagnose ~/models/llama-3-8b --queries 4096 --json > llama-dh.json
     """
-    from dhwt.commands.diagnose import DiagnoseOptions, check_out, diagnose_path
-    from dhwt.report import diagnose_report
+    from dhwt.commands.diagnose import DiagnoseOptions, diagnose_command
 
-    settings = DiagnoseOptions(**options)
-    if out is not None:
-        check_out(out)
-    result = diagnose_path(path, settings)
-    if out is not None:
-        report = diagnose_report.write(result, out, settings.top)
-        click.echo(f"report: {report}", err=as_json)
-    if as_json:
-        import json
-
-        click.echo(json.dumps(diagnose_report.document(result, settings.top), indent=1))
-    else:
-        click.echo(diagnose_report.text(result))
+    report, text = diagnose_command(path, DiagnoseOptions(**options), out, as_json)
+    if report is not None:
+        click.echo(report, err=as_json)
+    click.echo(text)
 
 
 @cli.command("corpus-dh", context_settings={"max_content_width": 100})
@@ -592,7 +583,7 @@ def diagnose_cmd(path: str, out: str | None, as_json: bool, **options: object) -
 @click.option("--order", default="1", show_default=True, metavar="N|full",
               help="Context length: the previous N tokens ([BOS] before the start); full (a "
                    "grammar's longest string) makes the relations exact.")
-@click.option("--dim", type=int, default=100, show_default=True,
+@click.option("--dim", type=int, default=defaults.DIM, show_default=True,
               help="Dimensions kept by the truncated SVD of the PPMI profiles (capped at the "
                    "matrix size).")
 @click.option("--k", type=int,
@@ -602,9 +593,9 @@ def diagnose_cmd(path: str, out: str | None, as_json: bool, **options: object) -
               help="Grammars: a pair is predicted in a relation when its distance is at most T "
                    "(sem: weighted mean total variation; cnd: relative L1).  [default: 1e-9 for "
                    "exact counts, 0.05 with --samples]")
-@click.option("--buckets", type=int, default=5, show_default=True,
+@click.option("--buckets", type=int, default=defaults.BUCKETS, show_default=True,
               help="Frequency buckets (equal numbers of tokens sorted by count).")
-@click.option("--top", type=int, default=10, show_default=True,
+@click.option("--top", type=int, default=defaults.TOP, show_default=True,
               help="Most DH-violating pairs listed (grammars: by the estimated relations; a "
                    "corpus: by neighbourhood cosines).")
 @click.option("--min-count", type=float, metavar="N",
@@ -614,11 +605,11 @@ def diagnose_cmd(path: str, out: str | None, as_json: bool, **options: object) -
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Seed of --samples' draws, the SVD start vector, the chance level and the "
                    "frequency-matched null's permutations.")
-@click.option("--null-bins", type=int, default=20, show_default=True,
+@click.option("--null-bins", type=int, default=defaults.NULL_BINS, show_default=True,
               help="Frequency bins of the frequency-matched null (equal numbers of compared "
                    "tokens sorted by count, at least 2 each): the output space is relabelled by "
                    "permuting tokens within a bin.")
-@click.option("--permutations", type=int, default=200, show_default=True,
+@click.option("--permutations", type=int, default=defaults.PERMUTATIONS, show_default=True,
               help="Within-bin permutations drawn for the frequency-matched null's 95% range "
                    "and p-value (its level is the exact expectation).")
 @click.option("--out", metavar="DIR", type=click.Path(file_okay=False),

@@ -21,6 +21,7 @@ import numpy as np
 
 from dhwt.analysis import corpus_dh as cdh
 from dhwt.analysis.frequency import frequency_buckets
+from dhwt.defaults import BUCKETS, DIM, NULL_BINS, PERMUTATIONS, TOP
 from dhwt.errors import DhwtError
 
 #: Default tolerance on the relation distances with exact counts (float error only).
@@ -45,15 +46,15 @@ class CorpusDhOptions:
     corpus: str | None = None
     tokenizer: str | None = None
     order: str | int = 1
-    dim: int = 100
+    dim: int = DIM
     k: int | None = None
     tolerance: float | None = None
-    buckets: int = 5
-    top: int = 10
+    buckets: int = BUCKETS
+    top: int = TOP
     min_count: float | None = None
     seed: int = 0
-    null_bins: int = cdh.NULL_BINS
-    permutations: int = cdh.PERMUTATIONS
+    null_bins: int = NULL_BINS
+    permutations: int = PERMUTATIONS
 
 
 @dataclass(frozen=True)

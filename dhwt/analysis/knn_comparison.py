@@ -10,9 +10,8 @@ import numpy as np
 from dhwt.analysis.knn import KnnMatch, chance_baseline, choose_k, knn_match, select_tokens
 from dhwt.analysis.matrices import load_matrix, read_tokens, read_weights
 from dhwt.config.device import resolve_device
+from dhwt.defaults import KNN_SCORES as SCORES
 from dhwt.errors import DhwtError
-
-SCORES = ("both", "jaccard", "overlap")
 
 
 @dataclass(frozen=True)

@@ -21,12 +21,10 @@ from dhwt.analysis.matrices import read_weights
 from dhwt.analysis.knn_curves import (SimilarityCurves, Source, parse_measures,
                                       similarity_curves)
 from dhwt.config.schedule import TieSchedule
+from dhwt.defaults import CURVE_SCORES as SCORES
+from dhwt.defaults import TOKEN_CHOICES
 from dhwt.errors import DhwtError, brief
 from dhwt.runs.run import load_run
-
-TOKEN_CHOICES = ("all", "seen")
-#: The KNN scores a figure may plot.
-SCORES = ("overlap", "jaccard")
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from dhwt.report.loss_report import loss_lines
 from dhwt.analysis.runs_closeness import RunsCloseness, runs_closeness
 from dhwt.analysis.runs_similarity import (RunsSimilarity, SimilarityOptions,
                                             runs_similarity)
-from dhwt.report.json_document import write_json
+from dhwt.report.json_document import json_text, write_json
 from dhwt.report.run_similarity import similarity_lines
 from dhwt.report.escape_report import ESCAPE_TABLE
 from dhwt.report.runs_report import closeness_document, write_runs_report
@@ -62,6 +62,14 @@ class Analysis:
     record: dict
     closeness: RunsCloseness | None
     similarity: RunsSimilarity
+
+
+def analyze_command(run_dirs: Sequence[str], out: str, pairs: str | None, measure: str,
+                    similarity: SimilarityOptions, as_json: bool = False) -> tuple[str, str | None]:
+    """What `dhwt analyze` prints: the line naming the report, and with `as_json` the JSON
+    document of its numbers."""
+    found = analysis(run_dirs, out, pairs=pairs, measure=measure, similarity=similarity)
+    return f"report: {found.report}", json_text(document(found)) if as_json else None
 
 
 def analyze(run_dirs: Sequence[str | Path], out: str | Path, *, pairs: str | None = None,
