@@ -68,25 +68,18 @@ def analyze_command(run_dirs: Sequence[str], out: str, pairs: str | None, measur
                     similarity: SimilarityOptions, as_json: bool = False) -> tuple[str, str | None]:
     """What `dhwt analyze` prints: the line naming the report, and with `as_json` the JSON
     document of its numbers."""
-    found = analysis(run_dirs, out, pairs=pairs, measure=measure, similarity=similarity)
+    found = analyze(run_dirs, out, pairs=pairs, measure=measure, similarity=similarity)
     return f"report: {found.report}", json_text(document(found)) if as_json else None
 
 
 def analyze(run_dirs: Sequence[str | Path], out: str | Path, *, pairs: str | None = None,
             measure: str = "normalised", similarity: SimilarityOptions | None = None,
-            owned: bool = False) -> Path:
+            owned: bool = False) -> Analysis:
     """Write out/report.md (and .html), out/figures/ and out/analyze.json for `run_dirs`;
-    return the report's path. `out` must be new, empty or an earlier analyze report, which is
-    replaced whole once the new one is complete (dhwt.directories.replace_report), unless
-    `owned` (a study writing its own report and analysis folders in place)."""
-    return analysis(run_dirs, out, pairs=pairs, measure=measure, similarity=similarity,
-                    owned=owned).report
-
-
-def analysis(run_dirs: Sequence[str | Path], out: str | Path, *, pairs: str | None = None,
-             measure: str = "normalised", similarity: SimilarityOptions | None = None,
-             owned: bool = False) -> Analysis:
-    """analyze's report, and its results (document gives them as JSON-ready data)."""
+    return the report's path and the results (document gives them as JSON-ready data). `out`
+    must be new, empty or an earlier analyze report, which is replaced whole once the new one
+    is complete (dhwt.directories.replace_report), unless `owned` (a study writing its own
+    report and analysis folders in place)."""
     dirs = [Path(d) for d in run_dirs]
     if not dirs:
         raise DhwtError("give at least one run directory")

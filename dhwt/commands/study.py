@@ -72,7 +72,7 @@ from dhwt.training.distributed import Parallel
 from dhwt.training.group import group_key
 from dhwt.analysis.runs_closeness import RunsCloseness, runs_closeness
 from dhwt.analysis.runs_similarity import SimilarityOptions
-from dhwt.commands.analyze import Analysis, analysis
+from dhwt.commands.analyze import Analysis, analyze
 from dhwt.commands.analyze import document as analyze_document
 from dhwt.commands.train import train
 from dhwt.report.json_document import json_text
@@ -390,10 +390,10 @@ def _text_report(study: Study, out: Path) -> StudyResult:
     """analysis/NAME/report.md per run (KNN match between its members over tokens seen in
     training, DH diagnostic) and report.md over all runs (loss, perplexity)."""
     dirs = [out / "runs" / name for name, _ in study.runs]
-    per_run = {run.name: analysis([run], out / "analysis" / run.name,
-                                  similarity=SimilarityOptions(tokens="seen"), owned=True)
+    per_run = {run.name: analyze([run], out / "analysis" / run.name,
+                                 similarity=SimilarityOptions(tokens="seen"), owned=True)
                for run in dirs}
-    found = analysis(dirs, out, similarity=SimilarityOptions(measures="none"), owned=True)
+    found = analyze(dirs, out, similarity=SimilarityOptions(measures="none"), owned=True)
     return StudyResult(found.report, analysis=found, per_run=per_run)
 
 

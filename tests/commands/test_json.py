@@ -74,3 +74,43 @@ def test_train_and_analyze_json(cli, tmp_path):
     assert fit["step"] == 4 and fit["seeds"] == [1, 2] and len(fit["accuracy"]) == 2
     curves = doc["similarity_curves"]
     assert curves == json.loads((rep / "similarity.json").read_text())
+
+
+TINY_STUDY = """
+[study]
+name = "tiny"
+
+[data]
+grammar = "parity"
+valid_fraction = 0.25
+set = { n_bits = 3 }
+
+[train]
+steps = 4
+seeds = "1-2"
+snapshot_every = 2
+eval_every = 2
+checkpoint_every = 2
+
+[[runs]]
+tie_schedule = "tied"
+name = "tied"
+
+[[runs]]
+tie_schedule = "untie@2"
+name = "untie"
+"""
+
+
+@pytest.mark.slow
+def test_study_json_has_each_runs_final_fit(cli, tmp_path):
+    (tmp_path / "study.toml").write_text(TINY_STUDY)
+    out = tmp_path / "out"
+    code, text, err = cli(["study", tmp_path / "study.toml", "--out", out, "--json"])
+    assert code == 0, err
+    doc = json.loads(text)
+    assert doc["report"] == str(out / "report.md") and doc["analysis"] is None
+    runs = doc["closeness"]["runs"]
+    assert set(runs) == {"tied", "untie"} and runs["tied"]["seeds"] == [1, 2]
+    assert set(runs["tied"]["final_closeness"]) == {"tied matrix"}
+    assert set(runs["untie"]["final_closeness"]) == {"input", "output"}
