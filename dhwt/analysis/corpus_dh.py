@@ -59,6 +59,7 @@ from tqdm import tqdm
 from dhwt.analysis.frequency import frequency_groups
 from dhwt.analysis.knn import (KnnMatch, Neighbours, chance_baseline, choose_k,
                                match_neighbours, nearest_neighbours)
+from dhwt.defaults import NULL_BINS, PERMUTATIONS
 from dhwt.errors import DhwtError
 
 BOS = "[BOS]"
@@ -68,10 +69,6 @@ ALPHA = 0.75
 DENSE_ENTRIES = 20_000_000
 #: Tokens of a stream counted per step of the progress bar.
 CHUNK = 1 << 20
-#: Frequency bins of the frequency-matched null (equal numbers of compared tokens by count).
-NULL_BINS = 20
-#: Within-bin permutations drawn for the spread of the frequency-matched null.
-PERMUTATIONS = 200
 
 
 @dataclass(frozen=True, eq=False)

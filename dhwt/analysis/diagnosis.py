@@ -22,10 +22,9 @@ from dhwt.analysis.knn import (Neighbours, choose_k, match_neighbours, nearest_n
 from dhwt.analysis.frequency import check_counts, count_span, frequency_groups
 from dhwt.analysis.knn.sample import Estimate, mean_estimate, sample_queries, sampled_neighbours
 from dhwt.analysis.similarity import whole_space
+from dhwt.defaults import CHANCE_QUERIES
 from dhwt.errors import DhwtError
 
-#: Queries of the chance level's estimate unless asked otherwise.
-CHANCE_QUERIES = 512
 #: float32 candidates beyond k for the stand-ins: random directions in wide spaces score within
 #: the float32 bound of each other, so with the usual 4 some rows fail the certificate and are
 #: searched again in float64 (52 of 512 queries of a 131,072 x 4,096 stand-in; none with 32).

@@ -1,5 +1,7 @@
 """Recipes: what each `dhwt` command does, on top of the components (languages, models,
-training, runs, analysis, report), with their configuration from dhwt.config.
+training, runs, analysis, report), with their configuration from dhwt.config. A command joins
+a typed result (computed in dhwt.analysis, or by the component) and its rendering (dhwt.report:
+text, Markdown, figures, and JSON through dhwt.report.json_document for --json).
 
 - `train` (dhwt.commands.train): train runs, fresh or resumed, alone or as one ensemble, and
   write each run's report; `dhwt train` resolves its flags and files into it.
@@ -7,8 +9,10 @@ training, runs, analysis, report), with their configuration from dhwt.config.
 - dhwt.commands.analyze: `dhwt analyze`, the report of any run directories.
 - dhwt.commands.knn: `dhwt knn`, KNN match of two matrices on disk.
 - dhwt.commands.export: `dhwt export`, a run's member as a checkpoint transformers loads.
+- dhwt.commands.diagnose, corpus_dh, synth, verify_theorems: the other commands.
 """
 
-from dhwt.commands.train import RunResult, train
+from dhwt.commands.train import train
+from dhwt.runs.result import RunResult
 
 __all__ = ["RunResult", "train"]

@@ -2,27 +2,32 @@
 
 Runs of a synthetic language (RUN_DIR/data for a run built with `--grammar`, else the dataset
 directory the config names) get the closeness report with the exact relations and the Bayes
-optimum; runs without one (text) get loss, accuracy and perplexity. Both get the similarity of
-embedding spaces over training (dhwt.report.run_similarity): KNN match between members with its
-chance level, and the DH diagnostic of untied members. Every run must share its vocabulary.
+optimum (dhwt.analysis.runs_closeness, rendered by dhwt.report.runs_report); runs without one
+(text) get loss, accuracy and perplexity. Both get the similarity of embedding spaces over
+training (dhwt.analysis.runs_similarity, rendered by dhwt.report.run_similarity): KNN match
+between members with its chance level, and the DH diagnostic of untied members. Every run must
+share its vocabulary. This module joins them; the results also come back as one JSON document.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from dhwt.runs.snapshots import vocabulary_difference
 from dhwt.errors import DhwtError
 from dhwt.languages import load_task
 from dhwt.report.loss_report import loss_lines
-from dhwt.report.run_similarity import SimilarityOptions, similarity_lines
+from dhwt.analysis.runs_closeness import RunsCloseness, runs_closeness
+from dhwt.analysis.runs_similarity import (RunsSimilarity, SimilarityOptions,
+                                            runs_similarity)
+from dhwt.report.json_document import json_text, write_json
+from dhwt.report.run_similarity import similarity_lines
 from dhwt.report.escape_report import ESCAPE_TABLE
-from dhwt.report.runs_report import write_runs_report
-from dhwt.report.similarity_report import CSV, JSON
-from dhwt.directories import atomic_write_bytes, kind_of, replace_report
+from dhwt.report.runs_report import closeness_document, write_runs_report
+from dhwt.report.similarity_report import CSV, JSON, similarity_document
+from dhwt.directories import kind_of, replace_report
 from dhwt.report.document import write_report
 from dhwt.filenames import FIGURES, HTML, REPORT
 from dhwt.runs.run import is_run, load_run
@@ -48,13 +53,33 @@ RECORD = "analyze.json"
 ENTRIES = (REPORT, HTML, FIGURES, RECORD, ESCAPE_TABLE, CSV, JSON)
 
 
+@dataclass(frozen=True, eq=False)
+class Analysis:
+    """What `dhwt analyze` found: the report's path, what was analysed (the record), the
+    closeness of a synthetic language's runs (None for text) and the similarity."""
+
+    report: Path
+    record: dict
+    closeness: RunsCloseness | None
+    similarity: RunsSimilarity
+
+
+def analyze_command(run_dirs: Sequence[str], out: str, pairs: str | None, measure: str,
+                    similarity: SimilarityOptions, as_json: bool = False) -> tuple[str, str | None]:
+    """What `dhwt analyze` prints: the line naming the report, and with `as_json` the JSON
+    document of its numbers."""
+    found = analyze(run_dirs, out, pairs=pairs, measure=measure, similarity=similarity)
+    return f"report: {found.report}", json_text(document(found)) if as_json else None
+
+
 def analyze(run_dirs: Sequence[str | Path], out: str | Path, *, pairs: str | None = None,
             measure: str = "normalised", similarity: SimilarityOptions | None = None,
-            owned: bool = False) -> Path:
+            owned: bool = False) -> Analysis:
     """Write out/report.md (and .html), out/figures/ and out/analyze.json for `run_dirs`;
-    return the report's path. `out` must be new, empty or an earlier analyze report, which is
-    replaced whole once the new one is complete (dhwt.directories.replace_report), unless
-    `owned` (a study writing its own report and analysis folders in place)."""
+    return the report's path and the results (document gives them as JSON-ready data). `out`
+    must be new, empty or an earlier analyze report, which is replaced whole once the new one
+    is complete (dhwt.directories.replace_report), unless `owned` (a study writing its own
+    report and analysis folders in place)."""
     dirs = [Path(d) for d in run_dirs]
     if not dirs:
         raise DhwtError("give at least one run directory")
@@ -80,22 +105,41 @@ def analyze(run_dirs: Sequence[str | Path], out: str | Path, *, pairs: str | Non
     if data is None and pairs:
         raise DhwtError(f"--pairs tracks symbols of a synthetic language; {dirs[0]} was not "
                         "trained on one")
+    record = {"runs": [str(d) for d in dirs], "pairs": pairs, "measure": measure,
+              "similarity": asdict(options)}
+    found: dict[str, object] = {"closeness": None}
 
     def write(folder: Path) -> Path:
         intro = f"Runs: {', '.join(str(d) for d in dirs)}."
         if data is None:  # no synthetic language: text
-            section = similarity_lines(runs, folder, options)
+            found["similarity"] = runs_similarity(runs, options)
+            section = similarity_lines(found["similarity"], folder)
             lines = ["# Runs report", "", intro, "", *loss_lines(runs, folder), *section]
             write_report(folder / REPORT, "\n".join(lines))
         else:
-            write_runs_report(
-                runs, load_task(data, config.data.objective), folder,
-                title="Closeness of symbol pairs", intro=[intro],
-                pairs=parse_pairs(pairs) if pairs else None, measure=measure,
-                extra=lambda: similarity_lines(runs, folder, options))
-        record = {"runs": [str(d) for d in dirs], "pairs": pairs, "measure": measure,
-                  "similarity": asdict(options)}
-        atomic_write_bytes(folder / RECORD, (json.dumps(record, indent=1) + "\n").encode("utf-8"))
+            found["closeness"] = runs_closeness(runs, load_task(data, config.data.objective),
+                                                parse_pairs(pairs) if pairs else None)
+
+            def section() -> list[str]:
+                found["similarity"] = runs_similarity(runs, options)
+                return similarity_lines(found["similarity"], folder)
+            write_runs_report(found["closeness"], folder, title="Closeness of symbol pairs",
+                              intro=[intro], measure=measure, extra=section)
+        write_json(folder / RECORD, record)
         return out / REPORT
 
-    return write(out) if owned else replace_report(out, "analyze", RECORD, ENTRIES, write)
+    report = write(out) if owned else replace_report(out, "analyze", RECORD, ENTRIES, write)
+    return Analysis(report, record, found["closeness"], found["similarity"])
+
+
+def document(result: Analysis) -> dict:
+    """The analysis as JSON-ready data: the record (analyze.json), each run's final fit
+    (synthetic runs) and the similarity curves (similarity.json's numbers), or why they were
+    skipped."""
+    similarity = result.similarity
+    return {**result.record, "report": str(result.report),
+            "closeness": None if result.closeness is None else closeness_document(
+                result.closeness),
+            "similarity_curves": None if similarity.curves is None else similarity_document(
+                similarity.curves),
+            "similarity_skipped": similarity.skipped}

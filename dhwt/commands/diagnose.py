@@ -16,13 +16,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dhwt.analysis.diagnosis import CHANCE_QUERIES, DiagnoseResult, Diagnosis, Subject, diagnose
+from dhwt.analysis.diagnosis import DiagnoseResult, Diagnosis, Subject, diagnose
 from dhwt.analysis.frequency import check_counts
 from dhwt.analysis.knn import check_k
 from dhwt.analysis.matrices import read_weights
 from dhwt.analysis.similarity import copy_residue
 from dhwt.config.device import resolve_device
 from dhwt.config.schedule import TieSchedule
+from dhwt.defaults import CHANCE_QUERIES, TOP
 from dhwt.directories import check_report_dir
 from dhwt.errors import DhwtError
 from dhwt.report.dh_reading import TieHistory, member_reading, tie_history
@@ -52,7 +53,7 @@ class DiagnoseOptions:
     step: str = "last"
     counts: str | None = None
     corpus: str | None = None
-    top: int = 10
+    top: int = TOP
     device: str = "cpu"
 
 
@@ -77,6 +78,25 @@ def diagnose_path(path: str, options: DiagnoseOptions) -> DiagnoseResult:
         raise DhwtError(f"{path} is a file; give a run directory or a checkpoint folder")
     raise DhwtError(f"{path} is neither a dhwt run directory (no {CONFIG}) nor a checkpoint "
                     "folder (no config.json or .safetensors)")
+
+
+def diagnose_command(path: str, options: DiagnoseOptions, out: str | None = None,
+                     as_json: bool = False) -> tuple[str | None, str]:
+    """What `dhwt diagnose` prints: the line naming the report written to `out` (None without
+    one; --out is checked before anything is read) and the summary or (`as_json`) the JSON
+    document."""
+    from dhwt.report import diagnose_report
+    from dhwt.report.json_document import json_text
+
+    if out is not None:
+        check_out(out)
+    result = diagnose_path(path, options)
+    report = None
+    if out is not None:
+        report = f"report: {diagnose_report.write(result, out, options.top)}"
+    if as_json:
+        return report, json_text(diagnose_report.document(result, options.top))
+    return report, diagnose_report.text(result)
 
 
 def check_out(out: str) -> None:

@@ -30,9 +30,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dhwt.defaults import EXPORT_TARGETS
 from dhwt.directories import atomic_write_bytes, check_report_dir, replace_report
 from dhwt.errors import DhwtError
 from dhwt.languages.language import BOS, EOS, PAD_TOKEN
+from dhwt.report import export_report
+from dhwt.report.json_document import json_text
+from dhwt.runs.result import Exported
 
 if TYPE_CHECKING:
     import torch
@@ -48,7 +52,6 @@ WEIGHTS = "model.safetensors"
 TOKENIZER = "tokenizer.json"
 TOKENIZER_CONFIG = "tokenizer_config.json"
 ENTRIES = (RECORD, CONFIG, WEIGHTS, TOKENIZER, TOKENIZER_CONFIG)
-TARGETS = ("hf",)
 #: dhwt's activation -> transformers' activation_function of the same function.
 ACTIVATIONS = {"gelu": "gelu", "relu": "relu"}
 
@@ -63,17 +66,13 @@ class ExportOptions:
     step: str = "last"
 
 
-@dataclass(frozen=True)
-class Exported:
-    """What was written: the folder, the member's seed, the step, whether tied, the notes."""
-
-    out: Path
-    member: int
-    seed: int
-    step: int
-    tied: bool
-    files: tuple[str, ...]
-    notes: tuple[str, ...]
+def export_command(run_dir: str, out: str, options: ExportOptions, as_json: bool = False) -> str:
+    """Export; return what `dhwt export` prints: the line saying what was written (or, `as_json`,
+    its JSON document)."""
+    done = export_run(run_dir, out, options)
+    if as_json:
+        return json_text(export_report.document(done, run_dir))
+    return export_report.text(done, run_dir)
 
 
 def check_out(out: str) -> None:
@@ -125,8 +124,8 @@ def export_run(path: str, out: str, options: ExportOptions) -> Exported:
     """Write member `options.member` of the run at `path` into the folder `out` (module doc)."""
     from dhwt.runs.run import load_run
 
-    if options.to not in TARGETS:
-        raise DhwtError(f"--to must be one of {', '.join(TARGETS)}, got {options.to!r}")
+    if options.to not in EXPORT_TARGETS:
+        raise DhwtError(f"--to must be one of {', '.join(EXPORT_TARGETS)}, got {options.to!r}")
     check_out(out)
     run = load_run(path)
     seeds = run.config.members.seeds

@@ -59,16 +59,24 @@ from dhwt.directories import Lock, atomic_write_bytes, create, lock, resolve
 from dhwt.errors import DhwtError, Interrupted, brief
 from dhwt.languages import Language, load_language, load_task, write_dataset
 from dhwt.languages.splits import SPLIT_SEED, TEST_FRACTION, VALID_FRACTION
+from dhwt.filenames import DATA
 from dhwt.runs import layout
+from dhwt.runs.layout import run_paths
 from dhwt.runs.checkpoints import common_step, list_checkpoints
 from dhwt.runs.run import is_finished, load_config_text
-from dhwt.config.checks import split_init_from
+from dhwt.checks import split_init_from
 from dhwt.config.run import TrainConfig, overrides
 from dhwt.config.sources import SOURCES, resolve_source
 from dhwt.config.device import resolve_device
 from dhwt.training.distributed import Parallel
 from dhwt.training.group import group_key
+from dhwt.analysis.runs_closeness import RunsCloseness, runs_closeness
+from dhwt.analysis.runs_similarity import SimilarityOptions
+from dhwt.commands.analyze import Analysis, analyze
+from dhwt.commands.analyze import document as analyze_document
 from dhwt.commands.train import train
+from dhwt.report.json_document import json_text
+from dhwt.report.runs_report import closeness_document, write_runs_report
 from dhwt.userfiles import parse_toml
 
 STUDY_FILE = "study.toml"
@@ -195,8 +203,39 @@ def load_study(path: str | Path) -> Study:
     )
 
 
+@dataclass(frozen=True, eq=False)
+class StudyResult:
+    """A study run: its report, and the results it renders (a grammar study: the closeness of
+    its runs; a text study: the analysis over all runs and one per run, by name)."""
+
+    report: Path
+    closeness: RunsCloseness | None = None
+    analysis: Analysis | None = None
+    per_run: dict[str, Analysis] | None = None
+
+
+def study_command(study_file: str, out: str, overwrite: bool = False,
+                  as_json: bool = False) -> str:
+    """What `dhwt study` prints: the line naming its report, or (`as_json`) the JSON document
+    of its numbers."""
+    result = study_results(load_study(study_file), out, overwrite=overwrite)
+    if not as_json:
+        return f"study report: {result.report}"
+    return json_text({
+        "report": str(result.report),
+        "closeness": None if result.closeness is None else closeness_document(result.closeness),
+        "analysis": None if result.analysis is None else analyze_document(result.analysis),
+        "runs": None if result.per_run is None else {
+            name: analyze_document(found) for name, found in result.per_run.items()}})
+
+
 def run_study(study: Study, out: str | Path, *, overwrite: bool = False) -> Path:
-    """Run (or continue) `study` into `out`; return the report's path. The whole study is
+    """Run (or continue) `study` into `out`; return the report's path (study_results)."""
+    return study_results(study, out, overwrite=overwrite).report
+
+
+def study_results(study: Study, out: str | Path, *, overwrite: bool = False) -> StudyResult:
+    """Run (or continue) `study` into `out`; return its report and results. The whole study is
     checked before anything is written, and `out` is locked while the study writes it
     (dhwt.directories: a second `dhwt study` on it is refused; `overwrite` replaces only a dhwt
     study directory that holds none of the study's inputs)."""
@@ -229,13 +268,12 @@ def run_study(study: Study, out: str | Path, *, overwrite: bool = False) -> Path
 
 
 def _run_claimed(study: Study, out: Path, language: Language | None,
-                 devices: dict[str, torch.device]) -> Path:
+                 devices: dict[str, torch.device]) -> StudyResult:
     """Run `study` in its claimed (locked) directory `out`, each run on its device in `devices`;
-    the report's path."""
-    from dhwt.report.runs_report import write_runs_report
+    its report and results."""
 
     text = language is None
-    data_dir = out / layout.DATA
+    data_dir = out / DATA  # the study's dataset, which its runs name
     if language is not None and not data_dir.is_dir():
         write_dataset(language, data_dir, **_splits(study))
     pending = []
@@ -245,7 +283,7 @@ def _run_claimed(study: Study, out: Path, language: Language | None,
         run_dir.parent.mkdir(exist_ok=True)
         if is_finished(run_dir):
             continue
-        resume = bool(list_checkpoints(run_dir / layout.CHECKPOINTS))
+        resume = bool(list_checkpoints(run_paths(run_dir).checkpoints))
         if run_dir.exists() and not resume:  # created but killed before its first checkpoint
             layout.refuse_existing(run_dir, overwrite=True)  # dhwt's own run, nothing else
             with lock(run_dir, f"run directory {run_dir}"):
@@ -267,9 +305,9 @@ def _run_claimed(study: Study, out: Path, language: Language | None,
         + ", ".join(f"`{n}` (`{c.tying.tie_schedule}`, {c.optim.steps} steps, seeds {c.members.seeds})"
                     for n, c in study.runs) + ".",
     ]
-    return write_runs_report(runs, load_task(data_dir, objective), out,
-                             title=f"Study: {study.name}", intro=intro, pairs=study.pairs,
-                             measure=study.measure)
+    result = runs_closeness(runs, load_task(data_dir, objective), study.pairs)
+    return StudyResult(write_runs_report(result, out, title=f"Study: {study.name}", intro=intro,
+                                         measure=study.measure), closeness=result)
 
 
 @dataclass(frozen=True)
@@ -293,7 +331,7 @@ def _groups(pending: list[_Pending]) -> list[list[_Pending]]:
     result = []
     for group in groups.values():
         if group[0].resume and common_step(
-                [r.run_dir / layout.CHECKPOINTS for r in group]) is None:
+                [run_paths(r.run_dir).checkpoints for r in group]) is None:
             result.extend([run] for run in group)
         else:
             result.append(group)
@@ -348,17 +386,15 @@ def _source(init_from: str | None, out: Path) -> Path | None:
     return resolve(out / run if "/" in run else out / "runs" / run)
 
 
-def _text_report(study: Study, out: Path) -> Path:
+def _text_report(study: Study, out: Path) -> StudyResult:
     """analysis/NAME/report.md per run (KNN match between its members over tokens seen in
     training, DH diagnostic) and report.md over all runs (loss, perplexity)."""
-    from dhwt.commands.analyze import analyze
-    from dhwt.report.run_similarity import SimilarityOptions
-
     dirs = [out / "runs" / name for name, _ in study.runs]
-    for run in dirs:
-        analyze([run], out / "analysis" / run.name, similarity=SimilarityOptions(tokens="seen"),
-                owned=True)
-    return analyze(dirs, out, similarity=SimilarityOptions(measures="none"), owned=True)
+    per_run = {run.name: analyze([run], out / "analysis" / run.name,
+                                 similarity=SimilarityOptions(tokens="seen"), owned=True)
+               for run in dirs}
+    found = analyze(dirs, out, similarity=SimilarityOptions(measures="none"), owned=True)
+    return StudyResult(found.report, analysis=found, per_run=per_run)
 
 
 def _claim(out: Path, study: Study, overwrite: bool, inputs: Sequence[object]) -> Lock:

@@ -42,14 +42,13 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
 from pathlib import Path
 from typing import overload
 
 import numpy as np
 
 from dhwt.config.device import resolve_device
-from dhwt.config.checks import split_init_from
+from dhwt.checks import split_init_from
 from dhwt.config.run import TrainConfig
 from dhwt.config.sources import SOURCES, resolve_source
 from dhwt.directories import atomic_write_bytes, held, lock
@@ -60,32 +59,17 @@ from dhwt.languages.dataset import read_dataset
 from dhwt.languages.splits import SPLITS, split_of
 from dhwt.report.run_report import write_run_report
 from dhwt.runs import layout
+from dhwt.runs.layout import run_paths
 from dhwt.runs.checkpoints import checkpoint_step, latest_checkpoint, list_checkpoints
 from dhwt.runs.history import check_history
 from dhwt.runs.metrics import read_metrics
+from dhwt.runs.result import RunResult
 from dhwt.runs.run import check_task, is_finished, run_task
 from dhwt.training.distributed import Parallel, launch
 from dhwt.training.group import PER_RUN, group_key
 from dhwt.training.trainer import Trainer
 
 PathLike = str | Path
-
-
-@dataclass(frozen=True)
-class RunResult:
-    """What a finished run left: its directory, final step, last evaluation and checkpoint, and
-    the step this call started from (0 fresh; the checkpoint's on resume); `touched` is False
-    for a finished run that a resume left as it was; `notes`: what a resume repaired in the
-    run's record (dhwt.runs.history)."""
-
-    run_dir: Path
-    step: int
-    final_metrics: list[dict[str, object]]
-    checkpoint: Path
-    seconds: float
-    start: int = 0
-    touched: bool = True
-    notes: tuple[str, ...] = ()
 
 
 @overload
@@ -157,7 +141,7 @@ def _train(runs: list[tuple[TrainConfig, Path]], task: Task | None, resume: bool
             trainer = Trainer(runs, run_task(config, run_dir) if task is None else task, parallel)
             if extended[0]:
                 parallel.on_writer(lambda: atomic_write_bytes(
-                    run_dir / layout.CONFIG,
+                    run_paths(run_dir).config,
                     saved[0].replace(steps=config.optim.steps).to_toml().encode()))
         else:
             for _, d in runs:
@@ -185,11 +169,11 @@ def _create(runs: list[tuple[TrainConfig, Path]], task: Task | None, overwrite: 
 
     def fill(staging: Path) -> Trainer:
         if build:
-            write_dataset(load_language(config.data.grammar, config.data.set),
-                          staging / layout.DATA,
+            data = run_paths(staging).data
+            write_dataset(load_language(config.data.grammar, config.data.set), data,
                           valid_fraction=config.data.valid_fraction,
                           test_fraction=config.data.test_fraction, seed=config.data.split_seed)
-            return Trainer(runs, load_task(staging / layout.DATA, config.data.objective), parallel)
+            return Trainer(runs, load_task(data, config.data.objective), parallel)
         return Trainer(runs, task, parallel)
 
     trainer = None
@@ -246,7 +230,7 @@ def check_resumable(run_dir: Path, config: TrainConfig) -> TrainConfig:
     """The run's saved config; DhwtError unless `run_dir` is a run whose config.toml equals
     `config` in every field but where it runs (TrainConfig.identity) and steps, which may only
     grow (an extension)."""
-    saved_path = run_dir / layout.CONFIG
+    saved_path = run_paths(run_dir).config
     if not saved_path.is_file():
         raise DhwtError(f"cannot resume {run_dir}: it has no {layout.CONFIG} (not a run directory)")
     saved = TrainConfig.from_toml(saved_path)
@@ -272,14 +256,14 @@ def _finished(run_dir: Path, saved: TrainConfig) -> RunResult | None:
     last step), read from disk; None if it has not, or if its record lost the snapshot of
     its last step (the trainer writes it again); DhwtError if it lost more
     (dhwt.runs.history)."""
-    checkpoints = list_checkpoints(run_dir / layout.CHECKPOINTS)
+    checkpoints = list_checkpoints(run_paths(run_dir).checkpoints)
     if not is_finished(run_dir) or not checkpoints or \
             checkpoint_step(checkpoints[-1]) != saved.optim.steps:
         return None
-    path, _ = latest_checkpoint(run_dir / layout.CHECKPOINTS)  # a damaged one is an error
+    path, _ = latest_checkpoint(run_paths(run_dir).checkpoints)  # a damaged one is an error
     if check_history(run_dir, saved, saved.optim.steps) is not None:
         return None
-    final = [r for r in read_metrics(run_dir / layout.METRICS) if r["step"] == saved.optim.steps]
+    final = [r for r in read_metrics(run_paths(run_dir).metrics) if r["step"] == saved.optim.steps]
     return RunResult(run_dir, saved.optim.steps, final, path, 0.0, start=saved.optim.steps, touched=False)
 
 
@@ -303,8 +287,8 @@ def _resolve_config(options: dict[str, object], config_file: str | None, run_dir
         raise DhwtError("--resume continues a run and --overwrite replaces it; give only one")
     if resume:
         if config_file is not None:
-            raise DhwtError(f"--config is for new runs; --resume uses {run_dir / layout.CONFIG}")
-        saved = run_dir / layout.CONFIG
+            raise DhwtError(f"--config is for new runs; --resume uses {run_paths(run_dir).config}")
+        saved = run_paths(run_dir).config
         if not run_dir.exists():
             raise DhwtError(f"cannot resume {run_dir}: no such directory")
         if not saved.is_file():

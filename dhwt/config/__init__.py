@@ -2,7 +2,7 @@
 placement; readable from and writable to a run's config.toml), the tie-schedule language, and the
 device rule. Upstream of training and of the run directory, which both read it."""
 
-from dhwt.config.checks import parse_seeds, split_init_from
+from dhwt.checks import parse_seeds, split_init_from
 from dhwt.config.run import TrainConfig
 from dhwt.config.schedule import TieEvent, TieSchedule
 

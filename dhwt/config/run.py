@@ -38,10 +38,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from dhwt.config.checks import (check_bool, check_choice, check_float, check_groups, check_int,
-                                format_seeds, parse_seeds, split_init_from)
+from dhwt.checks import (check_bool, check_choice, check_float, check_groups, check_int,
+                         format_seeds, parse_seeds, split_init_from)
 from dhwt.config.device import check_device
 from dhwt.config.schedule import TieSchedule
+from dhwt.defaults import LR_SCHEDULES, OBJECTIVES, PRECISIONS
 from dhwt.errors import DhwtError
 from dhwt.languages.corpus import WIKITEXT2
 from dhwt.languages.spec import parse_assignments
@@ -52,14 +53,11 @@ from dhwt.models import ModelConfig
 from dhwt.models.config import TASK_FIELDS
 from dhwt.userfiles import parse_toml
 
-OBJECTIVES = ("mlm", "clm")
-LR_SCHEDULES = ("constant", "cosine", "periodic-cosine")
 FULL_BATCH = "full"
 VARY = ("all", "embeddings")
 REDRAW = ("both", "input", "output")
 FREEZE = ("none", "non-embedding", "loaded")
 OPTIMIZERS = ("adamw", "sgd")
-PRECISIONS = ("fp32", "bf16-mixed")
 # Fields that say where a run computes or logs, not what: a resume may change them
 # (dhwt.config.device; tensorboard only adds a view of metrics.jsonl; compile runs the same
 # operations fused). threads, precision and tf32 stay: they change how floats are rounded.

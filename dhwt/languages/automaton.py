@@ -19,7 +19,7 @@ import networkx as nx
 import numpy as np
 
 from dhwt.errors import DhwtError, brief
-from dhwt.languages.checks import (
+from dhwt.checks import (
     check_keys,
     need,
     need_kind,

@@ -14,7 +14,7 @@ import unicodedata
 from dataclasses import dataclass
 
 from dhwt.errors import DhwtError
-from dhwt.languages.checks import (
+from dhwt.checks import (
     check_keys,
     need,
     need_kind,

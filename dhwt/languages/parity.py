@@ -19,7 +19,7 @@ import random
 import numpy as np
 
 from dhwt.errors import DhwtError, brief
-from dhwt.languages.checks import check_keys, need, need_int
+from dhwt.checks import check_keys, need, need_int
 from dhwt.languages.classes import SymbolClass, read_classes
 from dhwt.languages.enumeration import check_size
 

@@ -9,11 +9,10 @@ import math
 
 import numpy as np
 
+from dhwt.defaults import SPLIT_SEED, TEST_FRACTION, VALID_FRACTION
 from dhwt.errors import DhwtError
 
 SPLITS = ("train", "valid", "test")
-#: The default split of every dataset dhwt builds (dhwt synth, dhwt train --grammar, studies).
-VALID_FRACTION, TEST_FRACTION, SPLIT_SEED = 0.1, 0.1, 14
 
 
 def check_split_options(valid_fraction: float, test_fraction: float, seed: int) -> None:

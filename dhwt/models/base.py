@@ -191,9 +191,9 @@ class EnsembleLM(nn.Module):
         tokens in the model's order, scaled if configured.
 
         For at most ONE_HOT_VOCAB symbols this is one bmm E_in^T @ one_hot(inputs), whose
-        backward is one bmm too, where the lookup's is a scatter-add: at the EXor size (S 10,
-        V 7, d 4, 912 tokens, one thread) forward + backward take 0.17 ms vs 0.66-0.70 ms for the
-        lookup and its transpose; V 16 0.33 vs 0.66 ms, V 24 0.50 vs 0.74, V 32 0.88 vs 0.72.
+        backward is one bmm too, where the lookup's is a scatter-add: faster for small
+        vocabularies, slower from about 32 symbols (the timings that set ONE_HOT_VOCAB:
+        experiments/benchmarks/README.md).
         """
         members, batch, length = inputs.shape
         vocab, width = self.config.vocab_size, self.config.d_model

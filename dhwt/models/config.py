@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields, replace
 
+from dhwt.defaults import ARCHITECTURES
 from dhwt.errors import DhwtError
 
-ARCHITECTURES = ("transformer", "lstm", "mixer")
 # Fields that only some architectures read; under any other they must keep their defaults, so no
 # setting is silently ignored. Fields not listed here apply to every architecture.
 USED_BY = {

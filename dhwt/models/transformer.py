@@ -16,10 +16,9 @@ with the tokens contiguous. For tiny widths (the EXor model has d = 4, V = 7) th
 times faster than token-major (S, T, d), whose reductions run over a 4-wide innermost dim.
 Position-major, the queries, keys and values of dhwt.models.attention, (S, H, dh, L, B), are
 views of the input projection's output and its result is a view of the heads: no copies around
-attention (batch-major needed four a step; at the EXor size, S = 10, the forward two took
-0.13 ms of a ~6.5 ms step). `hidden` returns an (S, B, L, d) view of that memory; the logits'
-layout, and the training loss straight from h, are dhwt.models.output's (one rule on the
-vocabulary size).
+attention (batch-major needed four a step: experiments/benchmarks/README.md). `hidden` returns
+an (S, B, L, d) view of that memory; the logits' layout, and the training loss straight from h,
+are dhwt.models.output's (one rule on the vocabulary size).
 
 One layer with post-LN computes what torch.nn.TransformerEncoderLayer(batch_first=True,
 norm_first=False) computes; pre-LN what norm_first=True computes.

@@ -12,10 +12,11 @@ import numpy as np
 from dhwt.analysis.diagnosis import DiagnoseResult, Diagnosis, Subject
 from dhwt.analysis.knn_curves import excess_over_chance
 from dhwt.analysis.knn.sample import Estimate
-from dhwt.directories import atomic_write_bytes, replace_report
+from dhwt.directories import replace_report
 from dhwt.report.document import write_report
 from dhwt.report.dh_reading import EXCESS_AGREE, EXCESS_PARTLY
 from dhwt.report.figures import new_figure, save
+from dhwt.report.json_document import write_json
 
 REPORT = "report.md"
 JSON = "diagnose.json"
@@ -65,8 +66,7 @@ def write(result: DiagnoseResult, out: str | Path, top: int) -> Path:
         measured = [s for s in result.subjects if s.diagnosis is not None]
         if measured:
             _figure(measured, folder / FIGURE)
-        atomic_write_bytes(folder / JSON,
-                           json.dumps(document(result, top), indent=1).encode("utf-8"))
+        write_json(folder / JSON, document(result, top))
         write_report(folder / REPORT, "\n".join(_markdown(result, top, bool(measured))))
 
     replace_report(out, "diagnose", JSON, ENTRIES, fill)

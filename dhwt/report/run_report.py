@@ -13,7 +13,7 @@ from pathlib import Path
 
 from dhwt.analysis.escape import SPLIT as POPULATION
 from dhwt.analysis.population import run_population_fit
-from dhwt.config.checks import format_seeds
+from dhwt.checks import format_seeds
 from dhwt.config.run import TrainConfig
 from dhwt.config.schedule import TieEvent
 from dhwt.report.document import write_report as write_document

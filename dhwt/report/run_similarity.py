@@ -1,137 +1,23 @@
-"""From run directories to the similarity section of a report: which members are compared,
-which tokens count, and the options `dhwt analyze` exposes for it.
-
-Tokens seen in training come from a count vector (one count per token id): a file given by the
-user, or RUN_DIR/token_counts.npy, which the trainer writes for tasks that can count their
-training tokens (text).
-"""
+"""The similarity section of a runs report from its result (dhwt.analysis.runs_similarity):
+a line saying why it was skipped, or the curves' figures, files and markdown
+(dhwt.report.similarity_report)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
-from dhwt.analysis.frequency import check_counts
-from dhwt.analysis.knn import choose_k
-from dhwt.analysis.matrices import read_weights
-from dhwt.analysis.knn_curves import Source, parse_measures, similarity_curves
-from dhwt.errors import DhwtError, brief
-from dhwt.report.similarity_report import SCORES, similarity_section
-from dhwt.runs.run import load_run
-
-TOKEN_CHOICES = ("all", "seen")
+from dhwt.analysis.runs_similarity import RunsSimilarity
+from dhwt.report.similarity_report import similarity_section
 
 
-@dataclass(frozen=True)
-class SimilarityOptions:
-    """What `dhwt analyze` computes beside closeness and loss (see its --help).
-
-    measures: comma list of dhwt.analysis.knn_curves.MEASURES, or "none"; members: "all" or
-    comma-separated member indices (0-based, in each run's seed order); tokens: "all" or "seen"
-    (count > 0 in the counts); counts: a file of one count per token id (else
-    RUN_DIR/token_counts.npy); weighted: average weighted by the counts; k None: the default,
-    capped for small vocabularies (dhwt.analysis.knn.default_k).
-    """
-
-    measures: str = "knn"
-    k: int | None = None
-    metric: str = "ip"
-    members: str = "all"
-    tokens: str = "all"
-    counts: str | None = None
-    weighted: bool = False
-    chance: bool = True
-    seed: int = 0
-    score: str = "overlap"
-
-
-def similarity_lines(runs: Mapping[str, Path], out: Path,
-                     options: SimilarityOptions) -> list[str]:
-    """Compute the curves for `runs` (name -> dir) and write their files; the report lines.
-
-    Skipped, with a line saying why, when there is nothing to compare or the vocabulary is
-    not larger than an explicit k."""
-    if options.measures == "none":
+def similarity_lines(result: RunsSimilarity, out: Path) -> list[str]:
+    """Write the curves' files into `out`; return the report lines (none when nothing was
+    asked)."""
+    if result.curves is None and result.skipped is None:
         return []
-    measures = parse_measures(options.measures)
-    if options.tokens not in TOKEN_CHOICES:
-        raise DhwtError(f"tokens must be 'all' or 'seen', got {options.tokens!r}")
-    if options.score not in SCORES:
-        raise DhwtError(f"score must be one of {', '.join(SCORES)}, got {options.score!r}")
-    sources = select_sources(runs, options.members)
-    counts = None
-    if options.tokens == "seen" or options.weighted:
-        counts = token_counts(runs, options.counts)
-    first = load_run(next(iter(runs.values())))
-    vocab = first.embeddings(first.steps[0]).input.shape[1]
-    if counts is not None and len(counts) != vocab:
-        raise DhwtError(f"the token counts hold {len(counts)} values; the runs have {vocab} "
-                        "tokens")
-    tokens = np.flatnonzero(counts > 0) if options.tokens == "seen" else None
-    n = vocab if tokens is None else len(tokens)
     heading = ["## Similarity of embedding spaces over training", ""]
-    k, k_note = choose_k(options.k, n)
-    if n <= k:
-        why = ("no token was seen in training (every count is 0)" if tokens is not None and not n
-               else f"{n} tokens, not more than k = {k}{k_note} neighbours")
-        return heading + [f"Skipped: {why}.", ""]
-    result = similarity_curves(
-        sources, k=k, metric=options.metric, measures=measures, tokens=tokens,
-        weights=counts if options.weighted else None, chance=options.chance, seed=options.seed,
-        pairs=len(sources) >= 2, progress=None)
-    if not result.curves:
-        return heading + ["Skipped: one member and it was tied at every snapshot (nothing to "
-                          "compare).", ""]
-    note = (f" seen in training (count > 0) of {vocab}"
-            if options.tokens == "seen" else "")
-    note += ", weighted by training counts" if options.weighted else ""
-    schedules = {s.name: load_run(s.run).config.tying.tie_schedule for s in sources}
-    run_of = {s.name: name for s in sources for name, run in runs.items() if Path(run) == s.run}
-    return similarity_section(result, out, score=options.score, k_note=k_note, tokens_note=note,
-                              schedules=schedules, runs=run_of)
-
-
-def select_sources(runs: Mapping[str, Path], members: str) -> list[Source]:
-    """One Source per chosen member of every run, named by seed (and run when several)."""
-    chosen = None if members == "all" else _indices(members)
-    sources = []
-    for name, run in runs.items():
-        first = load_run(run)
-        seeds = first.embeddings(first.steps[0]).seeds
-        for m in range(len(seeds)) if chosen is None else chosen:
-            if m >= len(seeds):
-                raise DhwtError(f"{run} holds {len(seeds)} members (seeds "
-                                f"{brief(seeds, str)}); member {m} does not exist")
-            label = f"seed{seeds[m]}" if len(runs) == 1 else f"{name}/seed{seeds[m]}"
-            sources.append(Source(label, Path(run), m))
-    return sources
-
-
-def _indices(text: str) -> list[int]:
-    try:
-        values = [int(t) for t in text.split(",")]
-    except ValueError:
-        values = [-1]
-    if any(v < 0 for v in values) or len(set(values)) < len(values):
-        raise DhwtError(f"bad --members {text!r}: give 'all' or distinct member indices "
-                        "(0-based) joined by commas, e.g. 0,1")
-    return values
-
-
-def token_counts(runs: Mapping[str, Path], counts_file: str | None) -> np.ndarray:
-    """One training count per token id: from counts_file, else the first run's
-    token_counts.npy; DhwtError naming both ways when neither exists."""
-    if counts_file is not None:
-        return check_counts(read_weights(counts_file, "token counts"), counts_file)
-    files = [load_run(run).token_counts_file for run in runs.values()]
-    for path in files:
-        if path.is_file():
-            return check_counts(read_weights(str(path), "token counts"), str(path))
-    raise DhwtError(f"tokens seen in training need counts: {files[0]} does not exist "
-                    "(the trainer writes it for text tasks); give --counts FILE with one count "
-                    "per token id")
-
-
+    if result.skipped is not None:
+        return heading + [f"Skipped: {result.skipped}.", ""]
+    return similarity_section(result.curves, out, score=result.options.score,
+                              k_note=result.k_note, tokens_note=result.tokens_note,
+                              schedules=result.schedules, runs=result.run_of)

@@ -1,85 +1,50 @@
-"""A report over run directories of one language: closeness figures like the paper's, loss and
-accuracy against the Bayes optimum, and a table of final values, all read from disk. `dhwt study`
-writes one for its runs; `dhwt analyze` for any run directories given.
+"""The report over run directories of one language (dhwt.analysis.runs_closeness): closeness
+figures like the paper's, loss and accuracy against the Bayes optimum, and a table of final
+values. `dhwt study` writes one for its runs; `dhwt analyze` for any run directories given.
 
-Panels: a run that was tied at every snapshot has one matrix ("tied"); any other run has an
-input and an output panel (before an untie the two coincide). Values over the ensemble members
-(seeds) are summarised as fits them (dhwt.analysis.intervals): mean ± 95% t-interval where
-plausibly unimodal, median and quartiles where the seeds split between the plateau and a learned
-fit (or fail the bimodality screen), the values themselves where fewer than 3; plateau escape
-is a count with its exact interval.
+Values over the ensemble members (seeds) are summarised as fits them (dhwt.analysis.intervals):
+mean ± 95% t-interval where plausibly unimodal, median and quartiles where the seeds split
+between the plateau and a learned fit (or fail the bimodality screen), the values themselves
+where fewer than 3; plateau escape is a count with its exact interval.
 """
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from dhwt.analysis.closeness import Closeness, pair_closeness
-from dhwt.analysis.escape import SPLIT as POPULATION
 from dhwt.analysis.intervals import COSINE, NON_NEGATIVE, SHARE, count_text, summarise
-from dhwt.analysis.population import run_population_fit
+from dhwt.analysis.runs_closeness import RunsCloseness
 from dhwt.report.document import write_report
 from dhwt.report.escape_report import escape_lines
 from dhwt.report.figures import MEASURE_LABELS, closeness_figure, fit_figure
 from dhwt.filenames import FIGURES, REPORT
-from dhwt.runs import load_run
-from dhwt.runs.metrics import metric_table
-
-EVAL_SPLIT = "train"  # the fixed evaluation set over the training strings (see dhwt.training)
 
 
 def write_runs_report(
-    runs: Mapping[str, Path],
-    task,
+    result: RunsCloseness,
     out: Path,
     *,
     title: str,
     intro: Sequence[str] = (),
-    pairs: Sequence[tuple[str, str]] | None = None,
     measure: str = "normalised",
     extra: Callable[[], Sequence[str]] | None = None,
 ) -> Path:
-    """Analyse the run directories `runs` (name -> dir), all trained on `task`'s language;
-    write out/figures/ and out/report.md; return the report's path.
-
-    `pairs` defaults to every pair of variants of one class (default_pairs). `extra`, called
-    once the pairs are validated and before anything is written, gives more report lines
-    (e.g. dhwt.report.run_similarity)."""
-    truth = task.truth
-    pairs = tuple(pairs or default_pairs(task.language))
-    baseline = _baseline_pairs(task.language, truth)
-    relation = {(r.first, r.second): r for r in truth.pairs()}
-    labels = {p: f"{p[0]}-{p[1]} ({_kind(relation, p)})" for p in pairs}
-
-    matrices: dict[str, dict[str, Closeness]] = {}  # run -> {"tied matrix" | side: closeness}
-    records: dict[str, list[dict]] = {}
-    fits = {name: run_population_fit(run_dir, task) for name, run_dir in runs.items()}
-    plateau = truth.marginal_entropy - truth.bayes_cross_entropy
-    off = {name: fit.excess < plateau / 2 for name, fit in fits.items()}  # (S,) at the end
-    loaded = {name: load_run(run_dir) for name, run_dir in runs.items()}
-    for name, run in loaded.items():
-        snapshots = run.snapshots()
-        sides = ("input",) if all(s.tied for s in snapshots) else ("input", "output")
-        matrices[name] = {"tied matrix" if len(sides) == 1 else side:
-                          pair_closeness(snapshots, side, pairs, baseline) for side in sides}
-        records[name] = run.metrics()
-    configs = {name: run.config for name, run in loaded.items()}
-    events = {name: run.tie_events for name, run in loaded.items()}
-    exact = all(any(r["split"] == POPULATION for r in rows) for rows in records.values())
-    curve_split = POPULATION if exact else EVAL_SPLIT
-    fit_curves = {name: (*metric_table(rows, curve_split, "loss"),
-                         metric_table(rows, curve_split, "accuracy")[1])
-                  for name, rows in records.items()}
-
+    """Write out/figures/ and out/report.md of `result`; return the report's path. `extra`,
+    called before anything is written, gives more report lines (e.g.
+    dhwt.report.run_similarity)."""
+    truth = result.task.truth
+    pairs, baseline, kinds, off = result.pairs, result.baseline, result.kinds, result.off
+    labels = {p: f"{p[0]}-{p[1]} ({kinds[p]})" for p in pairs}
     more = list(extra()) if extra is not None else []
     figures = out / FIGURES
-    closeness_figure(matrices, figures / "closeness.png", measure, labels, off, events)
-    fit_figure(fit_curves, figures / "fit.png", truth, exact, off, events)
-    panels = [(f"{name}: {side}", c) for name, sides in matrices.items()
+    closeness_figure(result.panels, figures / "closeness.png", measure, labels, off,
+                     result.events)
+    fit_figure(result.fit_curves, figures / "fit.png", truth, result.exact, off, result.events)
+    panels = [(f"{name}: {side}", c) for name, sides in result.panels.items()
               for side, c in sides.items()]
-    panel_runs = [name for name, sides in matrices.items() for _ in sides]
+    panel_runs = [name for name, sides in result.panels.items() for _ in sides]
+    exact = result.exact
 
     lines = [
         f"# {title}",
@@ -104,10 +69,9 @@ def write_runs_report(
         "off plateau |",
         "|---|---|---|---|---|---|",
     ]
-    split: dict[str, bool] = {}  # name -> its seeds split between plateau and learned
-    for name, fit in fits.items():
+    split = result.split  # name -> its seeds split between plateau and learned
+    for name, fit in result.fits.items():
         learned, n = int(off[name].sum()), len(fit.seeds)
-        split[name] = 0 < learned < n
         cells = [summarise(v, bimodal=split[name] or None, bounds=bounds).text()
                  for v, bounds in ((fit.cross_entropy, NON_NEGATIVE), (fit.excess, NON_NEGATIVE),
                                    (fit.accuracy, SHARE))]
@@ -132,12 +96,12 @@ def write_runs_report(
         f"({', '.join(f'{a}-{b}' for a, b in baseline)}: symbols of different classes that are "
         "predicted somewhere) in the same matrix and snapshot.",
         "",
-        *_closeness_rows(panels, panel_runs, relation, split),
+        *_closeness_rows(panels, panel_runs, kinds, split),
     ]
     if any(split.values()):
         lines += ["", "Over the seeds off the plateau at the end only (the picture of models "
                   "that learned; runs with none are left out):", "",
-                  *_closeness_rows(panels, panel_runs, relation, split, off)]
+                  *_closeness_rows(panels, panel_runs, kinds, split, off)]
     lines += [
         "",
         f"The figure: {MEASURE_LABELS[measure]} over training, over the seeds off the plateau "
@@ -146,7 +110,7 @@ def write_runs_report(
         "",
         f"![closeness ({measure})](figures/closeness.png)",
     ]
-    lines += escape_lines(records, configs, truth, figures)
+    lines += escape_lines(result.records, result.configs, truth, figures)
     lines += [
         "",
         *more,
@@ -157,21 +121,7 @@ def write_runs_report(
     return write_report(out / REPORT, "\n".join(lines))
 
 
-def default_pairs(language) -> tuple[tuple[str, str], ...]:
-    """Every pair of variant symbols that share a class: the pairs the paper tracks."""
-    return tuple(pair for c in language.classes for pair in itertools.combinations(c.variants, 2))
-
-
-def _baseline_pairs(language, truth) -> tuple[tuple[str, str], ...]:
-    """Pairs of symbols from different classes, both predicted somewhere: the scale against which
-    within-class distances are read (never-predicted symbols such as EVEN/ODD in the masked task
-    drift far away in an output matrix and would skew it)."""
-    predicted = [(c.name, s) for c in language.classes for s in c.variants
-                 if s not in truth.never_predicted]
-    return tuple((a, b) for (ca, a), (cb, b) in itertools.combinations(predicted, 2) if ca != cb)
-
-
-def _closeness_rows(panels, panel_runs, relation, split, off=None) -> list[str]:
+def _closeness_rows(panels, panel_runs, kinds, split, off=None) -> list[str]:
     """The closeness table at the last snapshot, over every seed or (`off`: name -> (S,) bool)
     only the seeds off the plateau."""
     rows = ["| panel | pair | relation | raw distance | normalised | cosine |",
@@ -185,13 +135,28 @@ def _closeness_rows(panels, panel_runs, relation, split, off=None) -> list[str]:
                                bimodal=None if off is not None else split[name] or None,
                                bounds=COSINE if m == "cosine" else NON_NEGATIVE).text()
                      for m in ("raw", "normalised", "cosine")]
-            rows.append(f"| {title} | {pair[0]}-{pair[1]} | {_kind(relation, pair)} | "
+            rows.append(f"| {title} | {pair[0]}-{pair[1]} | {kinds[pair]} | "
                         + " | ".join(cells) + " |")
     return rows
 
 
-def _kind(relation: dict, pair: tuple[str, str]) -> str:
-    r = relation.get(pair) or relation.get(pair[::-1])
-    return r.kind if r is not None else "?"
-
-
+def closeness_document(result: RunsCloseness) -> dict:
+    """The numbers of the report as JSON-ready data: the Bayes optimum, each run's exact final
+    fit per seed and its seeds off the plateau, and each panel's final closeness per pair and
+    seed."""
+    truth = result.task.truth
+    return {
+        "bayes": {"accuracy": truth.bayes_accuracy, "cross_entropy": truth.bayes_cross_entropy,
+                  "marginal_accuracy": truth.marginal_accuracy},
+        "pairs": [{"pair": list(p), "relation": result.kinds[p]} for p in result.pairs],
+        "baseline_pairs": [list(p) for p in result.baseline],
+        "runs": {name: {"step": fit.step, "seeds": list(fit.seeds),
+                        "cross_entropy": fit.cross_entropy, "excess": fit.excess,
+                        "accuracy": fit.accuracy, "off_plateau": result.off[name],
+                        "final_closeness": {
+                            panel: {f"{a}-{b}": {m: getattr(c, m)[-1, :, p]
+                                                 for m in ("raw", "normalised", "cosine")}
+                                    for p, (a, b) in enumerate(c.pairs)}
+                            for panel, c in result.panels[name].items()}}
+                 for name, fit in result.fits.items()},
+    }

@@ -10,7 +10,6 @@ any number of members. The tables and files give every curve.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -24,8 +23,8 @@ from dhwt.report.figures import (distinct_events, legend_below, mark_events, new
                                   spread, step_axis)
 from dhwt.directories import atomic_write_bytes
 from dhwt.filenames import FIGURES
+from dhwt.report.json_document import write_json
 
-SCORES = ("overlap", "jaccard")
 OTHER = {"cka": "linear CKA", "procrustes": "Procrustes relative error",
          "mutual_knn": "mutual k-NN (cosine overlap)"}
 CSV = "similarity.csv"
@@ -151,14 +150,18 @@ def write_numbers(result: SimilarityCurves, out: Path) -> None:
             cells = [_num(c.values[n][t]) if n in c.values else "" for n in names]
             rows.append(f"{c.kind},{c.side},{c.a},{c.b},{step}," + ",".join(cells))
     atomic_write_bytes(out / CSV, ("\n".join(rows) + "\n").encode("utf-8"))
-    document = {
+    write_json(out / JSON, similarity_document(result))
+
+
+def similarity_document(result: SimilarityCurves) -> dict:
+    """The curves as JSON-ready data (similarity.json): every value at every step."""
+    return {
         "k": result.k, "metric": result.metric, "n_tokens": result.n_tokens,
         "steps": result.steps.tolist(), "tied_everywhere": result.tied_everywhere,
         "curves": [{"kind": c.kind, "side": c.side, "a": c.a, "b": c.b,
                     **{n: [None if math.isnan(v) else v for v in c.values[n].tolist()]
                        for n in c.values}} for c in result.curves],
     }
-    atomic_write_bytes(out / JSON, json.dumps(document, indent=1).encode("utf-8"))
 
 
 def _num(value: float) -> str:

@@ -2,7 +2,9 @@
 
 Layout (DESIGN.md): config.toml (the resolved config, written first), metrics.jsonl,
 checkpoints/, embeddings/, figures/, report.md, data/ when the dataset was built from a
-grammar for this run, and tensorboard/ when the run logs to TensorBoard.
+grammar for this run, and tensorboard/ when the run logs to TensorBoard. RunPaths names each
+place: the door through which the code that writes a run (the trainer, `dhwt train`, studies)
+finds it, as readers go through dhwt.load_run's Run, which is built on it.
 
 `create_run_dir` fills a hidden staging directory beside the target and renames it into place
 only when everything in it (config, dataset, validation) succeeded, so a run that fails before
@@ -15,6 +17,7 @@ replaced only after the new one is complete.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from dhwt.directories import Lock, check_target, create
@@ -22,9 +25,43 @@ from dhwt.filenames import (CHECKPOINTS, CONFIG, DATA, EMBEDDINGS, FIGURE, FIGUR
                             REPORT, TENSORBOARD, TOKEN_COUNTS)
 
 __all__ = ["CHECKPOINTS", "CONFIG", "DATA", "EMBEDDINGS", "EXISTS", "FIGURE", "FIGURES", "METRICS",
-           "REPORT", "TENSORBOARD", "TOKEN_COUNTS", "create_run_dir", "refuse_existing"]
+           "REPORT", "TENSORBOARD", "TOKEN_COUNTS", "RunPaths", "create_run_dir",
+           "refuse_existing", "run_paths"]
 
 EXISTS = "pass --overwrite to replace it or --resume to continue it"
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    """The places inside the run directory `root` (run_paths builds them): the only paths into
+    a run built by hand. data: the dataset built from a grammar for this run (absent
+    otherwise); figure: the training figure of the end-of-run report.
+
+    Examples:
+        >>> paths = run_paths("runs/u5k")
+        >>> paths.metrics.as_posix(), paths.checkpoints.as_posix()
+        ('runs/u5k/metrics.jsonl', 'runs/u5k/checkpoints')
+    """
+
+    root: Path
+    config: Path
+    metrics: Path
+    checkpoints: Path
+    embeddings: Path
+    token_counts: Path
+    tensorboard: Path
+    data: Path
+    figures: Path
+    figure: Path
+    report: Path
+
+
+def run_paths(run_dir: str | Path) -> RunPaths:
+    """RunPaths of `run_dir`."""
+    root = Path(run_dir)
+    return RunPaths(root, *(root / name for name in (
+        CONFIG, METRICS, CHECKPOINTS, EMBEDDINGS, TOKEN_COUNTS, TENSORBOARD, DATA, FIGURES,
+        FIGURE, REPORT)))
 
 
 def refuse_existing(run_dir: Path, overwrite: bool, inputs: Iterable[object] = ()) -> None:
@@ -58,10 +95,11 @@ def create_run_dir(run_dir: Path, config_toml: str, *, overwrite: bool = False,
         >>> tmp.cleanup()
     """
     def build(staging: Path) -> object:
-        (staging / CONFIG).write_text(config_toml, encoding="utf-8")
+        paths = run_paths(staging)
+        paths.config.write_text(config_toml, encoding="utf-8")
         result = fill(staging) if fill is not None else None
-        for sub in (CHECKPOINTS, EMBEDDINGS, FIGURES):
-            (staging / sub).mkdir()
+        for folder in (paths.checkpoints, paths.embeddings, paths.figures):
+            folder.mkdir()
         return result
 
     return create(Path(run_dir), "run", build, overwrite=overwrite, inputs=inputs, exists=EXISTS)

@@ -75,12 +75,12 @@ def load_run(path: str | Path) -> Run:
     path = Path(path)
     if not is_run(path):
         raise DhwtError(f"{path} is not a dhwt run directory (no {layout.CONFIG})")
-    return Run(path, TrainConfig.from_toml(path / layout.CONFIG))
+    return Run(path, TrainConfig.from_toml(layout.run_paths(path).config))
 
 
 def is_run(path: str | Path) -> bool:
     """Whether `path` is a run directory: it holds the config.toml a run writes first."""
-    return (Path(path) / layout.CONFIG).is_file()
+    return layout.run_paths(path).config.is_file()
 
 
 @dataclass(frozen=True)
@@ -89,6 +89,11 @@ class Run:
 
     path: Path
     config: TrainConfig
+
+    @property
+    def paths(self) -> layout.RunPaths:
+        """The places inside the run (dhwt.runs.layout.RunPaths)."""
+        return layout.run_paths(self.path)
 
     @property
     def steps(self) -> list[int]:
@@ -121,7 +126,7 @@ class Run:
 
     def metrics(self) -> list[dict[str, object]]:
         """The lines of metrics.jsonl, parsed."""
-        return read_metrics(self.path / layout.METRICS)
+        return read_metrics(self.paths.metrics)
 
     @property
     def tie_events(self) -> tuple[TieEvent, ...]:
@@ -132,22 +137,22 @@ class Run:
     def token_counts_file(self) -> Path:
         """RUN_DIR/token_counts.npy, the training count per token id, which the trainer writes
         for tasks that count their training tokens (text); other runs have none."""
-        return self.path / layout.TOKEN_COUNTS
+        return self.paths.token_counts
 
     @property
     def figures(self) -> Path:
         """The folder of the run's figures (the end-of-run report's, and an analysis's)."""
-        return self.path / layout.FIGURES
+        return self.paths.figures
 
     @property
     def training_figure(self) -> Path:
         """figures/training.png: the training curves the run's report shows."""
-        return self.path / layout.FIGURE
+        return self.paths.figure
 
     @property
     def report(self) -> Path:
         """The run's report.md, written when training ends."""
-        return self.path / layout.REPORT
+        return self.paths.report
 
     @property
     def finished(self) -> bool:
@@ -157,13 +162,13 @@ class Run:
     @property
     def checkpoint_steps(self) -> list[int]:
         """The steps of the checkpoints kept, oldest first."""
-        return [checkpoint_step(p) for p in list_checkpoints(self.path / layout.CHECKPOINTS)]
+        return [checkpoint_step(p) for p in list_checkpoints(self.paths.checkpoints)]
 
     def model(self, step: int | None = None) -> EnsembleLM:
         """The trained ensemble at the checkpoint of `step` (default: the newest), on the CPU,
         with its tying state, rebuilt from the checkpoint alone (its `model_args`; a checkpoint
         written before they were saved is rebuilt from the run's config and data)."""
-        directory = self.path / layout.CHECKPOINTS
+        directory = self.paths.checkpoints
         if step is None:
             _, state = latest_checkpoint(directory)
         elif step in self.checkpoint_steps:
@@ -194,7 +199,7 @@ class Run:
         grammar-built run, else the dataset `config.data.data` when it holds a language's
         truth.json; None for other data (a text corpus, whose `data` is where it lies)."""
         if self.config.data.grammar is not None:
-            data = self.path / layout.DATA
+            data = self.paths.data
         elif self.config.data.data is not None and \
                 (Path(str(self.config.data.data)) / "truth.json").exists():
             data = Path(str(self.config.data.data))
@@ -208,7 +213,7 @@ class Run:
 def is_finished(path: str | Path) -> bool:
     """Whether `path` holds a run whose training finished: its report.md, written last, exists
     (a study or an experiment skips such a run)."""
-    return (Path(path) / layout.REPORT).is_file()
+    return layout.run_paths(path).report.is_file()
 
 
 def run_task(config: TrainConfig, run_dir: Path):  # noqa: ANN201 (see Run.task)
@@ -218,7 +223,8 @@ def run_task(config: TrainConfig, run_dir: Path):  # noqa: ANN201 (see Run.task)
 
     if config.data.corpus is not None:
         return load_config_text(config)
-    data = run_dir / layout.DATA if config.data.grammar is not None else Path(str(config.data.data))
+    data = (layout.run_paths(run_dir).data if config.data.grammar is not None
+            else Path(str(config.data.data)))
     if not data.is_dir():
         problem = "is not a directory" if data.exists() else "does not exist"
         raise DhwtError(f"dataset directory {data} {problem}")

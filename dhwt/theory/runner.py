@@ -65,18 +65,51 @@ def summary(rows: Sequence[Row], seconds: float) -> str:
     return f"{len(rows) - failed} passed, {failed} failed in {seconds:.1f} s"
 
 
-def verify_theorems(only: str | None, full: bool, seed: int,
-                    echo: Callable[[str], None] = print,
-                    train: Callable[..., Any] | None = None) -> int:
-    """Run the selected checks, print the table and a summary; return the exit code (1: a fail).
-    `train`: the trainer the empirical checks of --full use (dhwt.commands.train)."""
+@dataclass(frozen=True)
+class Verification:
+    """The checks run, their rows, the time they took, and whether --full would add some."""
+
+    rows: tuple[Row, ...]
+    seconds: float
+    full_adds: bool
+
+    @property
+    def code(self) -> int:
+        """The exit code: 1 when a check failed, else 0."""
+        return 1 if any(r.outcome.status == "fail" for r in self.rows) else 0
+
+
+def verify(only: str | None, full: bool, seed: int,
+           train: Callable[..., Any] | None = None) -> Verification:
+    """Run the selected checks. `train`: the trainer the empirical checks of --full use
+    (dhwt.commands.train)."""
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise DhwtError(f"--seed must be a non-negative integer, got {seed!r}")
     checks = select(only, full)
     start = time.perf_counter()
     rows = run_checks(checks, seed, train)
-    echo(format_table(rows))
-    echo(summary(rows, time.perf_counter() - start))
-    if not full and any(c.full_only for c in select(only, True)):
+    return Verification(tuple(rows), time.perf_counter() - start,
+                        not full and any(c.full_only for c in select(only, True)))
+
+
+def verify_theorems(only: str | None, full: bool, seed: int,
+                    echo: Callable[[str], None] = print,
+                    train: Callable[..., Any] | None = None) -> int:
+    """Run the selected checks, print the table and a summary; return the exit code (1: a fail).
+    `train`: the trainer the empirical checks of --full use (dhwt.commands.train)."""
+    result = verify(only, full, seed, train)
+    echo(format_table(result.rows))
+    echo(summary(result.rows, result.seconds))
+    if result.full_adds:
         echo("(--full adds the long empirical checks)")
-    return 1 if any(r.outcome.status == "fail" for r in rows) else 0
+    return result.code
+
+
+def document(result: Verification) -> dict:
+    """The checks as JSON-ready data: one record per check (the table's columns), and the
+    counts of passed and failed ones."""
+    failed = sum(r.outcome.status == "fail" for r in result.rows)
+    return {"checks": [dict(zip(COLUMNS[:-1], row.cells()[:-1]), seconds=row.seconds)
+                       for row in result.rows],
+            "passed": len(result.rows) - failed, "failed": failed, "seconds": result.seconds,
+            "full_adds_checks": result.full_adds}

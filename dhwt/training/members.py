@@ -18,15 +18,14 @@ bias belong to the body.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 import torch
 
 from dhwt.errors import DhwtError, brief
 from dhwt.models.base import EnsembleLM
-from dhwt.runs import layout
+from dhwt.runs.layout import run_paths
 from dhwt.runs.checkpoints import checkpoint_path, latest_checkpoint, load_checkpoint
-from dhwt.config.checks import split_init_from
+from dhwt.checks import split_init_from
 from dhwt.config.run import TrainConfig
 
 INPUT = "embeddings.input_weight"
@@ -65,7 +64,7 @@ def source_weights(init_from: str, member: int) -> dict[str, torch.Tensor]:
     """One member's weights from a run's checkpoint (`RUN_DIR` newest, `RUN_DIR@STEP` that step),
     each without the member dimension; a tied source's matrix serves as its output matrix too."""
     run, step = split_init_from(init_from)
-    directory = Path(run) / layout.CHECKPOINTS
+    directory = run_paths(run).checkpoints
     if step is None:
         path, state = latest_checkpoint(directory)
     else:

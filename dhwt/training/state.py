@@ -24,7 +24,7 @@ from dhwt.config.run import TrainConfig
 from dhwt.errors import DhwtError
 from dhwt.models.base import EnsembleLM
 from dhwt.models.embeddings import TIED_MEMBERS
-from dhwt.runs import layout
+from dhwt.runs.layout import run_paths
 from dhwt.runs.checkpoints import cpu_copy
 from dhwt.runs.run import model_args
 from dhwt.training.members import INPUT, OUTPUT
@@ -79,7 +79,7 @@ def check(path: Path, state: dict[str, object], config: TrainConfig) -> None:
     # read through TrainConfig so that fields added since the checkpoint take their defaults
     if TrainConfig.from_dict(state["config"], str(path)).resume_key() != config.resume_key():
         raise DhwtError(f"checkpoint {path} was written with a different config than "
-                        f"{path.parents[1] / layout.CONFIG}")
+                        f"{run_paths(path.parents[1]).config}")
 
 
 def decode(states: Sequence[dict[str, object]], model: EnsembleLM,

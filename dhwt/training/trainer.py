@@ -92,7 +92,7 @@ from dhwt.languages import Batch, Task
 from dhwt.models import ModelConfig, build_model
 from dhwt.models.init import member_generator
 from dhwt.models.population import population_fit
-from dhwt.runs import layout
+from dhwt.runs.layout import run_paths
 from dhwt.runs.checkpoints import (checkpoint_path, checkpoint_step, common_step,
                                    latest_checkpoint, remove_stray_temporaries, save_checkpoint)
 from dhwt.runs.history import check_history
@@ -250,7 +250,7 @@ class Trainer:
             self._restore()
             self.parallel.on_writer(self._continue_history)
         self.net = self._wrap()  # a collective: after every rank has restored
-        writers = ([MetricsWriter(r.run_dir / layout.METRICS, r.run_dir / layout.TENSORBOARD
+        writers = ([MetricsWriter(run_paths(r.run_dir).metrics, run_paths(r.run_dir).tensorboard
                                   if r.config.record.tensorboard else None, start=self.step)
                     for r in self.runs] if self.parallel.writes else None)
         start = self.step
@@ -260,7 +260,7 @@ class Trainer:
                     buffer = io.BytesIO()
                     np.save(buffer, self.task.token_counts())
                     for run in self.runs:
-                        atomic_write_bytes(run.run_dir / layout.TOKEN_COUNTS, buffer.getvalue())
+                        atomic_write_bytes(run_paths(run.run_dir).token_counts, buffer.getvalue())
                 self._apply_events()
                 self._record(writers, force=True)
             bar = tqdm(total=self.config.optim.steps, initial=self.step, unit="step", desc="train",
@@ -287,8 +287,8 @@ class Trainer:
                 path = self._snapshot(run)
                 run.notes.append(f"wrote {path} again from the checkpoint of step {self.step} "
                                  f"(it was {problem})")
-            truncate_metrics(run.run_dir / layout.METRICS, self.step)
-            remove_snapshots_after(run.run_dir / layout.EMBEDDINGS, self.step)
+            truncate_metrics(run_paths(run.run_dir).metrics, self.step)
+            remove_snapshots_after(run_paths(run.run_dir).embeddings, self.step)
 
     def _update(self) -> None:
         """One optimizer update: step N -> N + 1."""
@@ -342,7 +342,7 @@ class Trainer:
     def _snapshot(self, run: _Run) -> Path:
         """Write the embedding snapshot of `run`'s members at the current step."""
         emb, rows = self.model.embeddings, slice(run.rows.start, run.rows.stop)
-        return save_snapshot(run.run_dir / layout.EMBEDDINGS, self.step, emb.input_weight[rows],
+        return save_snapshot(run_paths(run.run_dir).embeddings, self.step, emb.input_weight[rows],
                              emb.output_weight[rows], tied=emb.tied_members[run.rows.start],
                              seeds=run.config.members.seeds, vocab=self.task.vocab)
 
@@ -455,12 +455,12 @@ class Trainer:
         """Each run's checkpoint of this step, as a solo run would write it (dhwt.training.state)."""
         if not self.parallel.writes:  # rank 0 writes the state every rank holds
             for run in self.runs:
-                run.last_checkpoint = checkpoint_path(run.run_dir / layout.CHECKPOINTS, self.step)
+                run.last_checkpoint = checkpoint_path(run_paths(run.run_dir).checkpoints, self.step)
             return
         states = state.encode(self.model, self.optimizer, self.streams, self.device, self.step,
                               [(run.config, run.rows) for run in self.runs])
         for run, saved in zip(self.runs, states):
-            run.last_checkpoint = save_checkpoint(run.run_dir / layout.CHECKPOINTS, self.step,
+            run.last_checkpoint = save_checkpoint(run_paths(run.run_dir).checkpoints, self.step,
                                                   saved)
 
     def _restore(self) -> None:
@@ -468,7 +468,7 @@ class Trainer:
         writing one step's checkpoints has that step in some runs only)."""
         states, step = [], self._common_step()
         for run in self.runs:
-            directory = run.run_dir / layout.CHECKPOINTS
+            directory = run_paths(run.run_dir).checkpoints
             if self.parallel.writes:
                 remove_stray_temporaries(directory)
             path, saved = latest_checkpoint(directory, at_most=step)
@@ -483,7 +483,7 @@ class Trainer:
         DhwtError if there is none."""
         if len(self.runs) == 1:
             return None
-        step = common_step([r.run_dir / layout.CHECKPOINTS for r in self.runs])
+        step = common_step([run_paths(r.run_dir).checkpoints for r in self.runs])
         if step is None:
             raise DhwtError(f"cannot resume {self._dirs()} as one group: they hold no "
                             "checkpoint of a common step; resume each on its own")

@@ -19,7 +19,7 @@ import time
 import numpy as np
 from scipy.stats import spearmanr
 
-from dhwt.commands.corpus_dh import CorpusDhOptions, corpus_dh
+from dhwt.analysis.corpus_dh_result import CorpusDhOptions, corpus_dh
 
 PAIR_RATIO = "experiments/tying_price/pair-ratio.toml"
 LANGUAGES = [
@@ -60,20 +60,19 @@ def synthetic() -> None:
         est, exact = [], []
         start = time.perf_counter()
         for grammar, sets in LANGUAGES:
-            doc = corpus_dh(CorpusDhOptions(grammar=grammar, assignments=sets, order=order,
-                                            samples=samples), progress=False).document
-            rel, knn = doc["relations"], doc["input_output_knn_overlap"]
-            dh = rel["dh_violation"]
-            est.append(dh["estimated"])
-            exact.append(dh["exact"])
-            print(f"| {_name(grammar, sets)} | {_num(rel['sem']['precision'])} | "
-                  f"{_num(rel['sem']['recall'])} | {_num(rel['cnd']['precision'])} | "
-                  f"{_num(rel['cnd']['recall'])} | {dh['estimated']:.2f} "
-                  f"({dh['estimated_pairs']['in_one_relation']}/"
-                  f"{dh['estimated_pairs']['in_either']}) | {dh['exact']:.2f} "
-                  f"({dh['exact_pairs']['in_one_relation']}/{dh['exact_pairs']['in_either']}) | "
-                  f"{knn['mean_overlap']:.2f} ({knn['chance_overlap']:.2f}, "
-                  f"{knn['frequency_null']['overlap']:.2f}) |")
+            result = corpus_dh(CorpusDhOptions(grammar=grammar, assignments=sets, order=order,
+                                               samples=samples), progress=False)
+            rel, knn = result.relations, result.match
+            dh = rel.dh_violation
+            est.append(dh.estimated)
+            exact.append(dh.exact)
+            print(f"| {_name(grammar, sets)} | {_num(rel.sem.precision)} | "
+                  f"{_num(rel.sem.recall)} | {_num(rel.cnd.precision)} | "
+                  f"{_num(rel.cnd.recall)} | {dh.estimated:.2f} "
+                  f"({'/'.join(map(str, dh.estimated_pairs))}) | {dh.exact:.2f} "
+                  f"({'/'.join(map(str, dh.exact_pairs))}) | "
+                  f"{knn.mean_overlap:.2f} ({knn.chance_overlap:.2f}, "
+                  f"{knn.frequency_null.overlap:.2f}) |")
         rho = spearmanr(est, exact).statistic if len(set(est)) > 1 else float("nan")
         print(f"\nSpearman (estimated vs exact violation over the {len(est)} languages): "
               f"{rho:.2f}; {time.perf_counter() - start:.1f} s")
@@ -88,20 +87,20 @@ def wikitext(runs: list[str]) -> None:
         tokenizer, _, order = run.partition("@")
         order = order or "1"
         start = time.perf_counter()
-        doc = corpus_dh(CorpusDhOptions(corpus=os.environ.get("DHWT_DATA", "wikitext-2"),
-                                        tokenizer=tokenizer, order=int(order)),
-                        progress=False).document
+        result = corpus_dh(CorpusDhOptions(corpus=os.environ.get("DHWT_DATA", "wikitext-2"),
+                                           tokenizer=tokenizer, order=int(order)),
+                           progress=False)
         wall = time.perf_counter() - start
-        tok, knn = doc["tokens"], doc["input_output_knn_overlap"]
-        null = knn["frequency_null"]
-        buckets = " / ".join(f"{b['mean_overlap']:.3f}" for b in doc["frequency_buckets"])
-        print(f"| {tokenizer} | {order} | {tok['vocabulary']:,} | {tok['occurring']:,} | "
-              f"{tok['compared']:,} | {knn['mean_overlap']:.4f} | {knn['chance_overlap']:.4f} | "
-              f"{null['overlap']:.4f} [{null['interval_95'][0]:.4f}, "
-              f"{null['interval_95'][1]:.4f}] | {null['excess_overlap']:+.4f} | "
-              f"{knn['mean_jaccard']:.4f} | {buckets} | {wall:.0f} |", flush=True)
-        top = ", ".join(f"{p['pair'][0]!r}~{p['pair'][1]!r} ({p['cos_in']:+.2f}/"
-                        f"{p['cos_out']:+.2f})" for p in doc["dh_violating_pairs"][:3])
+        tok, knn = result.tokens, result.match
+        null = knn.frequency_null
+        buckets = " / ".join(f"{b.mean_overlap:.3f}" for b in result.buckets)
+        print(f"| {tokenizer} | {order} | {tok.vocabulary:,} | {tok.occurring:,} | "
+              f"{tok.compared:,} | {knn.mean_overlap:.4f} | {knn.chance_overlap:.4f} | "
+              f"{null.overlap:.4f} [{null.interval_95[0]:.4f}, "
+              f"{null.interval_95[1]:.4f}] | {null.excess_overlap:+.4f} | "
+              f"{knn.mean_jaccard:.4f} | {buckets} | {wall:.0f} |", flush=True)
+        top = ", ".join(f"{p.pair[0]!r}~{p.pair[1]!r} ({p.cos_in:+.2f}/"
+                        f"{p.cos_out:+.2f})" for p in result.violating[:3])
         print(f"<!-- {tokenizer}: top violating pairs (cos_in/cos_out): {top} -->",
               file=sys.stderr)
 

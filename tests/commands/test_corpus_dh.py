@@ -10,7 +10,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from dhwt.commands.corpus_dh import CorpusDhOptions, corpus_dh
+from dhwt.analysis.corpus_dh_result import CorpusDhOptions, corpus_dh
 from dhwt.languages import load_language
 from dhwt.languages.spec import builtin_names, parse_assignments
 from dhwt.languages.truth import compute_truth
@@ -50,12 +50,12 @@ def test_listed_violating_pairs_are_the_exact_ones(grammar, sets):
     names = language.symbols
     i, j = np.nonzero(np.triu(truth.sem != truth.cnd, 1))
     expected = {(names[a], names[b]): "sem" if truth.sem[a, b] else "cnd" for a, b in zip(i, j)}
-    doc = corpus_dh(CorpusDhOptions(grammar=grammar, assignments=sets, order="full",
-                                    top=1000)).document
-    listed = {tuple(p["pair"]): p["in"] for p in doc["dh_violating_pairs"]}
+    result = corpus_dh(CorpusDhOptions(grammar=grammar, assignments=sets, order="full",
+                                       top=1000))
+    listed = {p.pair: p.held for p in result.violating}
     assert listed == expected
-    assert all(p["departure"] > 0 for p in doc["dh_violating_pairs"])
-    departures = [p["departure"] for p in doc["dh_violating_pairs"]]
+    departures = [p.departure for p in result.violating]
+    assert all(d > 0 for d in departures)
     assert departures == sorted(departures, reverse=True)
 
 

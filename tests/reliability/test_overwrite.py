@@ -426,7 +426,7 @@ def test_a_report_folder_is_replaced_whole_or_not_at_all(cli, folder, rundirs, m
                                                          command):
     """F4/F5 for diagnose and corpus-dh: Ctrl-C once some of the new files are written leaves the
     earlier report as it was, nothing beside it."""
-    import dhwt.commands.corpus_dh as corpus_dh
+    import dhwt.report.corpus_dh_report as corpus_dh_report
     import dhwt.report.diagnose_report as diagnose_report
 
     if command == "diagnose":
@@ -439,8 +439,8 @@ def test_a_report_folder_is_replaced_whole_or_not_at_all(cli, folder, rundirs, m
 
     def stop(*args, **kwargs):
         raise KeyboardInterrupt
-    monkeypatch.setattr(diagnose_report if command == "diagnose" else corpus_dh, "write_report",
-                        stop)
+    monkeypatch.setattr(diagnose_report if command == "diagnose" else corpus_dh_report,
+                        "write_report", stop)
     code, out, err = cli([*args, "--out", "reports/rep"])
     assert code == 130 and err.strip() == "error: interrupted; reports/rep was left as it was"
     assert rundirs.digest(folder / "reports") == before

@@ -19,6 +19,12 @@ RUN_ONLY = {filenames.CONFIG, filenames.METRICS, filenames.TOKEN_COUNTS, filenam
 JOINED = {filenames.EMBEDDINGS, filenames.TENSORBOARD}
 #: Snapshot and checkpoint files are step_XXXXXXX.safetensors / .pt (dhwt.runs.snapshots).
 STEP_FILE = "step_"
+#: The constants that name them (dhwt.filenames, re-exported by dhwt.runs.layout): joined with
+#: `/` they build a path into a run by hand, as `run_dir / layout.METRICS` did in the writers
+#: (they go through dhwt.runs.layout.run_paths). DATA only as `layout.DATA`: a study directory
+#: has a data folder of its own.
+RUN_NAMES = {"CONFIG", "METRICS", "TOKEN_COUNTS", "CHECKPOINTS", "FIGURE", "EMBEDDINGS",
+             "TENSORBOARD"}
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
@@ -36,6 +42,7 @@ def by_hand(source: str) -> list[tuple[int, str]]:
     """(line, string) of each place in `source` that names a path inside a run directory."""
     tree = ast.parse(source)
     prose = _docstrings(tree)
+    names = _run_names(tree)
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in prose:
@@ -45,7 +52,30 @@ def by_hand(source: str) -> list[tuple[int, str]]:
         elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
             found += [(node.lineno, side.value) for side in (node.left, node.right)
                       if isinstance(side, ast.Constant) and side.value in JOINED]
+            found += [(node.lineno, name) for name in map(names.get, (node.left, node.right))
+                      if name in RUN_NAMES or name == "layout.DATA"]
     return sorted(found)
+
+
+def _run_names(tree: ast.AST) -> dict[ast.AST, str]:
+    """The nodes of `tree` that read a name of dhwt.filenames or dhwt.runs.layout: `METRICS`
+    imported from one of them, or `layout.METRICS` / `filenames.METRICS` (DATA read through
+    layout as "layout.DATA"), each with that name."""
+    homes = {"dhwt.filenames", "dhwt.runs.layout"}
+    imported = {alias.asname or alias.name: alias.name for node in ast.walk(tree)
+                if isinstance(node, ast.ImportFrom) and node.module in homes
+                for alias in node.names}
+    modules = {alias.asname or alias.name for node in ast.walk(tree)
+               if isinstance(node, ast.ImportFrom) and node.module in ("dhwt", "dhwt.runs")
+               for alias in node.names if alias.name in ("filenames", "layout")}
+    found = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in imported:
+            found[node] = imported[node.id]
+        elif (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+              and node.value.id in modules):
+            found[node] = "layout.DATA" if node.attr == "DATA" else node.attr
+    return found
 
 
 def test_by_hand_finds_run_paths_and_skips_words_and_prose():
@@ -55,6 +85,13 @@ def test_by_hand_finds_run_paths_and_skips_words_and_prose():
     assert by_hand('path = f"{run}/step_{step:07d}.pt"') == [(1, "/step_")]
     assert by_hand('vary = "embeddings"\nfolder = run / "embeddings"') == [(2, "embeddings")]
     assert by_hand("'Reads metrics.jsonl.'\nrows = load_run(run).metrics()") == []
+    assert by_hand("from dhwt.runs import layout\npath = run.run_dir / layout.CHECKPOINTS") == [
+        (2, "CHECKPOINTS")]
+    assert by_hand("from dhwt.runs import layout\nfrom dhwt.filenames import CONFIG\n"
+                   "path = staging / layout.DATA\nsaved = run_dir / CONFIG") == [
+        (3, "layout.DATA"), (4, "CONFIG")]
+    assert by_hand("from dhwt.filenames import DATA\ndata = out / DATA\n"
+                   "path = run_paths(run).metrics\nCONFIG = 'config.json'\nc = root / CONFIG") == []
 
 
 def test_run_paths_are_built_in_dhwt_runs_only():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dhwt.errors import DhwtError
-from dhwt.config.checks import format_seeds, parse_seeds
+from dhwt.checks import format_seeds, parse_seeds
 from dhwt.config.run import TrainConfig
 
 

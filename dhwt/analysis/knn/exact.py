@@ -14,9 +14,9 @@ several times faster (AMX): every score is then widened to an upper bound of the
 Cost: the Gram matrix is symmetric, so each off-diagonal block G = X_I X_J^T is computed once and
 read twice, by the rows of I (along its rows) and by the rows of J (along its columns): half the
 blocks of a full search. float32 blocks are products by oneDNN's AVX-512 kernel where a probe
-shows that it keeps float32 (see gram.gemm): about 2x numpy's OpenBLAS on AMD AVX-512 CPUs;
-bfloat16 blocks run at about 3.5x numpy's float32 on an Intel Xeon with AMX. phase_times() says
-where the time goes.
+shows that it keeps float32 (see gram.gemm), faster than numpy's OpenBLAS, and bfloat16 blocks
+faster still where the CPU has AMX (the ratios: experiments/benchmarks/README.md). phase_times()
+says where the time goes.
 Memory stays bounded: one block (block_size^2 floats) at a time, never V x V, and a float64 copy
 of the matrix for the re-rank only up to 512 MiB (rerank's _COPY_BYTES). Inside a block, a
 row only looks at the entries that can beat its current k+slack-th candidate: tile maxima (w

@@ -7,11 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dhwt.defaults import DEFAULT_K, METRICS
 from dhwt.errors import DhwtError
-
-METRICS = ("ip", "cos", "l2")
-#: Neighbours per token unless asked otherwise (the reference study's k), see default_k.
-DEFAULT_K = 10
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,67 @@
+"""The report of `dhwt knn` (dhwt.analysis.knn_comparison): the lines it prints, its JSON
+document, and the per-token CSV."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from dhwt.analysis.knn_comparison import KnnComparison
+from dhwt.errors import DhwtError
+
+MEANING = {"jaccard": "|A∩B|/|A∪B|", "overlap": "|A∩B|/k"}
+
+
+def text(result: KnnComparison) -> str:
+    """The lines `dhwt knn` prints."""
+    match, chance, options = result.match, result.chance, result.options
+    n = len(match.tokens)
+    subset = f"{n} tokens from {options.tokens_file}" if options.tokens_file else f"all {n} tokens"
+    average = f"weighted by {options.weights_file}" if options.weights_file else "plain mean"
+    lines = [f"A: {result.a}", f"B: {result.b}",
+             f"k = {match.k}{result.k_note}, metric {match.metric}, self excluded, ties to the "
+             f"lower token id; {subset}, {average}"]
+    names = ("jaccard", "overlap") if options.score == "both" else (options.score,)
+    for name in names:
+        line = f"{name:8s} {getattr(match, 'mean_' + name):.4f}   ({MEANING[name]})"
+        if chance is not None:
+            line += (f"   chance {getattr(chance, 'mean_' + name):.4f} (norm-matched random "
+                     f"directions, seed {options.seed})")
+        lines.append(line)
+    if options.per_token:
+        lines.append(f"per-token scores: {options.per_token}")
+    return "\n".join(lines)
+
+
+def document(result: KnnComparison) -> dict:
+    """The result as JSON-ready data: the means of both scores, and of the chance level."""
+    match, chance, options = result.match, result.chance, result.options
+    return {
+        "a": result.a, "b": result.b, "k": match.k, "metric": match.metric,
+        "tokens": len(match.tokens), "tokens_file": options.tokens_file,
+        "weights_file": options.weights_file, "mean_jaccard": match.mean_jaccard,
+        "mean_overlap": match.mean_overlap,
+        "chance": None if chance is None else {
+            "mean_jaccard": chance.mean_jaccard, "mean_overlap": chance.mean_overlap,
+            "seed": options.seed, "of": "norm-matched random directions"},
+        "per_token": options.per_token,
+    }
+
+
+def write_per_token(path: str, result: KnnComparison) -> None:
+    """CSV token,intersection,jaccard,overlap,weight; written to a temp file, then renamed."""
+    match = result.match
+    out = Path(path)
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    rows = np.column_stack([match.tokens, match.intersection, match.jaccard, match.overlap,
+                            match.weights])
+    try:
+        np.savetxt(tmp, rows, delimiter=",", fmt=["%d", "%d", "%.6f", "%.6f", "%.9g"],
+                   header="token,intersection,jaccard,overlap,weight", comments="")
+        os.replace(tmp, out)
+    except OSError as exc:
+        raise DhwtError(f"cannot write {path}: {exc.strerror}") from None
+    finally:
+        tmp.unlink(missing_ok=True)
