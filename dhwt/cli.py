@@ -138,8 +138,8 @@ class _BatchSize(click.ParamType):
               help="A dataset directory written by `dhwt synth`; with --corpus wikitext-2: the "
                    "WikiText-2 folder or archive (else WIKITEXT2_PATH, DHWT_DATA, HF datasets).")
 @click.option("--corpus", metavar="wikitext-2|DIR",
-              help="Natural text for causal LM (--objective clm): WikiText-2, or a folder with "
-                   "train.txt, valid.txt, test.txt. Needs --tokenizer and --seq-len.")
+              help="Natural text for causal or masked LM (--objective): WikiText-2, or a folder "
+                   "with train.txt, valid.txt, test.txt. Needs --tokenizer and --seq-len.")
 @click.option("--tokenizer", metavar="gpt2|bpe:N|word|char",
               help="Tokenizer of --corpus: GPT-2 BPE (tiktoken; TIKTOKEN_CACHE_DIR offline), a "
                    "byte-level BPE of N tokens trained on the train split, words, or "

@@ -74,7 +74,8 @@ from dhwt.userfiles import parse_toml
 STUDY_FILE = "study.toml"
 SECTIONS = {"study", "data", "train", "runs", "analysis"}
 DATA_KEYS = {"grammar", "set", "valid_fraction", "test_fraction", "split_seed"}
-TEXT_KEYS = {"corpus", "tokenizer", "seq_len", "eval_windows", "data"}
+TEXT_KEYS = {"corpus", "tokenizer", "seq_len", "eval_windows", "data", "mask_rate", "mask_rule",
+             "twins", "twin_p", "twin_kind", "twin_seed"}
 ANALYSIS_KEYS = {"pairs", "measure"}
 STUDY_KEYS = {"name", "description", "group"}
 MEASURES = ("normalised", "raw", "cosine")

@@ -7,6 +7,8 @@ import math
 from collections import Counter
 
 from dhwt.errors import DhwtError, brief
+from dhwt.languages.masking import RULES
+from dhwt.languages.twins import KINDS
 
 #: The most seeds (ensemble members) one run may train. Every member writes its own metric
 #: lines at each evaluation (four or more), so 100,000 members write 400,000 lines per
@@ -146,3 +148,32 @@ def check_float(name: str, value: object, *, low: float, high: float = math.inf,
     else:
         allowed = f"in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
     raise DhwtError(f"{name} must be {allowed}, got {value!r}")
+
+
+def check_masking(rate: object, rule: object) -> None:
+    """DhwtError unless mask_rate is in (0, 1] and mask_rule one of dhwt.languages.masking's
+    RULES."""
+    check_float("mask_rate", rate, low=0.0, high=1.0, low_open=True)
+    check_choice("mask_rule", rule, RULES)
+
+
+def check_twins(twins: object, p: object, kind: object, seed: object) -> int | list[str]:
+    """`twins` (a positive count or a non-empty list of distinct token strings) after checking
+    the planting options; DhwtError names the first bad one."""
+    if isinstance(twins, (list, tuple)):
+        if not twins or not all(isinstance(t, str) and t for t in twins):
+            raise DhwtError(f"twins must be a positive count or a non-empty list of tokens, "
+                            f"got {brief(twins)}")
+        if len(set(twins)) != len(twins):
+            twice = next(t for t in twins if list(twins).count(t) > 1)
+            raise DhwtError(f"twins lists the token {twice!r} twice")
+        twins = list(twins)
+    else:
+        check_int("twins", twins, low=1)
+    check_float("twin_p", p, low=0.0, high=1.0, low_open=True, high_open=True)
+    check_choice("twin_kind", kind, KINDS)
+    if kind == "cnd" and p != 0.5:
+        raise DhwtError(f"twin_p is the ratio of sem twins; cnd twins are a or b at 0.5, got "
+                        f"twin_p = {p}")
+    check_int("twin_seed", seed, low=0)
+    return twins
