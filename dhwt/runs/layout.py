@@ -19,10 +19,10 @@ from pathlib import Path
 
 from dhwt.directories import Lock, check_target, create
 from dhwt.filenames import (CHECKPOINTS, CONFIG, DATA, EMBEDDINGS, FIGURE, FIGURES, METRICS,
-                            REPORT, TENSORBOARD, TOKEN_COUNTS)
+                            REPORT, TENSORBOARD, TOKEN_COUNTS, TWINS)
 
 __all__ = ["CHECKPOINTS", "CONFIG", "DATA", "EMBEDDINGS", "EXISTS", "FIGURE", "FIGURES", "METRICS",
-           "REPORT", "TENSORBOARD", "TOKEN_COUNTS", "create_run_dir", "refuse_existing"]
+           "REPORT", "TENSORBOARD", "TOKEN_COUNTS", "TWINS", "create_run_dir", "refuse_existing"]
 
 EXISTS = "pass --overwrite to replace it or --resume to continue it"
 

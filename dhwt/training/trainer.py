@@ -68,6 +68,7 @@ non-finite value and every checkpoint kept is good.
 from __future__ import annotations
 
 import io
+import json
 import math
 import os
 from collections.abc import Sequence
@@ -247,6 +248,10 @@ class Trainer:
                     np.save(buffer, self.task.token_counts())
                     for run in self.runs:
                         atomic_write_bytes(run.run_dir / layout.TOKEN_COUNTS, buffer.getvalue())
+                if self.parallel.writes and getattr(self.task, "twins", None) is not None:
+                    text = json.dumps(self.task.twins, indent=1).encode()
+                    for run in self.runs:
+                        atomic_write_bytes(run.run_dir / layout.TWINS, text)
                 self._apply_events()
                 self._record(writers, force=True)
             bar = tqdm(total=self.config.optim.steps, initial=self.step, unit="step", desc="train",
