@@ -220,7 +220,8 @@ def train_cmd(config_file: str | None, out: str, overwrite: bool, resume: bool,
     member and split: loss, accuracy, lr, tied, gap), embeddings/step_XXXXXXX.safetensors
     (input and output matrices, (S, V, d)), checkpoints/, figures/training.png, report.md
     (report.html: the same page with its figure, for a browser), and for a corpus
-    token_counts.npy (training count per token id, for `dhwt analyze --tokens seen`).
+    token_counts.npy (training count per token id, for `dhwt analyze --tokens seen`), and with
+    planted twins (twins = N or a list in --config) twins.json (the pairs and their relations).
     Defaults are the paper's EXor setting: 1 layer, 1 head, d_model 4, d_ff 4, gelu, post-LN,
     no positions, N(0,1) embeddings, full batch, AdamW lr 5e-4 (betas 0.9/0.999, eps 1e-12,
     weight decay 0.1), periodic cosine (T_max 10000, eta_min 1e-5). Every other setting (model

@@ -5,7 +5,8 @@
 Corpus: WikiText-2, byte-level BPE of 2,048 tokens (dhwt.languages.tokenizers), twins planted
 after tokenization (dhwt.languages.twins). Arms (CORPORA x objective x tie schedule), each one
 run of seeds 1-3 (one ensemble; a seed fixes the body's init and the data order in every run,
-so arms pair by seed): see ARMS. Model and training: base.toml beside this file. Run
+so arms pair by seed): see ARMS. Model and training: base.toml beside this file (--base: another
+file of shared settings, e.g. gpu.toml). Run
 directories: OUT/runs/NAME, configs OUT/configs/NAME.toml, wall times OUT/times.jsonl.
 
 Resumable: a finished run is skipped, an interrupted one continues with `--resume` (a run killed
@@ -65,7 +66,7 @@ def dhwt(*args: str) -> subprocess.CompletedProcess:
                           text=True)
 
 
-def train(out: Path, name: str, keys: dict[str, object]) -> str:
+def train(out: Path, name: str, keys: dict[str, object], base: Path) -> str:
     from dhwt.runs.run import is_finished
 
     run = out / "runs" / name
@@ -73,7 +74,7 @@ def train(out: Path, name: str, keys: dict[str, object]) -> str:
         return f"{name}: done already"
     config = out / "configs" / f"{name}.toml"
     config.parent.mkdir(parents=True, exist_ok=True)
-    config.write_text((HERE / "base.toml").read_text()
+    config.write_text(base.read_text()
                       + "".join(f"{k} = {toml_value(v)}\n" for k, v in keys.items()))
     run.parent.mkdir(parents=True, exist_ok=True)
     resume = (run / "checkpoints").is_dir() and any((run / "checkpoints").iterdir())
@@ -94,11 +95,13 @@ def main() -> None:
     parser.add_argument("out", type=Path)
     parser.add_argument("--only", nargs="*", default=[],
                         help="train only runs whose name contains one of these")
+    parser.add_argument("--base", type=Path, default=HERE / "base.toml",
+                        help="the shared settings (gpu.toml: the larger run)")
     args = parser.parse_args()
     out = args.out.resolve()
     for name, keys in run_names():
         if not args.only or any(s in name for s in args.only):
-            print(train(out, name, keys), flush=True)
+            print(train(out, name, keys, args.base.resolve()), flush=True)
 
 
 if __name__ == "__main__":
