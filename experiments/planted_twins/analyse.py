@@ -53,6 +53,8 @@ from dhwt.runs.run import is_finished, load_config_text  # noqa: E402
 EVAL_WINDOWS = 1024
 CHUNK = 64
 BASELINE_PAIRS = 200
+#: corpus-dh's frequency null is not used here: few permutations keep the analysis short.
+PERMUTATIONS = 10
 
 
 def twins_of(run) -> dict | None:  # noqa: ANN001
@@ -74,16 +76,28 @@ def baseline_pairs(run, truth: dict | None) -> list[tuple[str, str]]:  # noqa: A
     return pairs
 
 
+def matched_pairs(truth: dict) -> list[tuple[str, str]]:
+    """BASELINE_PAIRS random pairs (a_i, a_j), i != j: two different twinned words, as frequent
+    as the twins (default_rng(0))."""
+    words = [q["a"] for q in truth["pairs"]]
+    rng = np.random.default_rng(0)
+    return [tuple(words[i] for i in rng.choice(len(words), 2, replace=False))
+            for _ in range(BASELINE_PAIRS)] if len(words) > 1 else []
+
+
 def distances(run, truth: dict) -> dict[str, np.ndarray]:  # noqa: ANN001
-    """side -> (T, S) normalised twin distance, mean over pairs; and the steps."""
+    """side -> (T, S) normalised twin distance, mean over pairs (side + "_matched": against
+    matched_pairs instead of random ordinary pairs); and the steps."""
     snapshots = run.snapshots()
     pairs = [(q["a"], q["b"]) for q in truth["pairs"]]
-    base = baseline_pairs(run, truth)
+    bases = {"": baseline_pairs(run, truth), "_matched": matched_pairs(truth)}
     sides = ("input",) if run.config.tying.tie_schedule.initial_tied else ("input", "output")
     out = {"steps": np.array([s.step for s in snapshots])}
     for side in sides:
-        close = pair_closeness(snapshots, side, pairs, base)
-        out["tied" if len(sides) == 1 else side] = close.normalised.mean(axis=-1)
+        for suffix, base in bases.items():
+            if base:
+                close = pair_closeness(snapshots, side, pairs, base)
+                out[("tied" if len(sides) == 1 else side) + suffix] = close.normalised.mean(-1)
     return out
 
 
@@ -144,7 +158,7 @@ def recovery_corpus_dh(run, truth: dict) -> dict:  # noqa: ANN001
     planted = plant_twins(tokens.ids, tokens.vocab, data.twins, p=data.twin_p,
                           kind=data.twin_kind, seed=data.twin_seed)
     counts = cdh.count_stream(planted.ids["train"], planted.vocab, 1)
-    found = cdh.neighbourhoods(counts, dim=100)
+    found = cdh.neighbourhoods(counts, dim=100, permutations=PERMUTATIONS)
     everything = cdh.violating_pairs(found, 10 ** 9)
     truth_pairs = {tuple(sorted(q["ids"])) for q in truth["pairs"]}
     ranked = [tuple(sorted((a, b))) for a, b, _, _ in everything]
@@ -200,8 +214,10 @@ def main() -> None:
     lines += ["## 1. Twin pairs against random pairs (normalised distance, 1 = random pairs)",
               "", "Final snapshot; mean over the planted pairs, then mean ± 95% t-interval over "
               "seeds 1-3. Input and output: untied run; tied: the tied run's one matrix.", "",
-              "| arm | untied input | untied output | tied | input at step 0 |",
-              "|---|---:|---:|---:|---:|"]
+              "Matched: against pairs of two different twinned words (as frequent as the "
+              "twins) instead of random pairs.", "",
+              "| arm | untied input | untied output | tied | input at step 0 | input, matched | "
+              "output, matched | tied, matched |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
     curves = {}
     for name, run in runs.items():
         if not name.endswith("-untied") or twins_of(run) is None:
@@ -212,8 +228,11 @@ def main() -> None:
         tied = runs.get(f"{arm}-tied")
         dt = distances(tied, truth) if tied is not None else None
         curves[arm] = (d, dt)
-        lines.append(f"| {arm} | {text(d['input'][-1])} | {text(d['output'][-1])} | "
-                     f"{text(dt['tied'][-1]) if dt else ''} | {text(d['input'][0])} |")
+        cells = [text(d["input"][-1]), text(d["output"][-1]), text(dt["tied"][-1]) if dt else "",
+                 text(d["input"][0])]
+        cells += [text(x[key][-1]) if x is not None and key in x else "" for x, key in
+                  ((d, "input_matched"), (d, "output_matched"), (dt, "tied_matched"))]
+        lines.append(f"| {arm} | " + " | ".join(cells) + " |")
     saved["distances"] = {arm: {k: v.tolist() for k, v in d.items()} | (
         {"tied": dt["tied"].tolist()} if dt else {}) for arm, (d, dt) in curves.items()}
     if curves:
@@ -268,7 +287,7 @@ def main() -> None:
               "(0 at p = 0.5, 0.368 at p = 0.1).", "",
               "| arm | tied - untied (twins) | tied - untied (control, same positions) | "
               "price | T4 B(0) |", "|---|---:|---:|---:|---:|"]
-    price_rows = {}
+    price_rows, controls = {}, {}
     for name in stats:
         if not name.endswith("-untied"):
             continue
@@ -284,7 +303,9 @@ def main() -> None:
         same = truth["kind"] == "sem"
         control = {}
         for c in (control_u, control_t):
-            control[c] = position_stats(runs[c], None, w_ids)
+            if (c, tuple(w_ids)) not in controls:
+                controls[c, tuple(w_ids)] = position_stats(runs[c], None, w_ids)
+            control[c] = controls[c, tuple(w_ids)]
             if same and not torch.equal(control[c]["chosen"], stats[name]["chosen"]):
                 raise SystemExit(f"{c}: the control's w positions are not {name}'s twin "
                                  "positions (windows or masks differ)")
