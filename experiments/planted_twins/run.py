@@ -31,15 +31,18 @@ sys.path.insert(0, str(ROOT))  # dhwt from this checkout, as the runs use
 CORPORA = {
     "control": {},
     "sem100-p0.5": {"twins": 100, "twin_p": 0.5, "twin_kind": "sem"},
+    "sem100-p0.3": {"twins": 100, "twin_p": 0.3, "twin_kind": "sem"},
     "sem100-p0.1": {"twins": 100, "twin_p": 0.1, "twin_kind": "sem"},
     "sem10-p0.1": {"twins": 10, "twin_p": 0.1, "twin_kind": "sem"},
     "cnd100": {"twins": 100, "twin_kind": "cnd"},
 }
 SCHEDULES = ("tied", "untied")
 #: (corpus, objective), the most telling first, so that a study cut short still answers the
-#: price question (masked control, p = 0.1, p = 0.5), then the causal arms, then N = 10.
+#: price question (masked control, p = 0.1, p = 0.5), then the causal arms, then N = 10, then
+#: p = 0.3 (added once the first six arms showed there was time).
 ARMS = [("control", "mlm"), ("sem100-p0.1", "mlm"), ("sem100-p0.5", "mlm"),
-        ("control", "clm"), ("sem100-p0.1", "clm"), ("cnd100", "clm"), ("sem10-p0.1", "mlm")]
+        ("control", "clm"), ("sem100-p0.1", "clm"), ("cnd100", "clm"), ("sem10-p0.1", "mlm"),
+        ("sem100-p0.3", "mlm")]
 TWIN_SEED = 7
 
 
