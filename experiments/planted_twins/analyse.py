@@ -284,7 +284,7 @@ def main() -> None:
               "the twin corpus, minus tied minus untied on the same positions of the control "
               "corpus (target w there), paired by seed; mean ± t-interval over seeds. T4's "
               "bound for merged rows without a bias: kl(1-p || 1/2) per twin-target token "
-              "(0 at p = 0.5, 0.368 at p = 0.1).", "",
+              "(0 at p = 0.5, 0.368 at p = 0.1; n/a for cnd twins, whose ratio is 1).", "",
               "| arm | tied - untied (twins) | tied - untied (control, same positions) | "
               "price | T4 B(0) |", "|---|---:|---:|---:|---:|"]
     price_rows, controls = {}, {}
@@ -312,11 +312,12 @@ def main() -> None:
         control_diff = control[control_t]["loss"] - control[control_u]["loss"]
         price = twin_diff - control_diff
         p = truth["p"]
-        bound = (1 - p) * math.log(2 * (1 - p)) + p * math.log(2 * p)
+        bound = (f"{(1 - p) * math.log(2 * (1 - p)) + p * math.log(2 * p):.3f}" if same
+                 else "n/a")
         price_rows[arm] = {"twins": twin_diff.tolist(), "control": control_diff.tolist(),
                            "price": price.tolist()}
         lines.append(f"| {arm} | {text(twin_diff)} | {text(control_diff)} | {text(price)} | "
-                     f"{bound:.3f} |")
+                     f"{bound} |")
     saved["price"] = price_rows
     saved["t1"] = {n: {"mean": s["diff_mean"].tolist(), "spread": s["diff_std"].tolist()}
                    for n, s in stats.items()}
