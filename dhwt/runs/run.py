@@ -135,6 +135,12 @@ class Run:
         return self.path / layout.TOKEN_COUNTS
 
     @property
+    def twins_file(self) -> Path:
+        """RUN_DIR/twins.json, the planted twins and their relations (dhwt.languages.twins),
+        which the trainer writes for a corpus with twins planted; other runs have none."""
+        return self.path / layout.TWINS
+
+    @property
     def figures(self) -> Path:
         """The folder of the run's figures (the end-of-run report's, and an analysis's)."""
         return self.path / layout.FIGURES

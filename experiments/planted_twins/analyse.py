@@ -47,7 +47,7 @@ from dhwt.analysis.closeness import pair_closeness  # noqa: E402
 from dhwt.analysis.intervals import summarise  # noqa: E402
 from dhwt.languages.language import MASK  # noqa: E402
 from dhwt.languages.twins import MARKER  # noqa: E402
-from dhwt.runs import layout, load_run  # noqa: E402
+from dhwt.runs import load_run  # noqa: E402
 from dhwt.runs.run import is_finished, load_config_text  # noqa: E402
 
 EVAL_WINDOWS = 1024
@@ -58,8 +58,7 @@ PERMUTATIONS = 10
 
 
 def twins_of(run) -> dict | None:  # noqa: ANN001
-    path = run.path / layout.TWINS
-    return json.loads(path.read_text()) if path.is_file() else None
+    return json.loads(run.twins_file.read_text()) if run.twins_file.is_file() else None
 
 
 def baseline_pairs(run, truth: dict | None) -> list[tuple[str, str]]:  # noqa: ANN001

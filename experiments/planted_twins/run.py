@@ -70,7 +70,7 @@ def dhwt(*args: str) -> subprocess.CompletedProcess:
 
 
 def train(out: Path, name: str, keys: dict[str, object], base: Path) -> str:
-    from dhwt.runs.run import is_finished
+    from dhwt.runs.run import is_finished, is_run, load_run
 
     run = out / "runs" / name
     if is_finished(run):
@@ -80,7 +80,7 @@ def train(out: Path, name: str, keys: dict[str, object], base: Path) -> str:
     config.write_text(base.read_text()
                       + "".join(f"{k} = {toml_value(v)}\n" for k, v in keys.items()))
     run.parent.mkdir(parents=True, exist_ok=True)
-    resume = (run / "checkpoints").is_dir() and any((run / "checkpoints").iterdir())
+    resume = is_run(run) and bool(load_run(run).checkpoint_steps)
     start = time.time()
     done = dhwt("train", *(["--resume"] if resume else ["--config", str(config)]), "--out",
                 str(run), *([] if resume or not run.exists() else ["--overwrite"]))
