@@ -109,3 +109,19 @@ def test_masked_text_run_resumed_equals_one_run_bit_for_bit(corpus, tmp_path, cl
     assert code == 0, err
     one, two = load_run(whole).embeddings(4), load_run(parts).embeddings(4)
     assert np.array_equal(one.input, two.input) and np.array_equal(one.output, two.output)
+
+
+@pytest.mark.slow
+def test_a_study_file_plants_twins_in_every_run(corpus, tmp_path, cli, monkeypatch):
+    monkeypatch.setenv("DHWT_CACHE", str(tmp_path / "cache"))
+    study = tmp_path / "study.toml"
+    study.write_text(f'[data]\ncorpus = "{corpus}"\ntokenizer = "word"\nseq_len = 8\n'
+                     'twins = ["cat"]\ntwin_p = 0.2\n[train]\nobjective = "mlm"\nsteps = 2\n'
+                     'batch_size = 4\neval_every = 2\nsnapshot_every = 2\n'
+                     '[[runs]]\nname = "tied"\n[[runs]]\nname = "untied"\n'
+                     'tie_schedule = "untied"\n')
+    code, _, err = cli(["study", study, "--out", tmp_path / "s"])
+    assert code == 0, err
+    for name in ("tied", "untied"):
+        truth = json.loads((tmp_path / "s" / "runs" / name / "twins.json").read_text())
+        assert truth["p"] == 0.2 and truth["pairs"][0]["b"] == "cat#twin"
