@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
+from dhwt.defaults import MASK_RULES, TWIN_KINDS
 from dhwt.errors import DhwtError, brief
 
 
@@ -291,3 +292,31 @@ def _shown(value: object) -> str:
     kind = type(value).__name__.replace("dict", "table").replace("list", "array")
     text = repr(value)
     return f"{kind} {text if len(text) <= 40 else text[:37] + '...'}"
+
+
+def check_masking(rate: object, rule: object) -> None:
+    """DhwtError unless mask_rate is in (0, 1] and mask_rule one of MASK_RULES."""
+    check_float("mask_rate", rate, low=0.0, high=1.0, low_open=True)
+    check_choice("mask_rule", rule, MASK_RULES)
+
+
+def check_twins(twins: object, p: object, kind: object, seed: object) -> int | list[str]:
+    """`twins` (a positive count or a non-empty list of distinct token strings) after checking
+    the planting options; DhwtError names the first bad one."""
+    if isinstance(twins, (list, tuple)):
+        if not twins or not all(isinstance(t, str) and t for t in twins):
+            raise DhwtError(f"twins must be a positive count or a non-empty list of tokens, "
+                            f"got {brief(twins)}")
+        if len(set(twins)) != len(twins):
+            twice = next(t for t in twins if list(twins).count(t) > 1)
+            raise DhwtError(f"twins lists the token {twice!r} twice")
+        twins = list(twins)
+    else:
+        check_int("twins", twins, low=1)
+    check_float("twin_p", p, low=0.0, high=1.0, low_open=True, high_open=True)
+    check_choice("twin_kind", kind, TWIN_KINDS)
+    if kind == "cnd" and p != 0.5:
+        raise DhwtError(f"twin_p is the ratio of sem twins; cnd twins are a or b at 0.5, got "
+                        f"twin_p = {p}")
+    check_int("twin_seed", seed, low=0)
+    return twins

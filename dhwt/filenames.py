@@ -17,6 +17,8 @@ EMBEDDINGS = "embeddings"
 DATA = "data"
 #: Training count per token id (text runs), for analysis over the tokens seen in training.
 TOKEN_COUNTS = "token_counts.npy"
+#: The planted twins of a text run and their exact relations (dhwt.languages.twins).
+TWINS = "twins.json"
 #: TensorBoard event files (record.tensorboard): metrics.jsonl's numbers, a folder per member.
 TENSORBOARD = "tensorboard"
 #: A report folder's (a run's, a study's, `dhwt analyze --out`'s) Markdown report, its HTML
@@ -27,5 +29,5 @@ FIGURES = "figures"
 #: The training curves the end-of-run report shows.
 FIGURE = f"{FIGURES}/training.png"
 #: What dhwt writes at the top of a run directory.
-RUN = (CONFIG, METRICS, TOKEN_COUNTS, CHECKPOINTS, EMBEDDINGS, FIGURES, DATA, TENSORBOARD,
+RUN = (CONFIG, METRICS, TOKEN_COUNTS, TWINS, CHECKPOINTS, EMBEDDINGS, FIGURES, DATA, TENSORBOARD,
        REPORT, HTML)

@@ -32,8 +32,8 @@ class _BatchSize(click.ParamType):
               help="A dataset directory written by `dhwt synth`; with --corpus wikitext-2: the "
                    "WikiText-2 folder or archive (else WIKITEXT2_PATH, DHWT_DATA, HF datasets).")
 @click.option("--corpus", metavar="wikitext-2|DIR",
-              help="Natural text for causal LM (--objective clm): WikiText-2, or a folder with "
-                   "train.txt, valid.txt, test.txt. Needs --tokenizer and --seq-len.")
+              help="Natural text for causal or masked LM (--objective): WikiText-2, or a folder "
+                   "with train.txt, valid.txt, test.txt. Needs --tokenizer and --seq-len.")
 @click.option("--tokenizer", metavar="gpt2|bpe:N|word|char",
               help="Tokenizer of --corpus: GPT-2 BPE (tiktoken; TIKTOKEN_CACHE_DIR offline), a "
                    "byte-level BPE of N tokens trained on the train split, words, or "
@@ -120,7 +120,8 @@ def train_cmd(config_file: str | None, out: str, overwrite: bool, resume: bool, 
     member and split: loss, accuracy, lr, tied, gap), embeddings/step_XXXXXXX.safetensors
     (input and output matrices, (S, V, d)), checkpoints/, figures/training.png, report.md
     (report.html: the same page with its figure, for a browser), and for a corpus
-    token_counts.npy (training count per token id, for `dhwt analyze --tokens seen`).
+    token_counts.npy (training count per token id, for `dhwt analyze --tokens seen`), and with
+    planted twins (twins = N or a list in --config) twins.json (the pairs and their relations).
     Defaults are the paper's EXor setting: 1 layer, 1 head, d_model 4, d_ff 4, gelu, post-LN,
     no positions, N(0,1) embeddings, full batch, AdamW lr 5e-4 (betas 0.9/0.999, eps 1e-12,
     weight decay 0.1), periodic cosine (T_max 10000, eta_min 1e-5). Every other setting (model

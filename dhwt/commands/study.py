@@ -10,9 +10,11 @@ A study file:
     [data]             grammar (built-in name or path), set (table of spec overrides, as
                        `dhwt synth --set`), valid_fraction, test_fraction, split_seed (default
                        0.1, 0.1, 14, as every dataset dhwt builds: dhwt.languages.splits);
-                       or, for natural text (causal LM), corpus (`wikitext-2` or a folder with
+                       or, for natural text, corpus (`wikitext-2` or a folder with
                        train/valid/test.txt), tokenizer, seq_len, eval_windows and data (where
-                       WikiText-2 lies, else WIKITEXT2_PATH / DHWT_DATA): TrainConfig's keys.
+                       WikiText-2 lies, else WIKITEXT2_PATH / DHWT_DATA), mask_rate and
+                       mask_rule (masked LM), twins, twin_p, twin_kind, twin_seed (planted
+                       twins): TrainConfig's keys.
                        Sources resolve by dhwt.config.sources: a built-in name stays one, a
                        relative path that exists beside the study file is taken from there,
                        else from the working directory
@@ -82,7 +84,8 @@ from dhwt.userfiles import parse_toml
 STUDY_FILE = "study.toml"
 SECTIONS = {"study", "data", "train", "runs", "analysis"}
 DATA_KEYS = {"grammar", "set", "valid_fraction", "test_fraction", "split_seed"}
-TEXT_KEYS = {"corpus", "tokenizer", "seq_len", "eval_windows", "data"}
+TEXT_KEYS = {"corpus", "tokenizer", "seq_len", "eval_windows", "data", "mask_rate", "mask_rule",
+             "twins", "twin_p", "twin_kind", "twin_seed"}
 ANALYSIS_KEYS = {"pairs", "measure"}
 STUDY_KEYS = {"name", "description", "group"}
 MEASURES = ("normalised", "raw", "cosine")

@@ -300,7 +300,8 @@ def _resolve_config(options: dict[str, object], config_file: str | None, run_dir
                                      source="the flags")
     values = TrainConfig.toml_values(config_file) if config_file is not None else {}
     if {"grammar", "data", "corpus"} & set(options):
-        for key in ("grammar", "set", "data", "corpus", "tokenizer", "seq_len", "eval_windows"):
+        for key in ("grammar", "set", "data", "corpus", "tokenizer", "seq_len", "eval_windows",
+                    "mask_rate", "mask_rule", "twins", "twin_p", "twin_kind", "twin_seed"):
             if key not in options:
                 values.pop(key, None)
     config = TrainConfig.from_dict(_absolute({**values, **options}), source="the flags")

@@ -39,12 +39,14 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from dhwt.checks import (check_bool, check_choice, check_float, check_groups, check_int,
-                         format_seeds, parse_seeds, split_init_from)
+                         check_masking, check_twins, format_seeds, parse_seeds, split_init_from)
 from dhwt.config.device import check_device
 from dhwt.config.schedule import TieSchedule
 from dhwt.defaults import LR_SCHEDULES, OBJECTIVES, PRECISIONS
 from dhwt.errors import DhwtError
 from dhwt.languages.corpus import WIKITEXT2
+from dhwt.languages.masking import MASK_RATE, MASK_RULE
+from dhwt.languages.twins import TWIN_DEFAULTS
 from dhwt.languages.spec import parse_assignments
 from dhwt.languages.splits import SPLIT_SEED, TEST_FRACTION, VALID_FRACTION
 from dhwt.languages.tokenizers import LISTED, check_tokenizer
@@ -91,10 +93,12 @@ class DataConfig:
     """Exactly one of `grammar` (a built-in name or a grammar TOML, with `set`: its spec's keys
     overridden as `dhwt synth --set` does, {dotted key: value}; the dataset is built into
     RUN_DIR/data with valid_fraction, test_fraction and split_seed), `data` alone (a dataset
-    directory written by `dhwt synth`) or `corpus` (natural text, causal LM only: `wikitext-2` or
-    a folder with train/valid/test.txt, cut into windows of `seq_len` by `tokenizer` = gpt2 |
-    bpe:N | word | char, see dhwt.languages.text_task; with `corpus = "wikitext-2"`, `data` may say
-    where WikiText-2 lies; `eval_windows` caps the evaluation windows of every split).
+    directory written by `dhwt synth`) or `corpus` (natural text: `wikitext-2` or a folder with
+    train/valid/test.txt, cut into windows of `seq_len` by `tokenizer` = gpt2 | bpe:N | word |
+    char, see dhwt.languages.text_task; with `corpus = "wikitext-2"`, `data` may say where
+    WikiText-2 lies; `eval_windows` caps the evaluation windows of every split; a masked LM
+    masks by `mask_rate` and `mask_rule`, dhwt.languages.masking; `twins`, `twin_p`,
+    `twin_kind`, `twin_seed` plant twin tokens, dhwt.languages.twins).
 
     The split options apply to a grammar's dataset only, where unset ones take every dataset's
     defaults (dhwt.languages.splits). A dataset keeps the split it was built with: unset, they
@@ -110,6 +114,12 @@ class DataConfig:
     seq_len: int | None = None
     eval_windows: int | None = None
     objective: str = "mlm"
+    mask_rate: float | None = None
+    mask_rule: str | None = None
+    twins: int | list[str] | None = None
+    twin_p: float | None = None
+    twin_kind: str | None = None
+    twin_seed: int | None = None
     valid_fraction: float | None = None
     test_fraction: float | None = None
     split_seed: int | None = None
@@ -126,7 +136,9 @@ class DataConfig:
             raise DhwtError("give either grammar or data, not both "
                             f"(got grammar {self.grammar!r} and data {self.data!r})")
         text = {"tokenizer": self.tokenizer, "seq_len": self.seq_len,
-                "eval_windows": self.eval_windows}
+                "eval_windows": self.eval_windows, "mask_rate": self.mask_rate,
+                "mask_rule": self.mask_rule, "twins": self.twins, "twin_p": self.twin_p,
+                "twin_kind": self.twin_kind, "twin_seed": self.twin_seed}
         if self.corpus is None:
             given = [k for k, v in text.items() if v is not None]
             if given:
@@ -145,9 +157,43 @@ class DataConfig:
         check_int("seq_len", self.seq_len, low=1)
         if self.eval_windows is not None:
             check_int("eval_windows", self.eval_windows, low=1)
-        if self.objective != "clm":
-            raise DhwtError(f"a text corpus is for causal LM: objective must be 'clm', got "
-                            f"{self.objective!r}")
+        self._masking()
+        self._twins()
+
+    def _masking(self) -> None:
+        """A masked LM on text takes the masking defaults (dhwt.languages.masking); a causal one
+        masks nothing."""
+        if self.objective == "clm":
+            given = "mask_rate" if self.mask_rate is not None else (
+                "mask_rule" if self.mask_rule is not None else None)
+            if given:
+                raise DhwtError(f"{given} is an option of masked LM (objective = \"mlm\"); a "
+                                "causal LM masks nothing")
+            return
+        if self.mask_rate is None:
+            object.__setattr__(self, "mask_rate", MASK_RATE)
+        if self.mask_rule is None:
+            object.__setattr__(self, "mask_rule", MASK_RULE)
+        check_masking(self.mask_rate, self.mask_rule)
+        _floats(self)
+
+    def _twins(self) -> None:
+        """Twin planting (dhwt.languages.twins): twin_p, twin_kind and twin_seed need twins and
+        take their defaults with it."""
+        options = {"twin_p": self.twin_p, "twin_kind": self.twin_kind,
+                   "twin_seed": self.twin_seed}
+        if self.twins is None:
+            given = [k for k, v in options.items() if v is not None]
+            if given:
+                raise DhwtError(f"{given[0]} is an option of twin planting; give twins too (the "
+                                "number of most frequent tokens, or a list of tokens)")
+            return
+        for name, value in TWIN_DEFAULTS.items():
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, value)
+        object.__setattr__(self, "twins", check_twins(self.twins, self.twin_p, self.twin_kind,
+                                                      self.twin_seed))
+        _floats(self)
 
     def _splits(self) -> None:
         """Check the split options and settle them as the class docstring says."""

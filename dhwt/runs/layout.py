@@ -22,10 +22,10 @@ from pathlib import Path
 
 from dhwt.directories import Lock, check_target, create
 from dhwt.filenames import (CHECKPOINTS, CONFIG, DATA, EMBEDDINGS, FIGURE, FIGURES, METRICS,
-                            REPORT, TENSORBOARD, TOKEN_COUNTS)
+                            REPORT, TENSORBOARD, TOKEN_COUNTS, TWINS)
 
 __all__ = ["CHECKPOINTS", "CONFIG", "DATA", "EMBEDDINGS", "EXISTS", "FIGURE", "FIGURES", "METRICS",
-           "REPORT", "TENSORBOARD", "TOKEN_COUNTS", "RunPaths", "create_run_dir",
+           "REPORT", "TENSORBOARD", "TOKEN_COUNTS", "TWINS", "RunPaths", "create_run_dir",
            "refuse_existing", "run_paths"]
 
 EXISTS = "pass --overwrite to replace it or --resume to continue it"
@@ -35,7 +35,8 @@ EXISTS = "pass --overwrite to replace it or --resume to continue it"
 class RunPaths:
     """The places inside the run directory `root` (run_paths builds them): the only paths into
     a run built by hand. data: the dataset built from a grammar for this run (absent
-    otherwise); figure: the training figure of the end-of-run report.
+    otherwise); twins: the planted twins' truth (text with twins only); figure: the training
+    figure of the end-of-run report.
 
     Examples:
         >>> paths = run_paths("runs/u5k")
@@ -49,6 +50,7 @@ class RunPaths:
     checkpoints: Path
     embeddings: Path
     token_counts: Path
+    twins: Path
     tensorboard: Path
     data: Path
     figures: Path
@@ -60,8 +62,8 @@ def run_paths(run_dir: str | Path) -> RunPaths:
     """RunPaths of `run_dir`."""
     root = Path(run_dir)
     return RunPaths(root, *(root / name for name in (
-        CONFIG, METRICS, CHECKPOINTS, EMBEDDINGS, TOKEN_COUNTS, TENSORBOARD, DATA, FIGURES,
-        FIGURE, REPORT)))
+        CONFIG, METRICS, CHECKPOINTS, EMBEDDINGS, TOKEN_COUNTS, TWINS, TENSORBOARD, DATA,
+        FIGURES, FIGURE, REPORT)))
 
 
 def refuse_existing(run_dir: Path, overwrite: bool, inputs: Iterable[object] = ()) -> None:

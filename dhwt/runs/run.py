@@ -140,6 +140,12 @@ class Run:
         return self.paths.token_counts
 
     @property
+    def twins_file(self) -> Path:
+        """RUN_DIR/twins.json, the planted twins and their relations (dhwt.languages.twins),
+        which the trainer writes for a corpus with twins planted; other runs have none."""
+        return self.paths.twins
+
+    @property
     def figures(self) -> Path:
         """The folder of the run's figures (the end-of-run report's, and an analysis's)."""
         return self.paths.figures
@@ -295,12 +301,19 @@ def _difference(given, named) -> str | None:  # noqa: ANN001 (Tasks or TextTasks
 
 def load_config_text(config: TrainConfig):  # noqa: ANN201 (see Run.task)
     """The text Task a config's corpus, tokenizer, seq_len, eval_windows (and data: where
-    WikiText-2 lies) describe."""
+    WikiText-2 lies), objective, masking and twins describe."""
     from dhwt.languages.text_task import load_text_task
 
     assert config.data.corpus is not None and config.data.tokenizer is not None and config.data.seq_len
-    return load_text_task(config.data.corpus, config.data.tokenizer, config.data.seq_len, source=config.data.data,
-                          eval_windows=config.data.eval_windows)
+    data = config.data
+    masking = {} if data.objective == "clm" else {"mask_rate": data.mask_rate,
+                                                  "mask_rule": data.mask_rule}
+    planting = {} if data.twins is None else {"twins": data.twins, "twin_p": data.twin_p,
+                                              "twin_kind": data.twin_kind,
+                                              "twin_seed": data.twin_seed}
+    return load_text_task(data.corpus, data.tokenizer, data.seq_len, source=data.data,
+                          eval_windows=data.eval_windows, objective=data.objective, **masking,
+                          **planting)
 
 
 def model_args(config: ModelConfig) -> dict[str, object]:

@@ -75,6 +75,7 @@ forward through torch.compile.
 from __future__ import annotations
 
 import io
+import json
 import math
 import os
 from collections.abc import Sequence
@@ -261,6 +262,10 @@ class Trainer:
                     np.save(buffer, self.task.token_counts())
                     for run in self.runs:
                         atomic_write_bytes(run_paths(run.run_dir).token_counts, buffer.getvalue())
+                if self.parallel.writes and getattr(self.task, "twins", None) is not None:
+                    text = json.dumps(self.task.twins, indent=1).encode()
+                    for run in self.runs:
+                        atomic_write_bytes(run_paths(run.run_dir).twins, text)
                 self._apply_events()
                 self._record(writers, force=True)
             bar = tqdm(total=self.config.optim.steps, initial=self.step, unit="step", desc="train",

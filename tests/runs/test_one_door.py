@@ -12,8 +12,8 @@ from dhwt import filenames
 ROOT = Path(__file__).resolve().parents[2]
 ALLOWED = (ROOT / "dhwt" / "runs", ROOT / "dhwt" / "filenames.py")
 #: Names only a run directory holds: a string equal to one builds a path into a run by hand.
-RUN_ONLY = {filenames.CONFIG, filenames.METRICS, filenames.TOKEN_COUNTS, filenames.CHECKPOINTS,
-            filenames.FIGURE}
+RUN_ONLY = {filenames.CONFIG, filenames.METRICS, filenames.TOKEN_COUNTS, filenames.TWINS,
+            filenames.CHECKPOINTS, filenames.FIGURE}
 #: Run folders whose names are also plain words (members.vary = "embeddings"): a path only when
 #: joined with `/`.
 JOINED = {filenames.EMBEDDINGS, filenames.TENSORBOARD}

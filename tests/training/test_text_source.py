@@ -69,7 +69,6 @@ def test_the_report_says_the_vocabulary_a_bpe_learned(corpus, tmp_path, cli):
     (["--tokenizer", "bpe:12"], "bpe vocabulary size must be a whole number >= 257"),
     (["--tokenizer", "chars"], "unknown tokenizer 'chars'"),
     (["--data", "somewhere"], "goes with corpus = \"wikitext-2\" only"),
-    (["--objective", "mlm"], "objective must be 'clm'"),
 ])
 def test_bad_text_sources_are_one_line_errors(corpus, tmp_path, cli, extra, message):
     given = dict(zip(["--corpus", "--tokenizer", "--seq-len", *MODEL[::2]],
