@@ -133,16 +133,17 @@ class _FusedCrossEntropy(torch.autograd.Function):
         members, _, tokens = h.shape
         ignore = targets == IGNORE
         index = targets.masked_fill(ignore, 0).unsqueeze(2)  # (S, T, 1)
-        scale = weights.to(h.dtype).masked_fill(ignore, 0.0)  # (S, T)
+        wide = torch.float32 if h.dtype in HALF else h.dtype  # the loss's type: never half
+        scale = weights.to(wide).masked_fill(ignore, 0.0)  # (S, T)
         z = logits(h, weight, bias)  # (S, T, V), contiguous
-        loss = h.new_zeros(members)
+        loss = h.new_zeros(members, dtype=wide)
         minus_one = z.new_full((1, 1, 1), -1.0)
         rows = chunk_rows(weight.shape[1], z.device)
-        wide = torch.float32 if z.dtype in HALF else None  # the log-softmax's type
+        softmax_type = torch.float32 if z.dtype in HALF else None
         for start in range(0, tokens, rows):
             part = slice(start, start + rows)
             chunk, y = z[:, part], index[:, part]
-            log_p = torch.log_softmax(chunk, dim=2, dtype=wide)
+            log_p = torch.log_softmax(chunk, dim=2, dtype=softmax_type)
             loss.sub_((scale[:, part] * log_p.gather(2, y).squeeze(2)).sum(1))
             if grads:
                 if chunk.dtype == log_p.dtype:
@@ -164,7 +165,7 @@ class _FusedCrossEntropy(torch.autograd.Function):
         low = z.dtype  # the products' operand type: float32, or bfloat16 under bf16-mixed
         grad_h = grad_weight = grad_bias = None
         if need_h:
-            grad_h = torch.bmm(weight.mT.to(low), z.mT).to(h.dtype).mul_(scale)
+            grad_h = torch.bmm(weight.mT.to(low), z.mT).mul_(scale).to(h.dtype)
         if need_weight:
             grad_weight = torch.bmm(z.mT, (h * scale).mT.to(low)).to(weight.dtype)
         if ctx.bias and need_bias:

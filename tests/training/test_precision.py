@@ -179,12 +179,13 @@ def test_member_dropout_attention_is_the_hand_dropout_in_distribution():
     assert 0.8 < ratio.median() < 1.25 and ratio.min() > 0.6 and ratio.max() < 1.6
 
 
+@pytest.mark.parametrize("vocab", [7, 200])  # both loss paths (dhwt.models.output)
 @pytest.mark.parametrize("architecture, causal", [("lstm", True), ("lstm", False),
                                                   ("mixer", False), ("transformer", False)])
-def test_every_architecture_runs_under_bf16_mixed(architecture, causal):
-    config = ModelConfig(vocab_size=7, max_len=8, architecture=architecture, causal=causal)
+def test_every_architecture_runs_under_bf16_mixed(architecture, causal, vocab):
+    config = ModelConfig(vocab_size=vocab, max_len=8, architecture=architecture, causal=causal)
     model = build_model(config, [1, 2], tied=True)
-    inputs = torch.randint(0, 6, (2, 3, 8), generator=torch.Generator().manual_seed(2))
+    inputs = torch.randint(0, vocab - 1, (2, 3, 8), generator=torch.Generator().manual_seed(2))
     exact, mixed = (_loss(model, inputs, inputs, p) for p in ("fp32", "bf16-mixed"))
     assert mixed.dtype == torch.float32
     assert ((mixed - exact).abs() / exact).max() < 0.02
