@@ -22,7 +22,7 @@ import argparse
 import json
 import math
 import time
-import tomllib
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from dhwt.languages.text_task import load_text_task
 from dhwt.models.init import member_generator
 from dhwt.training.trainer import DATA_STREAM
+from dhwt.userfiles import parse_toml
 
 
 def build(train: dict, vocab: int, tied: bool) -> torch.nn.Module:
@@ -67,8 +68,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, help="default: the study's")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
-    with open(args.study, "rb") as f:
-        study = tomllib.load(f)
+    study = parse_toml(Path(args.study).read_text("utf-8"), f"study file {args.study}")
     data, train = study["data"], {**study["train"], "seq_len": study["data"]["seq_len"]}
     torch.set_num_threads(train.get("threads", 1))
     task = load_text_task(data["corpus"], data["tokenizer"], data["seq_len"])
