@@ -6,6 +6,7 @@ its own generator, equal in distribution to the hand-written dropout."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 import torch
@@ -194,6 +195,8 @@ def test_every_architecture_runs_under_bf16_mixed(architecture, causal, vocab):
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c++") is None,
+                    reason="torch.compile on the CPU needs a C++ compiler")
 def test_compiled_run_on_the_cpu_agrees_with_the_plain_one(task, tmp_path):
     """compile = true (torch.compile; about a minute of compiling) trains the same model: the
     metrics agree to float rounding across an untie (a recompile) and a resume may drop it."""
