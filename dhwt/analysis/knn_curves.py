@@ -98,13 +98,16 @@ def similarity_curves(sources: Sequence[Source], *, k: int = 10, metric: str = "
                       measures: Sequence[str] = ("knn",), tokens: np.ndarray | None = None,
                       weights: np.ndarray | None = None, chance: bool = True, seed: int = 0,
                       pairs: bool = True, dh: bool = True, block_size: int = BLOCK,
-                      progress: bool | None = False) -> SimilarityCurves:
+                      progress: bool | None = False, steps: Sequence[int] | None = None,
+                      device: str = "cpu") -> SimilarityCurves:
     """Pair curves between every two sources and DH curves of every source (see module doc).
 
     tokens: row ids to keep (e.g. tokens seen in training; neighbours are searched among them
     only); weights: (V,) per-token weights of the averages (e.g. training counts). chance: also
     the KNN chance level, with stand-ins drawn from numpy generators seeded by (seed, step,
-    source, side), so results do not depend on the order of the work.
+    source, side), so results do not depend on the order of the work. steps: only these
+    snapshot steps (default: every step of the runs). device: where the neighbour searches run
+    (dhwt.analysis.knn.nearest_neighbours; the result does not depend on it).
 
     Examples:
         Two members of one tied run: unrelated at step 0, the same space (rotated) at step 10.
@@ -130,6 +133,9 @@ def similarity_curves(sources: Sequence[Source], *, k: int = 10, metric: str = "
         (True, 1.0)
         >>> sorted(result.curves[0].values)
         ['chance_jaccard', 'chance_overlap', 'jaccard', 'overlap']
+        >>> similarity_curves([Source("seed 1", run, 0), Source("seed 2", run, 1)], k=5,
+        ...                   steps=[10]).steps.tolist()  # only the steps asked for
+        [10]
         >>> tmp.cleanup()
     """
     if metric not in METRICS:
@@ -140,7 +146,14 @@ def similarity_curves(sources: Sequence[Source], *, k: int = 10, metric: str = "
     if not sources or (len(sources) < 2 and not dh):
         raise DhwtError("comparing members needs at least two of them")
     files = {run: snapshot_files(run) for run in _runs(sources)}
-    steps = sorted(set().union(*files.values()))
+    every = sorted(set().union(*files.values()))
+    if steps is not None:
+        missing = sorted(set(steps) - set(every))
+        if missing:
+            raise DhwtError(f"no snapshot of step {missing[0]}; the runs' snapshots are at "
+                            f"steps {', '.join(map(str, every))}")
+        every = sorted(set(steps))
+    steps = every
     first = read_snapshot(next(iter(files[sources[0].run].values())))
     n_rows = first.input.shape[1]
     ids = select_tokens(tokens, n_rows)
@@ -166,7 +179,7 @@ def similarity_curves(sources: Sequence[Source], *, k: int = 10, metric: str = "
         for run, snap in snaps.items():
             _check_snapshot(snap, run, n_rows, sources)
             all_tied &= snap.tied
-        work = _StepWork(sources, snaps, step, ids, k, metric, seed, block_size, bar)
+        work = _StepWork(sources, snaps, step, ids, k, metric, seed, block_size, bar, device)
         for (kind, side, i, j), curve in curves.items():
             a, b = sources[i], sources[j]
             if a.run not in snaps or b.run not in snaps:
@@ -228,9 +241,10 @@ class _StepWork:
 
     def __init__(self, sources: Sequence[Source], snaps: dict[Path, Snapshot], step: int,
                  ids: np.ndarray, k: int, metric: str, seed: int, block_size: int,
-                 bar: tqdm) -> None:
+                 bar: tqdm, device: str) -> None:
         self.sources, self.snaps, self.step, self.ids = sources, snaps, step, ids
         self.k, self.metric, self.seed, self.block_size, self.bar = k, metric, seed, block_size, bar
+        self.device = device
         self._cache: dict[tuple[int, str, bool], Neighbours] = {}
 
     def _side(self, i: int, side: str) -> str:
@@ -253,7 +267,8 @@ class _StepWork:
                 x = norm_matched_random(x, generator)
             self._cache[key] = nearest_neighbours(x, self.k, self.metric,
                                                   block_size=self.block_size,
-                                                  name=f"{self.sources[i].name} {side}")
+                                                  name=f"{self.sources[i].name} {side}",
+                                                  device=self.device)
             self.bar.update(1)
         return self._cache[key]
 

@@ -3,7 +3,7 @@
 For each chosen snapshot step: the overlap |A∩B|/k (k 10, raw inner product, the blog's measure)
 between member 0's and member 1's input matrices, and their output matrices when untied, over all
 tokens (the blog's average) and over the tokens seen in training (RUN_DIR/token_counts.npy; the
-neighbours then searched among seen rows). Writes OUT/member_curves.csv and OUT/member_curves.png
+neighbours then searched among seen rows), computed by dhwt.analysis.knn_curves. Writes OUT/member_curves.csv and OUT/member_curves.png
 and prints the table; steps are spread evenly over the snapshots, at most --max-steps of them
 (the first and the last always), so a large run's curve fits a time budget.
 
@@ -24,7 +24,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from dhwt import load_run  # noqa: E402
-from dhwt.analysis.knn import knn_match  # noqa: E402
+from dhwt.analysis.knn_curves import Source, similarity_curves  # noqa: E402
 
 
 def chosen_steps(steps: list[int], most: int) -> list[int]:
@@ -46,32 +46,29 @@ def main() -> None:
     run, out = load_run(args.run), Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     counts = np.load(run.token_counts_file) if run.token_counts_file.exists() else None
-    seen = None if counts is None else np.flatnonzero(counts > 0)
-    rows = []
-    for step in chosen_steps(run.steps, args.max_steps):
+    sets = {"all": None} if counts is None else {"all": None, "seen": np.flatnonzero(counts > 0)}
+    sources = [Source("member 0", run.path, 0), Source("member 1", run.path, 1)]
+    steps = chosen_steps(run.steps, args.max_steps)
+    rows: list[dict[str, object]] = [{"step": step} for step in steps]
+    for name, tokens in sets.items():
         start = time.perf_counter()
-        snap = run.embeddings(step)
-        sides = {"input": snap.input} if snap.tied else {"input": snap.input,
-                                                         "output": snap.output}
-        row: dict[str, object] = {"step": step}
-        for side, matrices in sides.items():
-            a, b = matrices[0], matrices[1]
-            row[f"{side}_all"] = knn_match(a, b, args.k, "ip", device=args.device).mean_overlap
-            if seen is not None:
-                row[f"{side}_seen"] = knn_match(a, b, args.k, "ip", tokens=seen,
-                                                device=args.device).mean_overlap
-        row["seconds"] = round(time.perf_counter() - start, 2)
-        rows.append(row)
+        result = similarity_curves(sources, k=args.k, tokens=tokens, chance=False, dh=False,
+                                   steps=steps, device=args.device)
+        for curve in result.curves:  # input, and output unless tied at every step
+            for row, value in zip(rows, curve.values["overlap"]):
+                row[f"{curve.side}_{name}"] = float(value)
+        print(f"{name} tokens: {time.perf_counter() - start:.1f} s", flush=True)
+    for row in rows:
         print(", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
                         for k, v in row.items()), flush=True)
-    columns = sorted({k for r in rows for k in r}, key=lambda k: (k != "step", k))
+    columns = list(rows[0])
     with open(out / "member_curves.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, columns)
         writer.writeheader()
         writer.writerows(rows)
     fig, ax = plt.subplots(figsize=(6, 3.5))
     for column in columns:
-        if column not in ("step", "seconds"):
+        if column != "step":
             ax.plot([r["step"] for r in rows], [r.get(column) for r in rows], marker="o",
                     label=column.replace("_", ", "))
     ax.set(xlabel="step", ylabel=f"KNN overlap (k {args.k}, ip)",
