@@ -68,7 +68,7 @@ step whose loss went wrong.
 
 Precision (dhwt.training.precision). The forward passes of training and evaluation run under
 the run's precision (fp32, or bf16-mixed autocast); tf32 is set for the run and restored
-after. On a GPU AdamW is fused (one kernel for every tensor); `compile` puts the training
+after. AdamW is fused (one kernel for every tensor); `compile` puts the training
 forward through torch.compile.
 """
 
@@ -495,16 +495,16 @@ class Trainer:
         return step
 
     def _optimizer(self, groups: list[list[torch.nn.Parameter]]) -> torch.optim.Optimizer:
-        """AdamW or plain SGD (config.optim.optimizer): multi-tensor (foreach) on the CPU, where
-        torch's default is one parameter at a time, whose per-op overhead is a fifth of an EXor
-        step (bench_ensemble); AdamW fused on a GPU."""
+        """AdamW or plain SGD (config.optim.optimizer). AdamW fused (one kernel over every
+        tensor, no temporaries: torch's default takes one parameter at a time, whose per-op
+        overhead is a fifth of an EXor step, and its multi-tensor form allocates fresh
+        temporaries the size of the embedding tables every step); SGD multi-tensor (foreach)."""
         c = self.config
         params = [{"params": g} for g in groups]
         if c.optim.optimizer == "sgd":
             return torch.optim.SGD(params, lr=c.optim.lr, weight_decay=c.optim.weight_decay,
                                    foreach=True)
-        fused = self.device.type == "cuda"  # one kernel for every tensor's update
-        return torch.optim.AdamW(params, lr=c.optim.lr, foreach=not fused, fused=fused,
+        return torch.optim.AdamW(params, lr=c.optim.lr, fused=True,
                                  betas=(c.optim.beta1, c.optim.beta2), eps=c.optim.eps,
                                  weight_decay=c.optim.weight_decay)
 

@@ -11,7 +11,7 @@ matrix of a tied member is its input one; tests/models/test_ensemble.py checks t
 equal their solo runs).
 Baseline: the same 10 runs one after another with the same code, S = 1 each.
 
-One "grid step" = one AdamW update (paper settings, multi-tensor as the trainer's) of all 10
+One "grid step" = one AdamW update (paper settings, fused as the trainer's) of all 10
 runs: forward, the model's own loss path (as the trainer calls it), backward, optimizer step.
 Data comes from fixed random EXor-shaped batches, so this times the model and optimizer only,
 not the drawing of variants and masks (a per-member cost of the data pipeline).
@@ -24,7 +24,7 @@ one ensemble of 10 reaches 5x when m <= O / 8. The script prints O and m fitted 
 and S = 10 timings.
 
     .venv/bin/python experiments/benchmarks/bench_ensemble.py [--steps 200] [--rounds 7]
-        [--threads 1] [--for-loop]
+        [--threads 1] [--optimizer fused|foreach|for-loop]
 """
 
 from __future__ import annotations
@@ -53,20 +53,25 @@ def exor_batch(members: int, generator: torch.Generator) -> tuple[torch.Tensor, 
     return inputs, targets, at.float() / STRINGS
 
 
-def make_step(seeds: tuple[int, ...], tied: bool | list[bool], foreach: bool) -> Callable[[], None]:
+#: AdamW's implementations: the trainer's (fused), multi-tensor, and torch's CPU default.
+OPTIMIZERS = {"fused": dict(fused=True), "foreach": dict(foreach=True),
+              "for-loop": dict(foreach=False)}
+
+
+def make_step(seeds: tuple[int, ...], tied: bool | list[bool], optimizer: str) -> Callable[[], None]:
     """A closure running one AdamW update of an ensemble of `seeds`."""
     model = Transformer(ModelConfig(vocab_size=VOCAB, max_len=LENGTH), seeds, tied=tied)
-    optimizer = torch.optim.AdamW(
+    adamw = torch.optim.AdamW(
         model.parameters(), lr=5e-4, betas=(0.9, 0.999), eps=1e-12, weight_decay=0.1,
-        foreach=foreach,
+        **OPTIMIZERS[optimizer],
     )
     inputs, targets, weights = exor_batch(len(seeds), torch.Generator().manual_seed(seeds[0]))
 
     def step() -> None:
         losses = model(inputs, targets=targets, weights=weights)  # (S,)
-        optimizer.zero_grad(set_to_none=True)
+        adamw.zero_grad(set_to_none=True)
         losses.sum().backward()  # sum over members: gradients never mix
-        optimizer.step()
+        adamw.step()
 
     return step
 
@@ -85,15 +90,15 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=200, help="grid steps timed per round")
     parser.add_argument("--rounds", type=int, default=7, help="timed rounds (median reported)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (the trainer's default)")
-    parser.add_argument("--for-loop", action="store_true",
-                        help="AdamW(foreach=False), torch's CPU default, instead of the trainer's")
+    parser.add_argument("--optimizer", choices=tuple(OPTIMIZERS), default="fused",
+                        help="AdamW's implementation: the trainer's (fused), multi-tensor, or "
+                             "torch's CPU default (one tensor at a time)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    foreach = not args.for_loop
     variants = {
-        "two ensembles": [make_step(SEEDS, tied, foreach) for tied in (True, False)],
-        "sequential": [make_step((s,), tied, foreach) for tied in (True, False) for s in SEEDS],
-        "one ensemble": [make_step(SEEDS + SEEDS, [True] * 5 + [False] * 5, foreach)],
+        "two ensembles": [make_step(SEEDS, tied, args.optimizer) for tied in (True, False)],
+        "sequential": [make_step((s,), tied, args.optimizer) for tied in (True, False) for s in SEEDS],
+        "one ensemble": [make_step(SEEDS + SEEDS, [True] * 5 + [False] * 5, args.optimizer)],
     }
     for steps in variants.values():
         seconds(steps, 20)  # warm-up
