@@ -130,6 +130,7 @@ def test_a_run_another_process_trains_is_refused_before_any_job(tmp_path, study_
     assert not (out / "jobs").exists()
 
 
+@pytest.mark.slow
 def test_steps_extends_every_run_as_train_resume_steps_does(tmp_path, study_file):
     out = tmp_path / "out"
     run_study(load_study(study_file), out)
