@@ -23,8 +23,8 @@ from dhwt.cli.options import json_option
                    "M`), and analyse and report again.")
 @click.option("--jobs", type=click.IntRange(min=1), metavar="N",
               help="Train the groups as jobs, at most N at once (local: processes on this "
-                   "machine, cores // N torch threads each).  [default: local, one per core; "
-                   "slurm, every group that is ready]")
+                   "machine).  [default: local, one per core; slurm, every group that is "
+                   "ready]")
 @click.option("--executor", type=click.Choice(defaults.EXECUTORS),
               help="Where jobs run: local processes, or SLURM jobs (sbatch), both through "
                    "submitit (pip install 'dhwt[cluster]').  [default: local with --jobs]")
@@ -72,13 +72,14 @@ def study_cmd(study_file: str, out: str, overwrite: bool, as_json: bool, steps: 
     go through submitit; the jobs' logs are in DIR/jobs/. The dataset is built before and the
     report written after them, here. A failed job stops the study with one line naming its
     runs; the same command resumes what is left, and refuses while a run is still being trained
-    by a job of an earlier one. A run's `threads` setting stays what its config says.
+    by a job of an earlier one. Runs train with the threads of their config (`threads`,
+    default 1: it changes rounding); a local job's other work gets cores // N torch threads.
 
     \b
     Examples:
       dhwt study experiments/exor_small.toml --out runs/exor-small
       dhwt study experiments/exor_small.toml --out runs/exor-small --jobs 2
-      dhwt study experiments/exor_small.toml --out runs/exor-small --steps 40000
+      dhwt study experiments/exor_small.toml --out runs/exor-small --steps 20000
       dhwt study exor.toml --out /shared/exor --executor slurm --slurm-partition cpu \\
           --slurm-time 120 --slurm-cpus 4
       DHWT_DATA=../shared/data dhwt study experiments/wikitext/butterfly.toml \\

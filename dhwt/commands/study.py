@@ -44,7 +44,16 @@ Nothing is lost when a study is killed: run again with the same file and DIR, an
 are kept, interrupted ones resume from their last checkpoint (bit for bit, see dhwt.training),
 missing ones start. A file that only adds runs (or changes [study] or [analysis]) continues
 the study with them; one that changes [data], [train] or a run already there is refused unless
-`overwrite`.
+`overwrite`. `--steps M` then continues every run to M steps, each alone, as `dhwt train
+--resume --steps M` does (a run extended so, or killed during an extension, is continued to its
+own steps by any later study command), and analyses and reports again.
+
+The groups (and runs trained alone) train one after another in this process, or, with `--jobs
+N` or `--executor slurm`, as jobs (dhwt.commands.study_jobs): each after the groups of the runs
+it starts from, in the run directories it would write here. This process builds the dataset
+before them and writes the report after all have finished, holding the study's lock meanwhile;
+each job holds its runs' locks, so a run still trained by a job of an earlier command (whose
+`dhwt study` was killed) is refused before any job starts.
 """
 
 from __future__ import annotations
