@@ -155,7 +155,7 @@ def run_jobs(jobs: Sequence[Job], settings: JobSettings, folder: Path, name: str
         _cancel(running, wait=settings.executor == "local")
         raise
     if failures:
-        more = f" (and {len(failures) - 1} other jobs; see {folder})" if len(failures) > 1 else ""
+        more = f" ({len(failures) - 1} more failed; logs in {folder})" if failures[1:] else ""
         raise DhwtError(failures[0] + more)
     assert not waiting, "a job waits for a run that no job trains"
 
@@ -179,12 +179,13 @@ def _failure(handle: Any) -> str | None:
     log = f"log: {handle.paths.stderr}"
     try:
         message = handle.result()
+    except FailedJobError as exc:  # its traceback, then where its logs are
+        trace = str(exc).split("\n----------------------\n")
+        lines = trace[1].strip().splitlines() if len(trace) > 1 else [str(exc)]
+        return f"failed: {lines[-1].strip()} ({log})"
     except UncompletedJobError:
         return (f"ended without finishing (killed, or out of time; {log}); the same command "
                 "resumes it")
-    except FailedJobError as exc:
-        lines = [line for line in str(exc).splitlines() if line.strip() and set(line) != {"-"}]
-        return f"failed: {lines[-1].strip() if lines else exc} ({log})"
     return None if message is None else f"failed: {message}"
 
 

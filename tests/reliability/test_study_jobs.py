@@ -12,12 +12,14 @@ import os
 import re
 import signal
 import time
+from functools import partial
 
 import pytest
 
 from dhwt.commands.study import load_study, run_study
-from dhwt.commands.study_jobs import JobSettings
+from dhwt.commands.study_jobs import Job, JobSettings, run_jobs
 from dhwt.directories import holder
+from dhwt.errors import DhwtError
 from dhwt.runs.checkpoints import list_checkpoints
 
 # three groups: a and b differ in lr (two ensembles), c starts from a's last step
@@ -111,3 +113,21 @@ def test_a_killed_job_fails_the_study_in_one_line_and_the_same_command_resumes_i
     code, stdout, err = cli(["study", study_file, "--out", out, "--jobs", "2"])
     assert code == 0 and stdout.startswith("study report: "), err
     _assert_same_runs(rundirs, tmp_path / "reference", out)
+
+
+@pytest.mark.slow
+def test_a_failed_job_is_one_line_naming_its_runs_and_no_job_starts_after_it(tmp_path):
+    """A DhwtError in a job is its message; any other exception the last line of its traceback
+    and its log. Nothing starts once a job has failed (what waits for it, nor anything else)."""
+    missing = tmp_path / "missing.toml"
+    jobs = [Job(partial(load_study, missing), ("a", "b")), Job(partial(int, "x"), ("c",)),
+            Job(partial(print), ("d",), after=frozenset({"a"}))]
+    with pytest.raises(DhwtError) as info:
+        run_jobs(jobs, JobSettings(jobs=1), tmp_path / "one", "test")
+    assert re.fullmatch(rf"job \d+ of runs 'a', 'b' failed: study file {missing} does not exist",
+                        str(info.value))
+    assert len(list((tmp_path / "one").glob("*_submitted.pkl"))) == 1
+    with pytest.raises(DhwtError) as info:
+        run_jobs(jobs[1:2], JobSettings(jobs=1), tmp_path / "two", "test")
+    assert re.fullmatch(r"job \d+ of run 'c' failed: ValueError: invalid literal for int\(\) "
+                        r"with base 10: 'x' \(log: .*two/\d+_0_log\.err\)", str(info.value))
