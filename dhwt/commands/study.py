@@ -260,8 +260,8 @@ def study_results(study: Study, out: str | Path, *, overwrite: bool = False,
     groups as jobs (dhwt.commands.study_jobs) rather than one after another in this process."""
     out = Path(out)
     resolve(out)  # DhwtError naming --out itself if a symbolic link in it loops
-    if steps is not None and not overwrite:
-        _check_steps(study, out, steps)
+    if steps is not None:
+        _check_steps(study, None if overwrite else out, steps)
     text = "corpus" in study.data
     language = None if text else load_language(study.data["grammar"],
                                                 overrides(study.data.get("set", {})) or {})
@@ -408,11 +408,12 @@ def _extending(run_dir: Path) -> bool:
         checkpoint_step(checkpoints[-1]) < configured
 
 
-def _check_steps(study: Study, out: Path, steps: int) -> None:
-    """DhwtError if `steps` (--steps) is fewer than a run of `study` in `out` is configured
-    for (by the study file, or by an earlier extension)."""
+def _check_steps(study: Study, out: Path | None, steps: int) -> None:
+    """DhwtError if `steps` (--steps) is fewer than a run of `study` is configured for by the
+    study file, or in `out` (None: a study to replace) by an earlier extension."""
     for name, config in study.runs:
-        configured = max(config.optim.steps, _configured_steps(out / "runs" / name) or 0)
+        extended = None if out is None else _configured_steps(out / "runs" / name)
+        configured = max(config.optim.steps, extended or 0)
         if steps < configured:
             raise DhwtError(f"cannot continue the study with steps = {steps}: run {name!r} is "
                             f"configured for {configured} steps, and --steps may extend a "

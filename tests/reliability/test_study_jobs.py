@@ -68,14 +68,20 @@ def _assert_same_runs(rundirs, expected, actual):
 
 @pytest.mark.slow
 def test_two_jobs_write_the_run_directories_one_job_writes(tmp_path, rundirs):
+    """And --steps with jobs extends every run as the study in one process does."""
     out = tmp_path / "out"
     run_study(_study(tmp_path), out, jobs=JobSettings(jobs=1))
     out.rename(tmp_path / "one")
     run_study(_study(tmp_path), out, jobs=JobSettings(jobs=2))
     _assert_same_runs(rundirs, tmp_path / "one", out)
     assert len(list((out / "jobs").glob("*_0_result.pkl"))) == 3  # one job per group
-    # c started from a's last checkpoint, which only exists once a's job has finished
-    assert (out / "runs" / "a" / "checkpoints" / "step_0000020.pt").is_file()
+    run_study(_study(tmp_path), out, steps=30, jobs=JobSettings(jobs=2))
+    assert len(list((out / "jobs").glob("*_0_result.pkl"))) == 6  # one job per run
+    out.rename(tmp_path / "jobs")
+    (tmp_path / "one").rename(out)
+    run_study(_study(tmp_path), out, steps=30)
+    _assert_same_runs(rundirs, out, tmp_path / "jobs")
+    assert (out / "runs" / "c" / "embeddings" / "step_0000030.safetensors").is_file()
 
 
 def _wait_for(condition, proc, what, timeout=180.0):
@@ -131,3 +137,23 @@ def test_a_failed_job_is_one_line_naming_its_runs_and_no_job_starts_after_it(tmp
         run_jobs(jobs[1:2], JobSettings(jobs=1), tmp_path / "two", "test")
     assert re.fullmatch(r"job \d+ of run 'c' failed: ValueError: invalid literal for int\(\) "
                         r"with base 10: 'x' \(log: .*two/\d+_0_log\.err\)", str(info.value))
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_the_jobs_and_the_same_command_continues(tmp_path, spawn, cli):
+    """Ctrl-C to the study command alone (not its jobs' processes, as a terminal's would): it
+    cancels its jobs, waits for them to end, and says how to go on; their runs are free again."""
+    study_file = tmp_path / "study.toml"
+    study_file.write_text(STUDY.replace("steps = 20", "steps = 400"))
+    out = tmp_path / "out"
+    proc = spawn(["study", study_file, "--out", out, "--jobs", "2"])
+    _wait_for(lambda: all(holder(out / "runs" / name) is not None for name in ("a", "b")),
+              proc, "the jobs of runs a and b")
+    proc.send_signal(signal.SIGINT)
+    stdout, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and stdout == "", err
+    assert err == (f"error: interrupted; the same `dhwt study` command continues {out} (finished "
+                   "runs are kept, interrupted ones resume from their last checkpoint)\n")
+    assert all(holder(out / "runs" / name) is None for name in ("a", "b"))
+    code, stdout, err = cli(["study", study_file, "--out", out, "--jobs", "2"])
+    assert code == 0 and stdout.startswith("study report: "), err
