@@ -12,8 +12,8 @@ Executor, so what the tests run with the local executor is what a cluster runs.
             N jobs queued or running at once (--jobs N; default: every group that is ready).
 
 A job waits for the jobs of the runs its runs start from (init_from); the others start as soon
-as a slot is free. The jobs' files (submitit's pickles, and each job's log, JOB_0_log.out and
-JOB_0_log.err) go to the study's jobs/ folder, which is where the study lies: on a cluster, a
+as a slot is free. The jobs' files (submitit's pickles, each job's log, JOB_0_log.out and
+JOB_0_log.err, and the local executor's controllers.log) go to the study's jobs/ folder, which is where the study lies: on a cluster, a
 file system the nodes share. A job that fails stops the study: no other job starts, those
 running finish, and the first failure is one error line naming its runs; the same command then
 resumes what is left. Ctrl-C cancels the jobs (they resume from their last checkpoint).
@@ -25,8 +25,10 @@ asks for jobs.
 from __future__ import annotations
 
 import os
+import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +43,8 @@ LOCAL_TIMEOUT_MIN = 60 * 24 * 365
 #: Seconds between two looks at the running jobs (a SLURM job's state comes from sacct, which
 #: submitit asks at most once a minute).
 POLL_S = {"local": 0.2, "slurm": 10.0}
+#: Where the controller processes of local jobs write (in the jobs' folder).
+CONTROLLERS_LOG = "controllers.log"
 
 
 @dataclass(frozen=True)
@@ -131,6 +135,7 @@ def run_jobs(jobs: Sequence[Job], settings: JobSettings, folder: Path, name: str
     `name`), each once its `after` runs have finished; return when all have finished, or raise
     one DhwtError naming the runs of the first that failed, once no job is running."""
     executor = make_executor(settings, folder, name)
+    local = settings.executor == "local"
     waiting, running = list(jobs), {}
     finished: set[str] = set()
     failures: list[str] = []
@@ -139,7 +144,8 @@ def run_jobs(jobs: Sequence[Job], settings: JobSettings, folder: Path, name: str
         while waiting or running:
             ready = [job for job in waiting if job.after <= finished] if not failures else []
             for job in ready[:max(0, settings.limit(len(waiting)) - len(running))]:
-                running[executor.submit(_train, job.work, settings.threads())] = job
+                with _stderr_into(folder / CONTROLLERS_LOG) if local else nullcontext():
+                    running[executor.submit(_train, job.work, settings.threads())] = job
                 waiting.remove(job)
             if not running:
                 break  # what still waits starts from a run that failed
@@ -152,7 +158,7 @@ def run_jobs(jobs: Sequence[Job], settings: JobSettings, folder: Path, name: str
                 else:
                     failures.append(f"job {handle.job_id} of {_runs(job.names)} {problem}")
     except BaseException:
-        _cancel(running, wait=settings.executor == "local")
+        _cancel(running, wait=local)
         raise
     if failures:
         more = f" ({len(failures) - 1} more failed; logs in {folder})" if failures[1:] else ""
@@ -197,6 +203,24 @@ def _cancel(running: dict[Any, Job], wait: bool) -> None:
     deadline = time.monotonic() + 30
     while wait and time.monotonic() < deadline and not all(h.done() for h in running):
         time.sleep(0.1)
+
+
+@contextmanager
+def _stderr_into(path: Path) -> Iterator[None]:
+    """This process's stderr (file descriptor 2) into `path` meanwhile: the controller process
+    that submitit's local executor starts for a job inherits it, and prints a KeyboardInterrupt
+    traceback there when the job is cancelled (Ctrl-C), which must not reach the terminal
+    beside the study's one error line."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    log = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+    try:
+        os.dup2(log, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(log)
 
 
 def _runs(names: Sequence[str]) -> str:

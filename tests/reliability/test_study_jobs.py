@@ -140,16 +140,21 @@ def test_a_failed_job_is_one_line_naming_its_runs_and_no_job_starts_after_it(tmp
 
 
 @pytest.mark.slow
-def test_ctrl_c_stops_the_jobs_and_the_same_command_continues(tmp_path, spawn, cli):
-    """Ctrl-C to the study command alone (not its jobs' processes, as a terminal's would): it
-    cancels its jobs, waits for them to end, and says how to go on; their runs are free again."""
+@pytest.mark.parametrize("to", ["command", "terminal"])
+def test_ctrl_c_stops_the_jobs_and_the_same_command_continues(to, tmp_path, spawn, cli):
+    """SIGINT to the study command alone (it cancels its jobs), or to its process group, as a
+    terminal's Ctrl-C (its jobs' processes get it too): it waits for its jobs to end and says
+    how to go on in one line; their runs are free again."""
     study_file = tmp_path / "study.toml"
     study_file.write_text(STUDY.replace("steps = 20", "steps = 400"))
     out = tmp_path / "out"
-    proc = spawn(["study", study_file, "--out", out, "--jobs", "2"])
+    proc = spawn(["study", study_file, "--out", out, "--jobs", "2"], start_new_session=True)
     _wait_for(lambda: all(holder(out / "runs" / name) is not None for name in ("a", "b")),
               proc, "the jobs of runs a and b")
-    proc.send_signal(signal.SIGINT)
+    if to == "command":
+        proc.send_signal(signal.SIGINT)
+    else:
+        os.killpg(proc.pid, signal.SIGINT)
     stdout, err = proc.communicate(timeout=120)
     assert proc.returncode == 130 and stdout == "", err
     assert err == (f"error: interrupted; the same `dhwt study` command continues {out} (finished "
