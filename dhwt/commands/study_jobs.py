@@ -12,9 +12,10 @@ Executor, so what the tests run with the local executor is what a cluster runs.
             N jobs queued or running at once (--jobs N; default: every group that is ready).
 
 A job waits for the jobs of the runs its runs start from (init_from); the others start as soon
-as a slot is free. The jobs' files (submitit's pickles, each job's log, JOB_0_log.out and
-JOB_0_log.err, and the local executor's controllers.log) go to the study's jobs/ folder, which is where the study lies: on a cluster, a
-file system the nodes share. A job that fails stops the study: no other job starts, those
+as a slot is free. The jobs' files (submitit's pickles, each job's log JOB_0_log.out and
+JOB_0_log.err, and the local executor's controllers.log) go to the study's jobs/ folder, where
+the study lies: on a cluster, a file system the nodes share (with file locks: each job locks
+its runs, dhwt.directories). A job that fails stops the study: no other job starts, those
 running finish, and the first failure is one error line naming its runs; the same command then
 resumes what is left. Ctrl-C cancels the jobs (they resume from their last checkpoint).
 
