@@ -18,7 +18,7 @@ import pytest
 
 from dhwt.commands.study import load_study, run_study
 from dhwt.commands.study_jobs import Job, JobSettings, run_jobs
-from dhwt.directories import holder
+from dhwt.directories import foreign, holder
 from dhwt.errors import DhwtError
 from dhwt.runs.checkpoints import list_checkpoints
 
@@ -75,6 +75,7 @@ def test_two_jobs_write_the_run_directories_one_job_writes(tmp_path, rundirs):
     run_study(_study(tmp_path), out, jobs=JobSettings(jobs=2))
     _assert_same_runs(rundirs, tmp_path / "one", out)
     assert len(list((out / "jobs").glob("*_0_result.pkl"))) == 3  # one job per group
+    assert foreign(out, "study") == []  # jobs/ is dhwt's: --overwrite replaces the study
     run_study(_study(tmp_path), out, steps=30, jobs=JobSettings(jobs=2))
     assert len(list((out / "jobs").glob("*_0_result.pkl"))) == 6  # one job per run
     out.rename(tmp_path / "jobs")
