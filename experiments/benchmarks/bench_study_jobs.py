@@ -11,7 +11,7 @@ checked to be equal (what tests/reliability/test_study_jobs.py checks on a small
 Prints the CPU (lscpu's model name, and its cores and threads per core: two logical CPUs that
 are one core's hyperthreads cannot give 2x) and each side's seconds.
 
-    .venv/bin/python experiments/benchmarks/bench_study_jobs.py [--steps 4000] [--seeds 5]
+    .venv/bin/python experiments/benchmarks/bench_study_jobs.py [--steps 8000] [--seeds 5]
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def study_text(steps: int, seeds: int) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=4000, help="steps of every run")
+    parser.add_argument("--steps", type=int, default=8000, help="steps of every run")
     parser.add_argument("--seeds", type=int, default=5, help="seeds of every run")
     args = parser.parse_args()
     print(f"CPU: {cpu()}; this process may use {len(os.sched_getaffinity(0))} of them")
