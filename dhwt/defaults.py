@@ -27,6 +27,8 @@ ARCHITECTURES = ("transformer", "lstm", "mixer")
 LR_SCHEDULES = ("constant", "cosine", "periodic-cosine")
 #: How a run rounds its floats (dhwt.training.precision).
 PRECISIONS = ("fp32", "bf16-mixed")
+#: Where a study's jobs run (dhwt.commands.study_jobs).
+EXECUTORS = ("local", "slurm")
 
 #: What `dhwt export` writes: a Hugging Face checkpoint (dhwt.commands.export).
 EXPORT_TARGETS = ("hf",)

@@ -79,12 +79,12 @@ LOCK = ".lock"
 KINDS = ("run", "study", "dataset")
 #: The names dhwt writes at the top of a directory of each kind (dhwt.filenames,
 #: dhwt.languages.dataset, dhwt.commands.study; a study's analyze.json and similarity files are
-#: those of a text study's report, dhwt.commands.analyze).
+#: those of a text study's report, dhwt.commands.analyze; jobs/ its jobs' files).
 ENTRIES = {
     "run": frozenset(filenames.RUN),
     "study": frozenset({"study.toml", filenames.DATA, "runs", "analysis", filenames.FIGURES,
                         filenames.REPORT, filenames.HTML, "escape.csv", "similarity.csv",
-                        "similarity.json", "analyze.json"}),
+                        "similarity.json", "analyze.json", "jobs"}),
     "dataset": frozenset({"spec.toml", "vocab.json", "strings.npz", "truth.json"}),
 }
 #: The dhwt directories inside one of a kind: a glob pattern and the kind of what it matches.

@@ -40,11 +40,13 @@ def test_wheel_contains_builtin_specs(tmp_path):
 
 @pytest.mark.slow
 def test_the_heavy_extras_are_not_imported_with_the_package():
-    """The CLI, and the modules that use huggingface_hub or write for transformers, import
-    neither (nor tensorboard) until a command needs them: they are optional extras."""
+    """The CLI, and the modules that use huggingface_hub, write for transformers or submit
+    jobs through submitit, import none of them (nor tensorboard) until a command needs them:
+    they are optional extras."""
     code = ("import sys, dhwt.cli, dhwt.pretrained.hub, dhwt.commands.diagnose, "
-            "dhwt.commands.export; print(sorted({'huggingface_hub', 'transformers', "
-            "'tensorboard'} & {m.split('.')[0] for m in sys.modules}))")
+            "dhwt.commands.export, dhwt.commands.study; print(sorted({'huggingface_hub', "
+            "'transformers', 'tensorboard', 'submitit'} & {m.split('.')[0] for m in "
+            "sys.modules}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert out.strip() == "[]"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from dhwt import defaults
 from dhwt.cli.group import cli
 from dhwt.cli.options import json_option
 
@@ -17,9 +18,28 @@ from dhwt.cli.options import json_option
 @click.option("--overwrite", is_flag=True,
               help="Replace an existing study directory instead of continuing it (only a study "
                    "dhwt made that holds none of the study's inputs).")
+@click.option("--steps", type=int, metavar="M",
+              help="Then continue every run to M steps (each as `dhwt train --resume --steps "
+                   "M`), and analyse and report again.")
+@click.option("--jobs", type=click.IntRange(min=1), metavar="N",
+              help="Train the groups as jobs, at most N at once (local: processes on this "
+                   "machine).  [default: local, one per core; slurm, every group that is "
+                   "ready]")
+@click.option("--executor", type=click.Choice(defaults.EXECUTORS),
+              help="Where jobs run: local processes, or SLURM jobs (sbatch), both through "
+                   "submitit (pip install 'dhwt[cluster]').  [default: local with --jobs]")
+@click.option("--slurm-partition", metavar="NAME", help="SLURM jobs' partition.")
+@click.option("--slurm-time", type=click.IntRange(min=1), metavar="MINUTES",
+              help="SLURM jobs' time limit.")
+@click.option("--slurm-cpus", type=click.IntRange(min=1), metavar="N",
+              help="SLURM jobs' CPUs (cpus per task; the job's torch threads).")
+@click.option("--slurm-gpus", type=click.IntRange(min=0), metavar="N",
+              help="SLURM jobs' GPUs per node (runs with device = \"cuda\").")
 @json_option("Print the study's numbers as one JSON document (a grammar study: final fit and "
              "closeness of every run; a text study: each analysis) instead of the line.")
-def study_cmd(study_file: str, out: str, overwrite: bool, as_json: bool) -> None:
+def study_cmd(study_file: str, out: str, overwrite: bool, as_json: bool, steps: int | None,
+              jobs: int | None, executor: str | None, slurm_partition: str | None,
+              slurm_time: int | None, slurm_cpus: int | None, slurm_gpus: int | None) -> None:
     """Run a whole study: build the dataset, train every run, analyse, report.
 
     \b
@@ -44,14 +64,33 @@ def study_cmd(study_file: str, out: str, overwrite: bool, as_json: bool) -> None
 
     Killed half-way? Run the same command again: finished runs are kept, interrupted ones resume
     from their last checkpoint. Added a [[runs]] table to the file? The same command trains only
-    the new run (changing [data], [train] or an existing run needs --overwrite).
+    the new run (changing [data], [train] or an existing run needs --overwrite). --steps M
+    continues a finished (or unfinished) study: every run to M steps, then a new report.
+
+    --jobs N trains the groups (and runs alone) as N parallel jobs, each after the runs it
+    starts from; --executor slurm submits each as a SLURM job with the --slurm-* settings. Both
+    go through submitit; the jobs' logs are in DIR/jobs/. The dataset is built before and the
+    report written after them, here. A failed job stops the study with one line naming its
+    runs; the same command resumes what is left, and refuses while a run is still being trained
+    by a job of an earlier one. Runs train with the threads of their config (`threads`,
+    default 1: it changes rounding); a local job's other work gets cores // N torch threads.
 
     \b
     Examples:
       dhwt study experiments/exor_small.toml --out runs/exor-small
+      dhwt study experiments/exor_small.toml --out runs/exor-small --jobs 2
+      dhwt study experiments/exor_small.toml --out runs/exor-small --steps 20000
+      dhwt study exor.toml --out /shared/exor --executor slurm --slurm-partition cpu \\
+          --slurm-time 120 --slurm-cpus 4
       DHWT_DATA=../shared/data dhwt study experiments/wikitext/butterfly.toml \\
           --out runs/wt2-butterfly
     """
     from dhwt.commands.study import study_command
+    from dhwt.commands.study_jobs import JobSettings
 
-    click.echo(study_command(study_file, out, overwrite, as_json))
+    settings = None
+    if jobs is not None or executor is not None or any(
+            v is not None for v in (slurm_partition, slurm_time, slurm_cpus, slurm_gpus)):
+        settings = JobSettings(executor or "local", jobs, slurm_partition, slurm_time,
+                               slurm_cpus, slurm_gpus)
+    click.echo(study_command(study_file, out, overwrite, as_json, steps=steps, jobs=settings))

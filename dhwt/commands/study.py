@@ -44,7 +44,16 @@ Nothing is lost when a study is killed: run again with the same file and DIR, an
 are kept, interrupted ones resume from their last checkpoint (bit for bit, see dhwt.training),
 missing ones start. A file that only adds runs (or changes [study] or [analysis]) continues
 the study with them; one that changes [data], [train] or a run already there is refused unless
-`overwrite`.
+`overwrite`. `--steps M` then continues every run to M steps, each alone, as `dhwt train
+--resume --steps M` does (a run extended so, or killed during an extension, is continued to its
+own steps by any later study command), and analyses and reports again.
+
+The groups (and runs trained alone) train one after another in this process, or, with `--jobs
+N` or `--executor slurm`, as jobs (dhwt.commands.study_jobs): each after the groups of the runs
+it starts from, in the run directories it would write here. This process builds the dataset
+before them and writes the report after all have finished, holding the study's lock meanwhile;
+each job holds its runs' locks, so a run still trained by a job of an earlier command (whose
+`dhwt study` was killed) is refused before any job starts.
 """
 
 from __future__ import annotations
@@ -53,18 +62,17 @@ import shutil
 import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
-import torch
-
-from dhwt.directories import Lock, atomic_write_bytes, create, lock, resolve
+from dhwt.directories import Lock, atomic_write_bytes, create, holder, lock, resolve
 from dhwt.errors import DhwtError, Interrupted, brief
 from dhwt.languages import Language, load_language, load_task, write_dataset
 from dhwt.languages.splits import SPLIT_SEED, TEST_FRACTION, VALID_FRACTION
 from dhwt.filenames import DATA
 from dhwt.runs import layout
 from dhwt.runs.layout import run_paths
-from dhwt.runs.checkpoints import common_step, list_checkpoints
+from dhwt.runs.checkpoints import checkpoint_step, common_step, list_checkpoints
 from dhwt.runs.run import is_finished, load_config_text
 from dhwt.checks import split_init_from
 from dhwt.config.run import TrainConfig, overrides
@@ -76,12 +84,14 @@ from dhwt.analysis.runs_closeness import RunsCloseness, runs_closeness
 from dhwt.analysis.runs_similarity import SimilarityOptions
 from dhwt.commands.analyze import Analysis, analyze
 from dhwt.commands.analyze import document as analyze_document
+from dhwt.commands.study_jobs import Job, JobSettings, run_jobs
 from dhwt.commands.train import train
 from dhwt.report.json_document import json_text
 from dhwt.report.runs_report import closeness_document, write_runs_report
 from dhwt.userfiles import parse_toml
 
 STUDY_FILE = "study.toml"
+JOBS = "jobs"  # the files of a study's jobs (dhwt.commands.study_jobs)
 SECTIONS = {"study", "data", "train", "runs", "analysis"}
 DATA_KEYS = {"grammar", "set", "valid_fraction", "test_fraction", "split_seed"}
 TEXT_KEYS = {"corpus", "tokenizer", "seq_len", "eval_windows", "data", "mask_rate", "mask_rule",
@@ -218,10 +228,12 @@ class StudyResult:
 
 
 def study_command(study_file: str, out: str, overwrite: bool = False,
-                  as_json: bool = False) -> str:
+                  as_json: bool = False, *, steps: int | None = None,
+                  jobs: JobSettings | None = None) -> str:
     """What `dhwt study` prints: the line naming its report, or (`as_json`) the JSON document
     of its numbers."""
-    result = study_results(load_study(study_file), out, overwrite=overwrite)
+    result = study_results(load_study(study_file), out, overwrite=overwrite, steps=steps,
+                           jobs=jobs)
     if not as_json:
         return f"study report: {result.report}"
     return json_text({
@@ -232,25 +244,31 @@ def study_command(study_file: str, out: str, overwrite: bool = False,
             name: analyze_document(found) for name, found in result.per_run.items()}})
 
 
-def run_study(study: Study, out: str | Path, *, overwrite: bool = False) -> Path:
+def run_study(study: Study, out: str | Path, *, overwrite: bool = False,
+              steps: int | None = None, jobs: JobSettings | None = None) -> Path:
     """Run (or continue) `study` into `out`; return the report's path (study_results)."""
-    return study_results(study, out, overwrite=overwrite).report
+    return study_results(study, out, overwrite=overwrite, steps=steps, jobs=jobs).report
 
 
-def study_results(study: Study, out: str | Path, *, overwrite: bool = False) -> StudyResult:
+def study_results(study: Study, out: str | Path, *, overwrite: bool = False,
+                  steps: int | None = None, jobs: JobSettings | None = None) -> StudyResult:
     """Run (or continue) `study` into `out`; return its report and results. The whole study is
     checked before anything is written, and `out` is locked while the study writes it
     (dhwt.directories: a second `dhwt study` on it is refused; `overwrite` replaces only a dhwt
-    study directory that holds none of the study's inputs)."""
+    study directory that holds none of the study's inputs). `steps`: then continue every run
+    to that many steps (an extension, as `dhwt train --resume --steps`). `jobs`: train the
+    groups as jobs (dhwt.commands.study_jobs) rather than one after another in this process."""
     out = Path(out)
     resolve(out)  # DhwtError naming --out itself if a symbolic link in it loops
+    if steps is not None:
+        _check_steps(study, None if overwrite else out, steps)
     text = "corpus" in study.data
     language = None if text else load_language(study.data["grammar"],
                                                 overrides(study.data.get("set", {})) or {})
     inputs: list[object] = [study.path, *(study.data.get(k) for k in ("grammar", "corpus", "data"))]
-    devices = {}  # each run's device, resolved once: a missing GPU stops the study here
-    for name, config in study.runs:  # as does a missing source, before anything is written
-        devices[name] = resolve_device(config.placement.device)
+    for name, config in study.runs:  # a missing GPU (of this machine's jobs) or source stops
+        if jobs is None or jobs.executor == "local":  # the study before anything is written
+            resolve_device(config.placement.device)
         source = _source(config.members.init_from, out)  # outside out: made by no run of this study
         if source is not None and not source.is_relative_to(resolve(out)):
             if not source.is_dir():
@@ -263,17 +281,17 @@ def study_results(study: Study, out: str | Path, *, overwrite: bool = False) -> 
     inputs = [p for p in inputs if p is not None and Path(str(p)).exists()]
     with _claim(out, study, overwrite, inputs):
         try:
-            return _run_claimed(study, out, language, devices)
+            return _run_claimed(study, out, language, steps, jobs)
         except KeyboardInterrupt:
             raise Interrupted(f"interrupted; the same `dhwt study` command continues {out} "
                               "(finished runs are kept, interrupted ones resume from their last "
                               "checkpoint)") from None
 
 
-def _run_claimed(study: Study, out: Path, language: Language | None,
-                 devices: dict[str, torch.device]) -> StudyResult:
-    """Run `study` in its claimed (locked) directory `out`, each run on its device in `devices`;
-    its report and results."""
+def _run_claimed(study: Study, out: Path, language: Language | None, steps: int | None,
+                 jobs: JobSettings | None) -> StudyResult:
+    """Run `study` in its claimed (locked) directory `out` (then, with `steps`, extend every
+    run to that many steps), in this process or as `jobs`; its report and results."""
 
     text = language is None
     data_dir = out / DATA  # the study's dataset, which its runs name
@@ -284,7 +302,10 @@ def _run_claimed(study: Study, out: Path, language: Language | None,
         config = _run_config(config, name, out, None if text else data_dir, _splits(study))
         run_dir = out / "runs" / name
         run_dir.parent.mkdir(exist_ok=True)
-        if is_finished(run_dir):
+        configured = _configured_steps(run_dir)  # an extended run continues to its own steps
+        if configured is not None and configured > config.optim.steps:
+            config = config.replace(steps=configured)
+        if is_finished(run_dir) and not _extending(run_dir):
             continue
         resume = bool(list_checkpoints(run_paths(run_dir).checkpoints))
         if run_dir.exists() and not resume:  # created but killed before its first checkpoint
@@ -292,11 +313,14 @@ def _run_claimed(study: Study, out: Path, language: Language | None,
             with lock(run_dir, f"run directory {run_dir}"):
                 shutil.rmtree(run_dir)
         pending.append(_Pending(config, run_dir, resume))
-    for group in _groups(pending) if study.group else [[p] for p in pending]:
-        config = group[0].config
-        task = load_config_text(config) if text else load_task(data_dir, config.data.objective)
-        train([(p.config, p.run_dir) for p in group], task, resume=group[0].resume,
-              parallel=Parallel(device=devices[group[0].run_dir.name]))
+    data = None if text else data_dir
+    groups = _groups(pending) if study.group else [[p] for p in pending]
+    _train_all([Group(tuple((p.config, p.run_dir) for p in group), group[0].resume, data)
+                for group in groups], study, out, jobs)
+    if steps is not None:  # each run alone: dhwt.commands.train extends no group
+        _train_all([Group(((config.replace(steps=steps), run_dir),), True, data)
+                    for config, run_dir in _trained(out, study) if config.optim.steps < steps],
+                   study, out, jobs)
     if text:
         return _text_report(study, out)
     objective = study.runs[0][1].data.objective
@@ -305,12 +329,95 @@ def _run_claimed(study: Study, out: Path, language: Language | None,
         study.description.strip(),
         "",
         f"Grammar `{study.data['grammar']}`, objective `{objective}`; runs: "
-        + ", ".join(f"`{n}` (`{c.tying.tie_schedule}`, {c.optim.steps} steps, seeds {c.members.seeds})"
-                    for n, c in study.runs) + ".",
+        + ", ".join(f"`{d.name}` (`{c.tying.tie_schedule}`, {c.optim.steps} steps, seeds "
+                    f"{c.members.seeds})" for c, d in _trained(out, study)) + ".",
     ]
     result = runs_closeness(runs, load_task(data_dir, objective), study.pairs)
     return StudyResult(write_runs_report(result, out, title=f"Study: {study.name}", intro=intro,
                                          measure=study.measure), closeness=result)
+
+
+@dataclass(frozen=True)
+class Group:
+    """Runs to train as one ensemble (or a run alone), as a job or in this process: each run's
+    config as trained and directory, whether they resume, and where a grammar study's dataset
+    lies (None: a text study's runs name their corpus)."""
+
+    runs: tuple[tuple[TrainConfig, Path], ...]
+    resume: bool
+    data: Path | None
+
+
+def train_group(group: Group) -> None:
+    """Train `group` on the device its config names (here, or in a job)."""
+    config = group.runs[0][0]
+    task = load_config_text(config) if group.data is None else load_task(
+        group.data, config.data.objective)
+    train(list(group.runs), task, resume=group.resume,
+          parallel=Parallel(device=resolve_device(config.placement.device)))
+
+
+def _train_all(groups: list[Group], study: Study, out: Path, jobs: JobSettings | None) -> None:
+    """Train `groups` one after another in this process, or (`jobs`) as jobs in out/jobs, each
+    after the groups of the runs it starts from; DhwtError before any job starts if a run is
+    being trained by another process (a job of an earlier `dhwt study` still running)."""
+    if jobs is None:
+        for group in groups:
+            train_group(group)
+        return
+    names = {run_dir.name for group in groups for _, run_dir in group.runs}
+    runs = resolve(out / "runs")
+    for group in groups:
+        for _, run_dir in group.runs:
+            other = holder(run_dir) if run_dir.is_dir() else None
+            if other is not None:
+                raise DhwtError(f"run {run_dir.name!r} of {out} is being trained by {other} (a "
+                                "job of an earlier `dhwt study`?); run the same command again "
+                                "when it has ended")
+    run_jobs([Job(partial(train_group, group), tuple(d.name for _, d in group.runs),
+                  frozenset(_starts_from(group, runs)) & names) for group in groups],
+             jobs, out / JOBS, f"dhwt-{study.name}")
+
+
+def _starts_from(group: Group, runs: Path) -> set[str]:
+    """The names of the runs of the study (directories in `runs`) that `group`'s runs start
+    from."""
+    sources = {Path(split_init_from(c.members.init_from)[0])
+               for c, _ in group.runs if c.members.init_from is not None}
+    return {source.name for source in sources if source.parent == runs}
+
+
+def _trained(out: Path, study: Study) -> list[tuple[TrainConfig, Path]]:
+    """Each run of `study` in `out` with its config.toml (the config it trained to)."""
+    return [(TrainConfig.from_toml(run_paths(out / "runs" / name).config), out / "runs" / name)
+            for name, _ in study.runs]
+
+
+def _configured_steps(run_dir: Path) -> int | None:
+    """The steps of the run in `run_dir`'s config.toml (None: no run there yet)."""
+    path = run_paths(run_dir).config
+    return TrainConfig.from_toml(path).optim.steps if path.is_file() else None
+
+
+def _extending(run_dir: Path) -> bool:
+    """Whether the run in `run_dir` was being extended (config.toml's steps beyond its newest
+    checkpoint's, the report still of the steps before): killed during `--steps`."""
+    checkpoints = list_checkpoints(run_paths(run_dir).checkpoints)
+    configured = _configured_steps(run_dir)
+    return bool(checkpoints) and configured is not None and \
+        checkpoint_step(checkpoints[-1]) < configured
+
+
+def _check_steps(study: Study, out: Path | None, steps: int) -> None:
+    """DhwtError if `steps` (--steps) is fewer than a run of `study` is configured for by the
+    study file, or in `out` (None: a study to replace) by an earlier extension."""
+    for name, config in study.runs:
+        extended = None if out is None else _configured_steps(out / "runs" / name)
+        configured = max(config.optim.steps, extended or 0)
+        if steps < configured:
+            raise DhwtError(f"cannot continue the study with steps = {steps}: run {name!r} is "
+                            f"configured for {configured} steps, and --steps may extend a "
+                            "study's runs, not shorten them")
 
 
 @dataclass(frozen=True)

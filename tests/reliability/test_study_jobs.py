@@ -1,0 +1,165 @@
+"""`dhwt study --jobs N`: the groups trained as processes of submitit's local executor (the code
+path a SLURM cluster runs) write the run directories the study writes in one process, in the
+order init_from asks; a job killed mid-run fails the study with one line, and the same command
+resumes it bit for bit; a second `dhwt study` on the study while its jobs run is refused.
+
+Every study here is written at one path (tmp/out) and compared after the other is moved aside,
+since a run's config.toml records where its data and init_from run lie."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import time
+from functools import partial
+
+import pytest
+
+from dhwt.commands.study import load_study, run_study
+from dhwt.commands.study_jobs import Job, JobSettings, run_jobs
+from dhwt.directories import foreign, holder
+from dhwt.errors import DhwtError
+from dhwt.runs.checkpoints import list_checkpoints
+
+# three groups: a and b differ in lr (two ensembles), c starts from a's last step
+STUDY = """
+[study]
+name = "jobs"
+
+[data]
+grammar = "parity"
+set = { n_bits = 3 }
+valid_fraction = 0.25
+
+[train]
+seeds = "1-2"
+steps = 20
+eval_every = 10
+snapshot_every = 10
+checkpoint_every = 10
+
+[[runs]]
+name = "a"
+lr = 1e-2
+
+[[runs]]
+name = "b"
+lr = 2e-2
+
+[[runs]]
+name = "c"
+lr = 1e-2
+init_from = "a"
+"""
+RUNS = ("a", "b", "c")
+
+
+def _study(tmp_path, text=STUDY):
+    path = tmp_path / "study.toml"
+    path.write_text(text)
+    return load_study(path)
+
+
+def _assert_same_runs(rundirs, expected, actual):
+    for name in RUNS:
+        rundirs.assert_identical_runs(expected / "runs" / name, actual / "runs" / name)
+
+
+@pytest.mark.slow
+def test_two_jobs_write_the_run_directories_one_job_writes(tmp_path, rundirs):
+    """And --steps with jobs extends every run as the study in one process does."""
+    out = tmp_path / "out"
+    run_study(_study(tmp_path), out, jobs=JobSettings(jobs=1))
+    out.rename(tmp_path / "one")
+    run_study(_study(tmp_path), out, jobs=JobSettings(jobs=2))
+    _assert_same_runs(rundirs, tmp_path / "one", out)
+    assert len(list((out / "jobs").glob("*_0_result.pkl"))) == 3  # one job per group
+    assert foreign(out, "study") == []  # jobs/ is dhwt's: --overwrite replaces the study
+    run_study(_study(tmp_path), out, steps=30, jobs=JobSettings(jobs=2))
+    assert len(list((out / "jobs").glob("*_0_result.pkl"))) == 6  # one job per run
+    out.rename(tmp_path / "jobs")
+    (tmp_path / "one").rename(out)
+    run_study(_study(tmp_path), out, steps=30)
+    _assert_same_runs(rundirs, out, tmp_path / "jobs")
+    assert (out / "runs" / "c" / "embeddings" / "step_0000030.safetensors").is_file()
+
+
+def _wait_for(condition, proc, what, timeout=180.0):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert proc.poll() is None, f"the study ended before {what}: {proc.communicate()}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+@pytest.mark.slow
+def test_a_killed_job_fails_the_study_in_one_line_and_the_same_command_resumes_it(
+        tmp_path, spawn, cli, rundirs):
+    text = STUDY.replace("steps = 20", "steps = 400").replace("eval_every = 10",
+                                                              "eval_every = 100")
+    out = tmp_path / "out"
+    run_study(_study(tmp_path, text), out)  # the reference, in one process, uninterrupted
+    out.rename(tmp_path / "reference")
+    study_file = tmp_path / "study.toml"
+    proc = spawn(["study", study_file, "--out", out, "--jobs", "2"])
+    run = out / "runs" / "a"
+    _wait_for(lambda: holder(run) is not None and len(
+        list_checkpoints(run / "checkpoints")) >= 2, proc, "a checkpoint of run a")
+    code, stdout, err = cli(["study", study_file, "--out", out, "--jobs", "2"])
+    assert code == 2 and stdout == "" and err.count("\n") == 1
+    assert re.fullmatch(r"error: study directory .*out is being written by process \d+\n", err)
+    pid = int(holder(run).split()[-1])  # the job's process, which holds its run's lock
+    os.kill(pid, signal.SIGKILL)
+    stdout, err = proc.communicate(timeout=300)
+    assert proc.returncode == 2 and stdout == "" and err.count("\n") == 1, err
+    assert re.fullmatch(r"error: job \d+ of run 'a' ended without finishing \(killed, or out of "
+                        r"time; log: .*_0_log\.err\); the same command resumes it\n", err), err
+    assert not (out / "runs" / "c").exists()  # it waits for a
+    assert (out / "runs" / "b" / "report.md").is_file()  # the job running beside it finished
+    code, stdout, err = cli(["study", study_file, "--out", out, "--jobs", "2"])
+    assert code == 0 and stdout.startswith("study report: "), err
+    _assert_same_runs(rundirs, tmp_path / "reference", out)
+
+
+@pytest.mark.slow
+def test_a_failed_job_is_one_line_naming_its_runs_and_no_job_starts_after_it(tmp_path):
+    """A DhwtError in a job is its message; any other exception the last line of its traceback
+    and its log. Nothing starts once a job has failed (what waits for it, nor anything else)."""
+    missing = tmp_path / "missing.toml"
+    jobs = [Job(partial(load_study, missing), ("a", "b")), Job(partial(int, "x"), ("c",)),
+            Job(partial(print), ("d",), after=frozenset({"a"}))]
+    with pytest.raises(DhwtError) as info:
+        run_jobs(jobs, JobSettings(jobs=1), tmp_path / "one", "test")
+    assert re.fullmatch(rf"job \d+ of runs 'a', 'b' failed: study file {missing} does not exist",
+                        str(info.value))
+    assert len(list((tmp_path / "one").glob("*_submitted.pkl"))) == 1
+    with pytest.raises(DhwtError) as info:
+        run_jobs(jobs[1:2], JobSettings(jobs=1), tmp_path / "two", "test")
+    assert re.fullmatch(r"job \d+ of run 'c' failed: ValueError: invalid literal for int\(\) "
+                        r"with base 10: 'x' \(log: .*two/\d+_0_log\.err\)", str(info.value))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("to", ["command", "terminal"])
+def test_ctrl_c_stops_the_jobs_and_the_same_command_continues(to, tmp_path, spawn, cli):
+    """SIGINT to the study command alone (it cancels its jobs), or to its process group, as a
+    terminal's Ctrl-C (its jobs' processes get it too): it waits for its jobs to end and says
+    how to go on in one line; their runs are free again."""
+    study_file = tmp_path / "study.toml"
+    study_file.write_text(STUDY.replace("steps = 20", "steps = 400"))
+    out = tmp_path / "out"
+    proc = spawn(["study", study_file, "--out", out, "--jobs", "2"], start_new_session=True)
+    _wait_for(lambda: all(holder(out / "runs" / name) is not None for name in ("a", "b")),
+              proc, "the jobs of runs a and b")
+    if to == "command":
+        proc.send_signal(signal.SIGINT)
+    else:
+        os.killpg(proc.pid, signal.SIGINT)
+    stdout, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and stdout == "", err
+    assert err == (f"error: interrupted; the same `dhwt study` command continues {out} (finished "
+                   "runs are kept, interrupted ones resume from their last checkpoint)\n")
+    assert all(holder(out / "runs" / name) is None for name in ("a", "b"))
+    code, stdout, err = cli(["study", study_file, "--out", out, "--jobs", "2"])
+    assert code == 0 and stdout.startswith("study report: "), err
