@@ -186,7 +186,7 @@ def _run(path: Path, options: DiagnoseOptions) -> DiagnoseResult:
 def _hub(hub_id: HubId, options: DiagnoseOptions) -> DiagnoseResult:
     """The checkpoint of a Hub id, fetched as little as it takes into the Hugging Face cache or
     dhwt's store (DHWT_CACHE/hub)."""
-    from dhwt.languages.token_cache import cache_root
+    from dhwt.text.token_cache import cache_root
     from dhwt.pretrained.hub import fetch
 
     if options.step != "last":

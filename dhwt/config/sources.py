@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dhwt.languages.corpus import WIKITEXT2
+from dhwt.text.corpus import WIKITEXT2
 from dhwt.languages.spec import builtin_names
 
 #: The settings that name a data source.

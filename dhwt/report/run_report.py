@@ -18,7 +18,7 @@ from dhwt.config.run import TrainConfig
 from dhwt.config.schedule import TieEvent
 from dhwt.report.document import write_report as write_document
 from dhwt.languages import GroundTruth
-from dhwt.languages.tokenizers import shortfall
+from dhwt.text.tokenizers import shortfall
 from dhwt.runs import layout
 from dhwt.runs.run import Run
 

@@ -20,7 +20,7 @@ from dhwt.cli import main
 from dhwt.errors import LINE, DhwtError, brief
 from dhwt.languages import load_task
 from dhwt.languages.splits import make_splits
-from dhwt.languages.text_task import TextTask
+from dhwt.text.text_task import TextTask
 from dhwt.config import TrainConfig
 from dhwt.commands import train
 

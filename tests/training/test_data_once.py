@@ -12,7 +12,7 @@ from dhwt.commands import train
 from dhwt.config import TrainConfig
 from dhwt.errors import DhwtError
 from dhwt.languages import load_task
-from dhwt.languages.text_task import load_text_task
+from dhwt.text.text_task import load_text_task
 from dhwt.runs import load_run
 from dhwt.runs.run import check_task
 

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from dhwt.errors import DhwtError
-from dhwt.languages.text_task import TextTask
+from dhwt.text.text_task import TextTask
 from dhwt.models import build_model
 from dhwt.config import TrainConfig
 from dhwt.commands import train
