@@ -47,24 +47,24 @@ from typing import overload
 
 import numpy as np
 
-from dhwt.config.device import resolve_device
 from dhwt.checks import split_init_from
+from dhwt.config.device import resolve_device
 from dhwt.config.run import TrainConfig
 from dhwt.config.sources import SOURCES, resolve_source
 from dhwt.directories import atomic_write_bytes, held, lock
 from dhwt.errors import DhwtError, Interrupted
 from dhwt.languages import Task, load_language, load_task, write_dataset
-from dhwt.text.corpus import WIKITEXT2, wikitext2_location
 from dhwt.languages.dataset import read_dataset
 from dhwt.languages.splits import SPLITS, split_of
 from dhwt.report.run_report import write_run_report
 from dhwt.runs import layout
-from dhwt.runs.layout import run_paths
 from dhwt.runs.checkpoints import checkpoint_step, latest_checkpoint, list_checkpoints
 from dhwt.runs.history import check_history
+from dhwt.runs.layout import run_paths
 from dhwt.runs.metrics import read_metrics
 from dhwt.runs.result import RunResult
 from dhwt.runs.run import check_task, is_finished, run_task
+from dhwt.text.corpus import WIKITEXT2, wikitext2_location
 from dhwt.training.distributed import Parallel, launch
 from dhwt.training.group import PER_RUN, group_key
 from dhwt.training.trainer import Trainer

@@ -44,15 +44,15 @@ from dhwt.config.device import check_device
 from dhwt.config.schedule import TieSchedule
 from dhwt.defaults import LR_SCHEDULES, OBJECTIVES, PRECISIONS
 from dhwt.errors import DhwtError
-from dhwt.text.corpus import WIKITEXT2
-from dhwt.text.masking import MASK_RATE, MASK_RULE
-from dhwt.text.twins import TWIN_DEFAULTS
 from dhwt.languages.spec import parse_assignments
 from dhwt.languages.splits import SPLIT_SEED, TEST_FRACTION, VALID_FRACTION
-from dhwt.text.tokenizers import LISTED, check_tokenizer
-from dhwt.languages.tomlwrite import dumps
 from dhwt.models import ModelConfig
 from dhwt.models.config import TASK_FIELDS
+from dhwt.text.corpus import WIKITEXT2
+from dhwt.text.masking import MASK_RATE, MASK_RULE
+from dhwt.text.tokenizers import LISTED, check_tokenizer
+from dhwt.text.twins import TWIN_DEFAULTS
+from dhwt.tomlwrite import dumps
 from dhwt.userfiles import parse_toml
 
 FULL_BATCH = "full"

@@ -34,8 +34,8 @@ import torch
 
 from dhwt.errors import DhwtError
 from dhwt.languages.batch import Batch, stack_batches
-from dhwt.text.corpus import SPLITS, WIKITEXT2, load_corpus, load_wikitext2
 from dhwt.languages.language import MASK, check_objective
+from dhwt.text.corpus import SPLITS, WIKITEXT2, load_corpus, load_wikitext2
 from dhwt.text.masking import MASK_RATE, MASK_RULE, apply_mask
 from dhwt.text.token_cache import tokenize_corpus
 from dhwt.text.twins import plant_twins

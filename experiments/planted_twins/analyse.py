@@ -46,9 +46,9 @@ from dhwt.analysis import corpus_dh as cdh  # noqa: E402
 from dhwt.analysis.closeness import pair_closeness  # noqa: E402
 from dhwt.analysis.intervals import summarise  # noqa: E402
 from dhwt.languages.language import MASK  # noqa: E402
-from dhwt.text.twins import MARKER  # noqa: E402
 from dhwt.runs import load_run  # noqa: E402
 from dhwt.runs.run import is_finished, load_config_text  # noqa: E402
+from dhwt.text.twins import MARKER  # noqa: E402
 
 EVAL_WINDOWS = 1024
 CHUNK = 64

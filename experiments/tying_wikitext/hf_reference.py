@@ -27,8 +27,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from dhwt.text.text_task import load_text_task
 from dhwt.models.init import member_generator
+from dhwt.text.text_task import load_text_task
 from dhwt.training.trainer import DATA_STREAM
 from dhwt.userfiles import parse_toml
 
