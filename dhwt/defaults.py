@@ -14,10 +14,10 @@ from __future__ import annotations
 #: The language-model objectives: masked and causal.
 OBJECTIVES = ("mlm", "clm")
 #: How a masked LM on text masks a position: always [MASK], or BERT's 80/10/10
-#: (dhwt.languages.masking).
+#: (dhwt.text.masking).
 MASK_RULES = ("mask", "bert")
 #: Planted twins: semantically equivalent by a frequency ratio, or conditionally equivalent with a
-#: marker after one of them (dhwt.languages.twins).
+#: marker after one of them (dhwt.text.twins).
 TWIN_KINDS = ("sem", "cnd")
 #: The default split of every dataset dhwt builds (dhwt synth, dhwt train --grammar, studies).
 VALID_FRACTION, TEST_FRACTION, SPLIT_SEED = 0.1, 0.1, 14

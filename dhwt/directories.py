@@ -66,8 +66,8 @@ import re
 import shutil
 import signal
 import threading
-from collections.abc import Callable, Iterable
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -427,17 +427,41 @@ def replace_report(out: str | Path, command: str, earlier: str, entries: Iterabl
     return value
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write `data` to `path` via a fsynced temporary file in the same directory and os.replace."""
+@contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """A hidden temporary path beside `path` for a writer that needs a file name (savefig,
+    np.savetxt, tokenizer.save): when the block ends, the file written there is fsynced and
+    os.replace'd onto `path`; when it raises, the file is removed and `path` left as it was.
+
+    Examples:
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> folder = tempfile.TemporaryDirectory()
+        >>> with atomic_path(Path(folder.name) / "a.txt") as tmp:
+        ...     _ = tmp.write_text("whole")
+        >>> [(p.name, p.read_text()) for p in Path(folder.name).iterdir()]
+        [('a.txt', 'whole')]
+        >>> folder.cleanup()
+    """
+    path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
+        yield tmp
+        descriptor = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write `data` to `path` via a fsynced temporary file in the same directory and os.replace
+    (atomic_path)."""
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
 
 
 def _move_into_place(staging: Path, target: Path, replace: bool) -> None:

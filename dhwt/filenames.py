@@ -17,7 +17,7 @@ EMBEDDINGS = "embeddings"
 DATA = "data"
 #: Training count per token id (text runs), for analysis over the tokens seen in training.
 TOKEN_COUNTS = "token_counts.npy"
-#: The planted twins of a text run and their exact relations (dhwt.languages.twins).
+#: The planted twins of a text run and their exact relations (dhwt.text.twins).
 TWINS = "twins.json"
 #: TensorBoard event files (record.tensorboard): metrics.jsonl's numbers, a folder per member.
 TENSORBOARD = "tensorboard"

@@ -15,12 +15,14 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 # Bottom first; a module may import its own package and any lower layer, never a peer or higher.
-# Why: config composes languages' and models' settings; runs (the run-directory format) lies under
-# training, which writes it, and analysis/theory, which read it via load_run; pretrained is input.
+# Why: text serves natural text through languages' Batch and masking symbol; config composes
+# languages', text's and models' settings; runs (the run-directory format) lies under training,
+# which writes it, and analysis/theory, which read it via load_run; pretrained is input.
 LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
-    {"errors", "filenames", "defaults"},
+    {"errors", "filenames", "defaults", "tomlwrite"},
     {"userfiles", "directories", "checks"},
     {"languages", "pretrained"},
+    {"text"},
     {"models"},
     {"config"},
     {"runs"},

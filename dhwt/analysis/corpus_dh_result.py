@@ -5,7 +5,7 @@ Two sources of counts N(context, next token) (dhwt.analysis.corpus_dh):
 - a grammar (built-in name or TOML, `--set` overrides): the exact expected counts of the causal
   reading (every symbol string weighted by its probability, every position, the end as [EOS]),
   or, with `samples`, the counts of that many strings drawn from it;
-- a corpus (`wikitext-2`, a folder or archive dhwt.languages.corpus finds, or one text file)
+- a corpus (`wikitext-2`, a folder or archive dhwt.text.corpus finds, or one text file)
   and a tokenizer: the train split read as one token stream.
 """
 
@@ -305,7 +305,7 @@ def check_options(options: CorpusDhOptions) -> None:
         raise DhwtError("give one source of counts: --grammar NAME|PATH or --corpus PATH "
                         "with --tokenizer")
     if options.grammar is None:
-        from dhwt.languages.tokenizers import LISTED, check_tokenizer
+        from dhwt.text.tokenizers import LISTED, check_tokenizer
 
         for flag, value in (("--set", options.assignments), ("--samples", options.samples)):
             if value:
@@ -365,9 +365,9 @@ def _grammar_counts(options: CorpusDhOptions):  # noqa: ANN202 (Counts, GrammarS
 
 
 def _corpus_counts(options: CorpusDhOptions, progress: bool | None):  # noqa: ANN202
-    from dhwt.languages.corpus import load_corpus
-    from dhwt.languages.token_cache import cache_root, tokenize_corpus
-    from dhwt.languages.tokenizers import make_tokenizer, shortfall
+    from dhwt.text.corpus import load_corpus
+    from dhwt.text.token_cache import cache_root, tokenize_corpus
+    from dhwt.text.tokenizers import make_tokenizer, shortfall
 
     path = Path(options.corpus)
     if path.is_file() and not path.name.endswith(".tar.xz"):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -21,9 +22,13 @@ from dhwt.analysis.knn import (Neighbours, choose_k, match_neighbours, nearest_n
                                norm_matched_random)
 from dhwt.analysis.frequency import check_counts, count_span, frequency_groups
 from dhwt.analysis.knn.sample import Estimate, mean_estimate, sample_queries, sampled_neighbours
-from dhwt.analysis.similarity import whole_space
+from dhwt.analysis.similarity import copy_residue, whole_space
+from dhwt.config.schedule import TieHistory, TieSchedule, last_tie, tie_history
 from dhwt.defaults import CHANCE_QUERIES
 from dhwt.errors import DhwtError
+
+if TYPE_CHECKING:
+    from dhwt.runs.snapshots import Snapshot
 
 #: float32 candidates beyond k for the stand-ins: random directions in wide spaces score within
 #: the float32 bound of each other, so with the usual 4 some rows fail the certificate and are
@@ -80,14 +85,18 @@ class Diagnosis:
 
 @dataclass(frozen=True)
 class Subject:
-    """One model diagnosed. diagnosis None: tied (tied_because says how it was recognised)."""
+    """One model diagnosed. diagnosis None: tied (tied_because says how it was recognised;
+    tied_since: the step of a run member's last tie switch, None when tied from the start).
+    history: how an untied run member came to be untied (None for a checkpoint: not known);
+    residue: the copy residue of its two matrices (dhwt.analysis.similarity.copy_residue; None
+    where their widths differ)."""
 
     name: str
-    history: str
     diagnosis: Diagnosis | None
-    reading: str
-    tied_because: str | None = None
+    history: TieHistory | None = None
     residue: float | None = None
+    tied_because: str | None = None
+    tied_since: int | None = None
 
 
 @dataclass(frozen=True)
@@ -200,3 +209,35 @@ def frequency_buckets(overlap: np.ndarray, tokens: np.ndarray,
         buckets.append(Bucket(count_span(low, high), low, high,
                               mean_estimate(seen_overlap[group], population)))
     return tuple(buckets)
+
+
+def member_subjects(snap: Snapshot, schedule: TieSchedule, *, counts: np.ndarray | None = None,
+                    **settings: object) -> tuple[Subject, ...]:
+    """One subject per ensemble member of a run's snapshot `snap`, with its tie history under
+    `schedule`: a member tied there is said to be tied and not measured (its input and output
+    are one matrix); settings: diagnose's keywords."""
+    history = tie_history(schedule, snap.step)
+    subjects = []
+    for m, seed in enumerate(snap.seeds):
+        name = f"seed {seed}"
+        if history is None:
+            since = last_tie(schedule, snap.step)
+            subjects.append(Subject(name, None, tied_since=since, tied_because=(
+                f"the tie schedule {str(schedule)!r} " + (
+                    "ties it from the start" if since is None else f"tied it at step {since}"))))
+            continue
+        e_in, e_out = snap.input[m], snap.output[m]
+        subjects.append(Subject(name, diagnose(e_in, e_out, counts=counts, **settings), history,
+                                residue=copy_residue(e_in, e_out)))
+    return tuple(subjects)
+
+
+def checkpoint_subject(name: str, e_in: np.ndarray, e_out: np.ndarray | None, *,
+                       tied_because: str | None = None, counts: np.ndarray | None = None,
+                       **settings: object) -> Subject:
+    """The subject of a checkpoint's input and output matrices (e_out None: tied, as
+    tied_because says); settings: diagnose's keywords."""
+    if e_out is None:
+        return Subject(name, None, tied_because=tied_because)
+    residue = copy_residue(e_in, e_out) if e_in.shape == e_out.shape else None
+    return Subject(name, diagnose(e_in, e_out, counts=counts, **settings), residue=residue)

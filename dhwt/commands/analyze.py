@@ -6,31 +6,31 @@ optimum (dhwt.analysis.runs_closeness, rendered by dhwt.report.runs_report); run
 (text) get loss, accuracy and perplexity. Both get the similarity of embedding spaces over
 training (dhwt.analysis.runs_similarity, rendered by dhwt.report.run_similarity): KNN match
 between members with its chance level, and the DH diagnostic of untied members. Every run must
-share its vocabulary. This module joins them; the results also come back as one JSON document.
+share its vocabulary. This module joins them into a dhwt.analysis.run_analysis.Analysis, whose
+report and JSON document are dhwt.report.analyze_report's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
-from dhwt.runs.snapshots import vocabulary_difference
-from dhwt.errors import DhwtError
-from dhwt.languages import load_task
-from dhwt.report.loss_report import loss_lines
-from dhwt.analysis.runs_closeness import RunsCloseness, runs_closeness
-from dhwt.analysis.runs_similarity import (RunsSimilarity, SimilarityOptions,
-                                            runs_similarity)
-from dhwt.report.json_document import json_text, write_json
-from dhwt.report.run_similarity import similarity_lines
-from dhwt.report.escape_report import ESCAPE_TABLE
-from dhwt.report.runs_report import closeness_document, write_runs_report
-from dhwt.report.similarity_report import CSV, JSON, similarity_document
+from dhwt.analysis.run_analysis import Analysis
+from dhwt.analysis.runs_closeness import runs_closeness
+from dhwt.analysis.runs_loss import runs_loss
+from dhwt.analysis.runs_similarity import SimilarityOptions, runs_similarity
 from dhwt.directories import kind_of, replace_report
-from dhwt.report.document import write_report
+from dhwt.errors import DhwtError
 from dhwt.filenames import FIGURES, HTML, REPORT
+from dhwt.languages import load_task
+from dhwt.report import analyze_report
+from dhwt.report.analyze_report import document
+from dhwt.report.escape_report import ESCAPE_TABLE
+from dhwt.report.json_document import json_text, write_json
+from dhwt.report.similarity_report import CSV, JSON
 from dhwt.runs.run import is_run, load_run
+from dhwt.runs.snapshots import vocabulary_difference
 
 
 def parse_pairs(text: str) -> tuple[tuple[str, str], ...]:
@@ -51,17 +51,6 @@ RECORD = "analyze.json"
 #: Everything analyze writes into its --out folder, which an earlier report may hold (the
 #: escape table of synthetic runs, the similarity files).
 ENTRIES = (REPORT, HTML, FIGURES, RECORD, ESCAPE_TABLE, CSV, JSON)
-
-
-@dataclass(frozen=True, eq=False)
-class Analysis:
-    """What `dhwt analyze` found: the report's path, what was analysed (the record), the
-    closeness of a synthetic language's runs (None for text) and the similarity."""
-
-    report: Path
-    record: dict
-    closeness: RunsCloseness | None
-    similarity: RunsSimilarity
 
 
 def analyze_command(run_dirs: Sequence[str], out: str, pairs: str | None, measure: str,
@@ -107,39 +96,20 @@ def analyze(run_dirs: Sequence[str | Path], out: str | Path, *, pairs: str | Non
                         "trained on one")
     record = {"runs": [str(d) for d in dirs], "pairs": pairs, "measure": measure,
               "similarity": asdict(options)}
-    found: dict[str, object] = {"closeness": None}
+    found: dict[str, object] = {"closeness": None, "loss": None}
 
     def write(folder: Path) -> Path:
-        intro = f"Runs: {', '.join(str(d) for d in dirs)}."
         if data is None:  # no synthetic language: text
             found["similarity"] = runs_similarity(runs, options)
-            section = similarity_lines(found["similarity"], folder)
-            lines = ["# Runs report", "", intro, "", *loss_lines(runs, folder), *section]
-            write_report(folder / REPORT, "\n".join(lines))
+            found["loss"] = runs_loss(runs)
         else:
             found["closeness"] = runs_closeness(runs, load_task(data, config.data.objective),
                                                 parse_pairs(pairs) if pairs else None)
-
-            def section() -> list[str]:
-                found["similarity"] = runs_similarity(runs, options)
-                return similarity_lines(found["similarity"], folder)
-            write_runs_report(found["closeness"], folder, title="Closeness of symbol pairs",
-                              intro=[intro], measure=measure, extra=section)
+            found["similarity"] = runs_similarity(runs, options)
+        analyze_report.write(folder, f"Runs: {', '.join(str(d) for d in dirs)}.",
+                             found["closeness"], found["loss"], found["similarity"], measure)
         write_json(folder / RECORD, record)
         return out / REPORT
 
     report = write(out) if owned else replace_report(out, "analyze", RECORD, ENTRIES, write)
-    return Analysis(report, record, found["closeness"], found["similarity"])
-
-
-def document(result: Analysis) -> dict:
-    """The analysis as JSON-ready data: the record (analyze.json), each run's final fit
-    (synthetic runs) and the similarity curves (similarity.json's numbers), or why they were
-    skipped."""
-    similarity = result.similarity
-    return {**result.record, "report": str(result.report),
-            "closeness": None if result.closeness is None else closeness_document(
-                result.closeness),
-            "similarity_curves": None if similarity.curves is None else similarity_document(
-                similarity.curves),
-            "similarity_skipped": similarity.skipped}
+    return Analysis(report, record, found["closeness"], found["similarity"], found["loss"])

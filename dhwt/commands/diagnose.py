@@ -1,7 +1,7 @@
 """`dhwt diagnose PATH`: the DH diagnostic of a dhwt run directory or a pretrained checkpoint.
 
 A run directory gives one subject per ensemble member at the chosen snapshot, each with its tie
-history (dhwt.report.dh_reading); a checkpoint folder in the Hugging Face layout
+history (dhwt.analysis.diagnosis.member_subjects); a checkpoint folder in the Hugging Face layout
 (dhwt.pretrained) gives one, and so does a Hugging Face Hub id ORG/NAME[@REVISION] that is no
 path here (dhwt.pretrained.hub.hub_id_of: a path that exists, or whose first part is a folder
 here, means the path). A tied subject is said to be tied and not measured: its input and output
@@ -16,17 +16,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dhwt.analysis.diagnosis import DiagnoseResult, Diagnosis, Subject, diagnose
+from dhwt.analysis.diagnosis import DiagnoseResult, checkpoint_subject, member_subjects
 from dhwt.analysis.frequency import check_counts
 from dhwt.analysis.knn import check_k
 from dhwt.analysis.matrices import read_weights
-from dhwt.analysis.similarity import copy_residue
 from dhwt.config.device import resolve_device
-from dhwt.config.schedule import TieSchedule
 from dhwt.defaults import CHANCE_QUERIES, TOP
 from dhwt.directories import check_report_dir
 from dhwt.errors import DhwtError
-from dhwt.report.dh_reading import TieHistory, member_reading, tie_history
 
 if TYPE_CHECKING:
     from dhwt.pretrained.hub import HubId
@@ -155,39 +152,22 @@ def _run(path: Path, options: DiagnoseOptions) -> DiagnoseResult:
     if options.counts or run.token_counts_file.is_file():
         counts_source = options.counts or str(run.token_counts_file)
         counts = _counts(read_weights(counts_source, "token counts"), n, counts_source)
-    settings = _settings(options, n)
-    schedule = run.config.tying.tie_schedule
-    history = tie_history(schedule, snap.step)
-    subjects = []
-    for m, seed in enumerate(snap.seeds):
-        name = f"seed {seed}"
-        if history is None:
-            since = _last_tie(schedule, snap.step)
-            subjects.append(Subject(
-                name, "tied from the start" if since is None else f"tied since step {since}",
-                None, "no reading: tied",
-                tied_because=f"the tie schedule {str(schedule)!r} " + (
-                    "ties it from the start" if since is None else f"tied it at step {since}")))
-            continue
-        e_in, e_out = snap.input[m], snap.output[m]
-        residue = copy_residue(e_in, e_out)
-        diagnosis = diagnose(e_in, e_out, counts=counts, **settings)
-        subjects.append(Subject(name, history.describe(), diagnosis,
-                                _reading(diagnosis, history, residue), residue=residue))
+    subjects = member_subjects(snap, run.config.tying.tie_schedule, counts=counts,
+                               **_settings(options, n))
     vocab = snap.vocab
     return DiagnoseResult(
         source=str(path), kind="run",
         description=f"dhwt run {path}, step {snap.step}, tie schedule "
                     f"{str(run.config.tying.tie_schedule)!r}",
-        shape=(members, n, d), subjects=tuple(subjects),
+        shape=(members, n, d), subjects=subjects,
         token=lambda i: vocab[i] if i < len(vocab) else f"#{i}", counts_source=counts_source)
 
 
 def _hub(hub_id: HubId, options: DiagnoseOptions) -> DiagnoseResult:
     """The checkpoint of a Hub id, fetched as little as it takes into the Hugging Face cache or
     dhwt's store (DHWT_CACHE/hub)."""
-    from dhwt.languages.token_cache import cache_root
     from dhwt.pretrained.hub import fetch
+    from dhwt.text.token_cache import cache_root
 
     if options.step != "last":
         raise DhwtError(f"--step picks a snapshot of a run directory; {hub_id} is a checkpoint "
@@ -223,20 +203,11 @@ def _checkpoint(path: Path, options: DiagnoseOptions, hub_id: HubId | None = Non
                                 f"of {options.corpus} have ids {n}-{len(counts) - 1}, with no "
                                 "row in the matrices, and are not counted")
         counts = counts[:n]
-    settings = _settings(options, n)
     model = ckpt.model_type or ckpt.layout
-    name = str(hub_id) if hub_id else path.name or str(path)
-    if ckpt.output is None:
-        subject = Subject(name, "tied", None, "no reading: the input and output matrices are one",
-                          tied_because=ckpt.tied_because)
-    else:
-        e_in, e_out = ckpt.input[:n], ckpt.output[:n]
-        diagnosis = diagnose(e_in, e_out, counts=counts, **settings)
-        history = TieHistory(step=0, untied_at=None)
-        residue = copy_residue(e_in, e_out) if e_in.shape == e_out.shape else None
-        subject = Subject(name, "untied (a pretrained checkpoint; its training history is not "
-                          "known)", diagnosis, _reading(diagnosis, history, residue),
-                          residue=residue)
+    subject = checkpoint_subject(
+        str(hub_id) if hub_id else path.name or str(path), ckpt.input[:n],
+        None if ckpt.output is None else ckpt.output[:n], tied_because=ckpt.tied_because,
+        counts=counts, **_settings(options, n))
     notes = [*fetch_notes, *ckpt.notes, *corpus_notes]
     if ckpt.output is not None and ckpt.input.shape[1] != ckpt.output.shape[1]:
         notes.append(f"the input matrix is {ckpt.input.shape[1]} wide and the output matrix "
@@ -251,29 +222,6 @@ def _checkpoint(path: Path, options: DiagnoseOptions, hub_id: HubId | None = Non
         description=f"{what} ({model}, {ckpt.layout} layout: {ckpt.input_name}{outputs})",
         shape=(1, *ckpt.input.shape), subjects=(subject,), token=ckpt.token, notes=tuple(notes),
         counts_source=counts_source)
-
-
-def _reading(diagnosis: Diagnosis, history: TieHistory, residue: float | None) -> str:
-    if diagnosis.chance is None:
-        return "no reading (the chance level was not computed: --chance-queries 0)"
-    chance = diagnosis.chance.mean
-    return member_reading(diagnosis.overlap.mean, chance, k=diagnosis.k,
-                          metric=diagnosis.metric, history=history, residue=residue,
-                          vocab=diagnosis.n_tokens)
-
-
-def _last_tie(schedule: TieSchedule, step: int) -> int | None:
-    """The step of the schedule's last tie switch at or before `step` (a switch at N shows from
-    the snapshot of step N on); None: none, so a member tied at `step` is tied from the start.
-
-    Examples:
-        >>> _last_tie(TieSchedule.parse("tie@100", 200), 200)
-        100
-        >>> _last_tie(TieSchedule.parse("untie@50,tie@100", 200), 20) is None
-        True
-    """
-    ties = [e.step for e in schedule.events if e.action == "tie" and e.step <= step]
-    return ties[-1] if ties else None
 
 
 def _step(text: str) -> int:

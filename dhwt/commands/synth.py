@@ -1,13 +1,46 @@
-"""`dhwt synth`: joins dhwt.languages.synth (the language, its truth, the dataset written) and
-its renderings (the summary text, or dhwt.report.synth_report's JSON document)."""
+"""`dhwt synth`: load a grammar, compute its exact ground truth, optionally write the dataset
+(synthesize: a dhwt.languages.synthesis.Synthesis), and render it (the summary text, or
+dhwt.report.synth_report's JSON document). Every check runs before anything touches the disk."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
-from dhwt.languages.synth import summary_text, synthesize
+from dhwt.directories import check_target
+from dhwt.languages.dataset import EXISTS, write_dataset
+from dhwt.languages.language import OBJECTIVES, load_language
+from dhwt.languages.spec import parse_assignments
+from dhwt.languages.splits import (SPLIT_SEED, TEST_FRACTION, VALID_FRACTION,
+                                   check_split_options, split_of, train_strings)
+from dhwt.languages.synthesis import Synthesis
+from dhwt.languages.truth import compute_truth
 from dhwt.report.json_document import json_text
-from dhwt.report.synth_report import document
+from dhwt.report.synth_report import document, summary_text
+
+
+def synthesize(grammar: str, assignments: Sequence[str] = (), out: str | Path | None = None, *,
+               valid_fraction: float = VALID_FRACTION, test_fraction: float = TEST_FRACTION,
+               seed: int = SPLIT_SEED, overwrite: bool = False) -> Synthesis:
+    """The grammar (a built-in name or a TOML path) with `KEY=VALUE` assignments applied and its
+    truth; with `out`, the dataset is written there too."""
+    check_split_options(valid_fraction, test_fraction, seed)  # even when nothing is written
+    inputs = [grammar] if Path(grammar).is_file() else []
+    if out is not None:
+        check_target(Path(out), "dataset", overwrite=overwrite, inputs=inputs, exists=EXISTS)
+    language = load_language(grammar, parse_assignments(assignments))
+    if language.split is not None:
+        split = split_of(language, valid_fraction, test_fraction, seed)
+        train = split == 0
+    else:
+        split = None if out is None else split_of(language, valid_fraction, test_fraction, seed)
+        train = train_strings(len(language.probs), valid_fraction, test_fraction, seed)
+    truths = {objective: compute_truth(language, objective) for objective in OBJECTIVES}
+    if out is not None:
+        write_dataset(language, out, valid_fraction=valid_fraction, test_fraction=test_fraction,
+                      seed=seed, overwrite=overwrite, inputs=inputs, truths=truths)
+    return Synthesis(language, truths, train, split, out,
+                     seed if language.split is None else None)
 
 
 def synth_command(grammar: str, assignments: Sequence[str], out: str | None, *,

@@ -5,9 +5,9 @@ and files resolved into it.
 `dhwt train`: precedence TrainConfig defaults < `--config FILE.toml` < flags. A `--grammar`,
 `--data` or `--corpus` flag replaces the file's data source (so the file may name one and the
 flag another; `--corpus wikitext-2 --data PATH` keeps both flags). WikiText-2 found through the
-environment is recorded as the run's `data` (where it lies; dhwt.languages.corpus). Text corpora
+environment is recorded as the run's `data` (where it lies; dhwt.text.corpus). Text corpora
 (`--corpus`, `--tokenizer`, `--seq-len`) are tokenized through the token-id cache
-(dhwt.languages.text_task).
+(dhwt.text.text_task).
 Data sources (in flags or the file: grammar, corpus, data) resolve by dhwt.config.sources (a
 built-in name stays one; a path is taken from the working directory and made absolute), as does
 init_from's run. With `--grammar` the dataset is
@@ -47,24 +47,24 @@ from typing import overload
 
 import numpy as np
 
-from dhwt.config.device import resolve_device
 from dhwt.checks import split_init_from
+from dhwt.config.device import resolve_device
 from dhwt.config.run import TrainConfig
 from dhwt.config.sources import SOURCES, resolve_source
 from dhwt.directories import atomic_write_bytes, held, lock
 from dhwt.errors import DhwtError, Interrupted
 from dhwt.languages import Task, load_language, load_task, write_dataset
-from dhwt.languages.corpus import WIKITEXT2, wikitext2_location
 from dhwt.languages.dataset import read_dataset
 from dhwt.languages.splits import SPLITS, split_of
 from dhwt.report.run_report import write_run_report
 from dhwt.runs import layout
-from dhwt.runs.layout import run_paths
 from dhwt.runs.checkpoints import checkpoint_step, latest_checkpoint, list_checkpoints
 from dhwt.runs.history import check_history
+from dhwt.runs.layout import run_paths
 from dhwt.runs.metrics import read_metrics
 from dhwt.runs.result import RunResult
 from dhwt.runs.run import check_task, is_finished, run_task
+from dhwt.text.corpus import WIKITEXT2, wikitext2_location
 from dhwt.training.distributed import Parallel, launch
 from dhwt.training.group import PER_RUN, group_key
 from dhwt.training.trainer import Trainer

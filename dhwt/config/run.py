@@ -44,15 +44,15 @@ from dhwt.config.device import check_device
 from dhwt.config.schedule import TieSchedule
 from dhwt.defaults import LR_SCHEDULES, OBJECTIVES, PRECISIONS
 from dhwt.errors import DhwtError
-from dhwt.languages.corpus import WIKITEXT2
-from dhwt.languages.masking import MASK_RATE, MASK_RULE
-from dhwt.languages.twins import TWIN_DEFAULTS
 from dhwt.languages.spec import parse_assignments
 from dhwt.languages.splits import SPLIT_SEED, TEST_FRACTION, VALID_FRACTION
-from dhwt.languages.tokenizers import LISTED, check_tokenizer
-from dhwt.languages.tomlwrite import dumps
 from dhwt.models import ModelConfig
 from dhwt.models.config import TASK_FIELDS
+from dhwt.text.corpus import WIKITEXT2
+from dhwt.text.masking import MASK_RATE, MASK_RULE
+from dhwt.text.tokenizers import LISTED, check_tokenizer
+from dhwt.text.twins import TWIN_DEFAULTS
+from dhwt.tomlwrite import dumps
 from dhwt.userfiles import parse_toml
 
 FULL_BATCH = "full"
@@ -95,10 +95,10 @@ class DataConfig:
     RUN_DIR/data with valid_fraction, test_fraction and split_seed), `data` alone (a dataset
     directory written by `dhwt synth`) or `corpus` (natural text: `wikitext-2` or a folder with
     train/valid/test.txt, cut into windows of `seq_len` by `tokenizer` = gpt2 | bpe:N | word |
-    char, see dhwt.languages.text_task; with `corpus = "wikitext-2"`, `data` may say where
+    char, see dhwt.text.text_task; with `corpus = "wikitext-2"`, `data` may say where
     WikiText-2 lies; `eval_windows` caps the evaluation windows of every split; a masked LM
-    masks by `mask_rate` and `mask_rule`, dhwt.languages.masking; `twins`, `twin_p`,
-    `twin_kind`, `twin_seed` plant twin tokens, dhwt.languages.twins).
+    masks by `mask_rate` and `mask_rule`, dhwt.text.masking; `twins`, `twin_p`,
+    `twin_kind`, `twin_seed` plant twin tokens, dhwt.text.twins).
 
     The split options apply to a grammar's dataset only, where unset ones take every dataset's
     defaults (dhwt.languages.splits). A dataset keeps the split it was built with: unset, they
@@ -161,7 +161,7 @@ class DataConfig:
         self._twins()
 
     def _masking(self) -> None:
-        """A masked LM on text takes the masking defaults (dhwt.languages.masking); a causal one
+        """A masked LM on text takes the masking defaults (dhwt.text.masking); a causal one
         masks nothing."""
         if self.objective == "clm":
             given = "mask_rate" if self.mask_rate is not None else (
@@ -178,7 +178,7 @@ class DataConfig:
         _floats(self)
 
     def _twins(self) -> None:
-        """Twin planting (dhwt.languages.twins): twin_p, twin_kind and twin_seed need twins and
+        """Twin planting (dhwt.text.twins): twin_p, twin_kind and twin_seed need twins and
         take their defaults with it."""
         options = {"twin_p": self.twin_p, "twin_kind": self.twin_kind,
                    "twin_seed": self.twin_seed}

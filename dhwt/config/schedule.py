@@ -122,3 +122,49 @@ def _parse_switch(item: str, text: str, steps: int) -> TieEvent:
             f"unknown merge mode {merge!r} in {item!r}; allowed: {', '.join(MERGES)}"
         )
     return TieEvent(step, action, merge)
+
+
+@dataclass(frozen=True)
+class TieHistory:
+    """How a member came to be untied at `step`: untied_at None means untied from the start
+    (independent matrices); else the step of its last untie, when both were one copy."""
+
+    step: int
+    untied_at: int | None
+
+    @property
+    def since(self) -> int | None:
+        return None if self.untied_at is None else self.step - self.untied_at
+
+
+def tie_history(schedule: TieSchedule, step: int) -> TieHistory | None:
+    """The history of a member trained by `schedule`, read at `step` (None: tied there; a switch
+    at N takes effect after N updates, so a snapshot of step N shows it).
+
+    Examples:
+        >>> tie_history(TieSchedule.parse("untie@20", 100), 40)
+        TieHistory(step=40, untied_at=20)
+        >>> tie_history(TieSchedule.parse("untie@20", 100), 10) is None
+        True
+    """
+    tied, untied_at = schedule.initial_tied, None
+    for event in schedule.events:
+        if event.step > step:
+            break
+        tied = event.action == "tie"
+        untied_at = None if tied else event.step
+    return None if tied else TieHistory(step, untied_at)
+
+
+def last_tie(schedule: TieSchedule, step: int) -> int | None:
+    """The step of the schedule's last tie switch at or before `step` (a switch at N shows from
+    the snapshot of step N on); None: none, so a member tied at `step` is tied from the start.
+
+    Examples:
+        >>> last_tie(TieSchedule.parse("tie@100", 200), 200)
+        100
+        >>> last_tie(TieSchedule.parse("untie@50,tie@100", 200), 20) is None
+        True
+    """
+    ties = [e.step for e in schedule.events if e.action == "tie" and e.step <= step]
+    return ties[-1] if ties else None

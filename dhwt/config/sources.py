@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dhwt.languages.corpus import WIKITEXT2
 from dhwt.languages.spec import builtin_names
+from dhwt.text.corpus import WIKITEXT2
 
 #: The settings that name a data source.
 SOURCES = ("grammar", "corpus", "data")

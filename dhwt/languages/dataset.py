@@ -23,8 +23,8 @@ from dhwt.directories import check_target, create
 from dhwt.errors import DhwtError
 from dhwt.languages.language import OBJECTIVES, Language, load_language
 from dhwt.languages.splits import SPLIT_SEED, SPLITS, TEST_FRACTION, VALID_FRACTION, split_of
-from dhwt.languages.tomlwrite import dumps
 from dhwt.languages.truth import GroundTruth, compute_truth
+from dhwt.tomlwrite import dumps
 from dhwt.userfiles import load_npz
 
 FILES = ("spec.toml", "vocab.json", "strings.npz", "truth.json")

@@ -27,10 +27,9 @@ still inflates the overlap two- to fourfold there.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from dhwt.analysis.knn_curves import excess_over_chance
-from dhwt.config.schedule import TieSchedule
+from dhwt.config.schedule import TieHistory
 
 #: At least this share of the way from chance to identity: "largely agree".
 EXCESS_AGREE = 0.5
@@ -83,42 +82,16 @@ def _calibrated(value: float, chance: float, k: int | None, metric: str | None,
     return calibrated_reading(value, chance, table, vocab=vocab, width=width).text
 
 
-@dataclass(frozen=True)
-class TieHistory:
-    """How a member came to be untied at `step`: untied_at None means untied from the start
-    (independent matrices); else the step of its last untie, when both were one copy."""
-
-    step: int
-    untied_at: int | None
-
-    @property
-    def since(self) -> int | None:
-        return None if self.untied_at is None else self.step - self.untied_at
-
-    def describe(self) -> str:
-        if self.untied_at is None:
-            return "untied from the start (independent matrices)"
-        return f"untied at step {self.untied_at}, {self.since} steps before this snapshot"
-
-
-def tie_history(schedule: TieSchedule, step: int) -> TieHistory | None:
-    """The history of a member trained by `schedule`, read at `step` (None: tied there; a switch
-    at N takes effect after N updates, so a snapshot of step N shows it).
+def describe(history: TieHistory) -> str:
+    """How the member came to be untied, in words.
 
     Examples:
-        >>> from dhwt.config.schedule import TieSchedule
-        >>> tie_history(TieSchedule.parse("untie@20", 100), 40)
-        TieHistory(step=40, untied_at=20)
-        >>> tie_history(TieSchedule.parse("untie@20", 100), 10) is None
-        True
+        >>> describe(TieHistory(step=40, untied_at=20))
+        'untied at step 20, 20 steps before this snapshot'
     """
-    tied, untied_at = schedule.initial_tied, None
-    for event in schedule.events:
-        if event.step > step:
-            break
-        tied = event.action == "tie"
-        untied_at = None if tied else event.step
-    return None if tied else TieHistory(step, untied_at)
+    if history.untied_at is None:
+        return "untied from the start (independent matrices)"
+    return f"untied at step {history.untied_at}, {history.since} steps before this snapshot"
 
 
 def withheld(history: TieHistory, residue: float) -> str | None:
@@ -133,7 +106,7 @@ def withheld(history: TieHistory, residue: float) -> str | None:
     """
     if history.untied_at is None or residue >= COPY_RESIDUE:
         return None
-    return (f"withheld: {history.describe()}, the two matrices still differ by only "
+    return (f"withheld: {describe(history)}, the two matrices still differ by only "
             f"{residue:.2f} of the output matrix (< {COPY_RESIDUE}): their neighbourhoods agree "
             "because they were one copy, not because of the data; read a later snapshot")
 
@@ -147,7 +120,7 @@ def copy_flag(history: TieHistory) -> str:
     """
     if history.untied_at is None:
         return ""
-    return (f" [flag: {history.describe()}; the copy still inflates the overlap (2-4x an "
+    return (f" [flag: {describe(history)}; the copy still inflates the overlap (2-4x an "
             "independent start at a residue of 1-1.2 on WikiText-2): an upper bound on what the "
             "data alone gives]")
 

@@ -14,7 +14,7 @@ from dhwt.analysis.knn_curves import excess_over_chance
 from dhwt.analysis.knn.sample import Estimate
 from dhwt.directories import replace_report
 from dhwt.report.document import write_report
-from dhwt.report.dh_reading import EXCESS_AGREE, EXCESS_PARTLY
+from dhwt.report.dh_reading import EXCESS_AGREE, EXCESS_PARTLY, describe, member_reading
 from dhwt.report.figures import new_figure, save
 from dhwt.report.json_document import write_json
 
@@ -34,9 +34,9 @@ def text(result: DiagnoseResult) -> str:
     lines = [result.description, _shape(result)] + [f"note: {n}" for n in result.notes]
     for s in result.subjects:
         lines.append("")
-        lines.append(f"{s.name}: {s.history}")
+        lines.append(f"{s.name}: {history(s, result)}")
         if s.diagnosis is None:
-            lines.append(f"  tied: {s.tied_because}; {s.reading}")
+            lines.append(f"  tied: {s.tied_because}; {reading(s, result)}")
             continue
         d = s.diagnosis
         lines += [f"  {_scope(d)}",
@@ -45,7 +45,7 @@ def text(result: DiagnoseResult) -> str:
                   f"  jaccard  {d.jaccard:.4f}   CKA {d.cka:.4f}   Procrustes error "
                   f"{_procrustes(d)}" + (f"   copy residue {s.residue:.3f}"
                                            if s.residue is not None else ""),
-                  f"  reading: {s.reading}"]
+                  f"  reading: {reading(s, result)}"]
     return "\n".join(lines)
 
 
@@ -73,6 +73,28 @@ def write(result: DiagnoseResult, out: str | Path, top: int) -> Path:
     return Path(out) / REPORT
 
 
+def history(s: Subject, result: DiagnoseResult) -> str:
+    """How the subject came to be tied or untied, in words."""
+    if result.kind == "checkpoint":
+        return "tied" if s.diagnosis is None else \
+            "untied (a pretrained checkpoint; its training history is not known)"
+    if s.diagnosis is None:
+        return "tied from the start" if s.tied_since is None else f"tied since step {s.tied_since}"
+    return describe(s.history)
+
+
+def reading(s: Subject, result: DiagnoseResult) -> str:
+    """What the subject's input/output match says (dhwt.report.dh_reading.member_reading)."""
+    d = s.diagnosis
+    if d is None:
+        return "no reading: the input and output matrices are one" \
+            if result.kind == "checkpoint" else "no reading: tied"
+    if d.chance is None:
+        return "no reading (the chance level was not computed: --chance-queries 0)"
+    return member_reading(d.overlap.mean, d.chance.mean, k=d.k, metric=d.metric,
+                          history=s.history, residue=s.residue, vocab=d.n_tokens)
+
+
 def _markdown(result: DiagnoseResult, top: int, figure: bool) -> list[str]:
     lines = ["# DH diagnostic", "", f"Source: {result.description}. {_shape(result)}.", ""]
     lines += [f"- {n}" for n in result.notes] + ([""] if result.notes else [])
@@ -94,11 +116,11 @@ def _markdown(result: DiagnoseResult, top: int, figure: bool) -> list[str]:
         d = s.diagnosis
         if d is None:
             lines.append(f"| {s.name} | tied: {s.tied_because} | — | — | — | — | — | "
-                         f"{s.reading} |")
+                         f"{reading(s, result)} |")
             continue
         chance = _estimate(d.chance) if d.chance else "—"
-        lines.append(f"| {s.name} | {s.history} | {_estimate(d.overlap)} | {chance} | "
-                     f"{_excess(d):.3f} | {d.cka:.4f} | {_procrustes(d)} | {s.reading} |")
+        lines.append(f"| {s.name} | {history(s, result)} | {_estimate(d.overlap)} | {chance} | "
+                     f"{_excess(d):.3f} | {d.cka:.4f} | {_procrustes(d)} | {reading(s, result)} |")
     lines.append("")
     if figure:
         lines += [f"![per-token agreement]({FIGURE})", ""]
@@ -130,8 +152,9 @@ def _markdown(result: DiagnoseResult, top: int, figure: bool) -> list[str]:
 
 
 def _subject_document(s: Subject, result: DiagnoseResult, top: int) -> dict[str, object]:
-    entry: dict[str, object] = {"name": s.name, "history": s.history, "tied": s.diagnosis is None,
-                                "tied_because": s.tied_because, "reading": s.reading}
+    entry: dict[str, object] = {"name": s.name, "history": history(s, result),
+                                "tied": s.diagnosis is None, "tied_because": s.tied_because,
+                                "reading": reading(s, result)}
     d = s.diagnosis
     if d is None:
         return entry

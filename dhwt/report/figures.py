@@ -16,7 +16,6 @@ global backend is switched in the caller's process.
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -33,6 +32,7 @@ from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from dhwt.analysis.closeness import Closeness
 from dhwt.analysis.intervals import mean_band
+from dhwt.directories import atomic_path
 
 #: Most runs drawn one column (or legend entry) each; more are overlaid (see the module doc).
 COLUMNS = 8
@@ -58,9 +58,8 @@ def save(fig: Figure, path: str | Path) -> Path:
     drawable_text(fig)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    fig.savefig(tmp, dpi=120, format=path.suffix.lstrip(".") or "png")
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=120, format=path.suffix.lstrip(".") or "png")
     return path
 
 

@@ -3,12 +3,10 @@ document, and the per-token CSV."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import numpy as np
 
 from dhwt.analysis.knn_comparison import KnnComparison
+from dhwt.directories import atomic_path
 from dhwt.errors import DhwtError
 
 MEANING = {"jaccard": "|A∩B|/|A∪B|", "overlap": "|A∩B|/k"}
@@ -51,17 +49,13 @@ def document(result: KnnComparison) -> dict:
 
 
 def write_per_token(path: str, result: KnnComparison) -> None:
-    """CSV token,intersection,jaccard,overlap,weight; written to a temp file, then renamed."""
+    """CSV token,intersection,jaccard,overlap,weight, written whole or not at all (atomic_path)."""
     match = result.match
-    out = Path(path)
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     rows = np.column_stack([match.tokens, match.intersection, match.jaccard, match.overlap,
                             match.weights])
     try:
-        np.savetxt(tmp, rows, delimiter=",", fmt=["%d", "%d", "%.6f", "%.6f", "%.9g"],
-                   header="token,intersection,jaccard,overlap,weight", comments="")
-        os.replace(tmp, out)
+        with atomic_path(path) as tmp:
+            np.savetxt(tmp, rows, delimiter=",", fmt=["%d", "%d", "%.6f", "%.6f", "%.9g"],
+                       header="token,intersection,jaccard,overlap,weight", comments="")
     except OSError as exc:
         raise DhwtError(f"cannot write {path}: {exc.strerror}") from None
-    finally:
-        tmp.unlink(missing_ok=True)

@@ -16,11 +16,11 @@ from dhwt.analysis.population import run_population_fit
 from dhwt.checks import format_seeds
 from dhwt.config.run import TrainConfig
 from dhwt.config.schedule import TieEvent
-from dhwt.report.document import write_report as write_document
 from dhwt.languages import GroundTruth
-from dhwt.languages.tokenizers import shortfall
+from dhwt.report.document import write_report as write_document
 from dhwt.runs import layout
 from dhwt.runs.run import Run
+from dhwt.text.tokenizers import shortfall
 
 #: Evaluation sets drawn from data (test: the last step only); "population" is the exact fit.
 SPLITS = ("train", "valid", "test", "train_fresh")

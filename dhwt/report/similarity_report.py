@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from dhwt.analysis.knn_curves import Curve, SimilarityCurves
-from dhwt.config.schedule import TieSchedule
-from dhwt.report.dh_reading import EXCESS_AGREE, EXCESS_PARTLY, member_reading, tie_history
+from dhwt.config.schedule import TieSchedule, tie_history
+from dhwt.report.dh_reading import EXCESS_AGREE, EXCESS_PARTLY, member_reading
 from dhwt.report.figures import (distinct_events, legend_below, mark_events, new_figure, save,
                                   spread, step_axis)
 from dhwt.directories import atomic_write_bytes

@@ -141,7 +141,7 @@ class Run:
 
     @property
     def twins_file(self) -> Path:
-        """RUN_DIR/twins.json, the planted twins and their relations (dhwt.languages.twins),
+        """RUN_DIR/twins.json, the planted twins and their relations (dhwt.text.twins),
         which the trainer writes for a corpus with twins planted; other runs have none."""
         return self.paths.twins
 
@@ -302,7 +302,7 @@ def _difference(given, named) -> str | None:  # noqa: ANN001 (Tasks or TextTasks
 def load_config_text(config: TrainConfig):  # noqa: ANN201 (see Run.task)
     """The text Task a config's corpus, tokenizer, seq_len, eval_windows (and data: where
     WikiText-2 lies), objective, masking and twins describe."""
-    from dhwt.languages.text_task import load_text_task
+    from dhwt.text.text_task import load_text_task
 
     assert config.data.corpus is not None and config.data.tokenizer is not None and config.data.seq_len
     data = config.data

@@ -11,7 +11,7 @@ figures/NAME-distances.png) and OUT/analysis.json.
   dhwt.analysis.closeness's normalised measure, averaged over the twin pairs; input and output
   matrices of untied runs, the one matrix of tied runs.
 - T1 and the price: each member's final checkpoint on the valid split's first EVAL_WINDOWS
-  windows (masked LM: the split's fixed masks, dhwt.languages.text_task). T1: the logit
+  windows (masked LM: the split's fixed masks, dhwt.text.text_task). T1: the logit
   difference z_a - z_b at positions whose target is a twin, mean over positions. Price: tied
   minus untied mean loss on positions whose target is a twin, minus the same difference on the
   same positions of the control corpus (there the target is w), paired by seed; for cnd twins
@@ -46,9 +46,9 @@ from dhwt.analysis import corpus_dh as cdh  # noqa: E402
 from dhwt.analysis.closeness import pair_closeness  # noqa: E402
 from dhwt.analysis.intervals import summarise  # noqa: E402
 from dhwt.languages.language import MASK  # noqa: E402
-from dhwt.languages.twins import MARKER  # noqa: E402
 from dhwt.runs import load_run  # noqa: E402
 from dhwt.runs.run import is_finished, load_config_text  # noqa: E402
+from dhwt.text.twins import MARKER  # noqa: E402
 
 EVAL_WINDOWS = 1024
 CHUNK = 64
@@ -148,9 +148,9 @@ def position_stats(run, truth: dict | None, control_ids: list[int] | None):  # n
 def recovery_corpus_dh(run, truth: dict) -> dict:  # noqa: ANN001
     """corpus-dh's pair ranking on the planted train stream: precision/recall of the planted
     pairs at the top N and 10 N, against a random order of the same candidate pairs."""
-    from dhwt.languages.corpus import load_wikitext2
-    from dhwt.languages.token_cache import tokenize_corpus
-    from dhwt.languages.twins import plant_twins
+    from dhwt.text.corpus import load_wikitext2
+    from dhwt.text.token_cache import tokenize_corpus
+    from dhwt.text.twins import plant_twins
 
     data = run.config.data
     tokens = tokenize_corpus(load_wikitext2(data.data), data.tokenizer)

@@ -2,8 +2,8 @@
 
     DHWT_DATA=../shared/data python experiments/planted_twins/run.py OUT [--only SUBSTRING ...]
 
-Corpus: WikiText-2, byte-level BPE of 2,048 tokens (dhwt.languages.tokenizers), twins planted
-after tokenization (dhwt.languages.twins). Arms (CORPORA x objective x tie schedule), each one
+Corpus: WikiText-2, byte-level BPE of 2,048 tokens (dhwt.text.tokenizers), twins planted
+after tokenization (dhwt.text.twins). Arms (CORPORA x objective x tie schedule), each one
 run of seeds 1-3 (one ensemble; a seed fixes the body's init and the data order in every run,
 so arms pair by seed): see ARMS. Model and training: base.toml beside this file (--base: another
 file of shared settings, e.g. gpu.toml). Run

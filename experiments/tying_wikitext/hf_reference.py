@@ -2,7 +2,7 @@
 tying comparison (issue 34).
 
 The same data as a dhwt run of the study file: the corpus, tokenizer and windows of its [data]
-table read through dhwt (dhwt.languages.text_task), each seed's training windows drawn by the
+table read through dhwt (dhwt.text.text_task), each seed's training windows drawn by the
 generator a dhwt member of that seed draws them with (stream "data" of the seed, dhwt.training
 .trainer), and the same evaluation windows and weights (perplexity = exp of the weighted mean
 cross-entropy over every valid position). The model is GPT-2 as HF builds it (its own init,
@@ -27,8 +27,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from dhwt.languages.text_task import load_text_task
 from dhwt.models.init import member_generator
+from dhwt.text.text_task import load_text_task
 from dhwt.training.trainer import DATA_STREAM
 from dhwt.userfiles import parse_toml
 

@@ -8,11 +8,11 @@ import tomllib
 import numpy as np
 import pytest
 
-from dhwt.errors import DhwtError
 from dhwt.directories import LOCK, MARKER
+from dhwt.errors import DhwtError
 from dhwt.languages import compute_truth, load_language, load_task, write_dataset
 from dhwt.languages.splits import make_splits
-from dhwt.languages.tomlwrite import dumps
+from dhwt.tomlwrite import dumps
 
 
 @pytest.mark.parametrize("n, valid, test", [(128, 0.1, 0.1), (4, 0.25, 0.25), (10, 0.01, 0.0),

@@ -13,7 +13,7 @@ import pytest
 from dhwt.errors import DhwtError
 from dhwt.languages import compute_truth, enumeration
 from dhwt.languages.language import language_from_spec
-from dhwt.languages.tomlwrite import dumps
+from dhwt.tomlwrite import dumps
 
 
 def ladder(layers: int, emits=("a", "a"), variants: int = 2) -> dict:

@@ -6,10 +6,11 @@ import random
 import numpy as np
 import pytest
 
+from dhwt.commands.synth import synthesize
 from dhwt.errors import DhwtError
 from dhwt.languages import compute_truth, load_language, write_dataset
 from dhwt.languages.dataset import read_dataset
-from dhwt.languages.synth import synth
+from dhwt.report.synth_report import summary_text
 
 
 def authors_split(n_bits: int) -> dict[str, list[tuple[int, ...]]]:
@@ -69,7 +70,7 @@ def test_the_default_set_is_unchanged(tmp_path):
 
 
 def test_synth_prints_and_writes_the_fixed_split(tmp_path):
-    text = synth("parity", ["strings=paper"], tmp_path / "d")
+    text = summary_text(synthesize("parity", ["strings=paper"], tmp_path / "d"))
     assert "127 class strings" in text
     assert "train 114, valid 12, test 1; the language's own split" in text
     summary = json.loads((tmp_path / "d" / "truth.json").read_text())
@@ -81,7 +82,7 @@ def test_synth_prints_and_writes_the_fixed_split(tmp_path):
                                     {"seed": 3}])
 def test_split_options_are_refused_not_ignored(tmp_path, option):
     with pytest.raises(DhwtError, match="fixes its own split"):
-        synth("parity", ["strings=paper"], tmp_path / "d", **option)
+        synthesize("parity", ["strings=paper"], tmp_path / "d", **option)
     assert not (tmp_path / "d").exists()
 
 

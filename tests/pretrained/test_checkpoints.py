@@ -17,6 +17,7 @@ from safetensors.torch import save_file
 from dhwt.commands.diagnose import DiagnoseOptions, diagnose_path
 from dhwt.errors import DhwtError
 from dhwt.pretrained.layouts import LAYOUTS
+from dhwt.report.diagnose_report import reading
 
 V, D = 120, 12
 # (model_type, input name, output name, extra config) of every naming scheme dhwt reads
@@ -87,7 +88,7 @@ def test_every_scheme_copy_gives_overlap_one(tmp_path, matrices, model_type, inp
     assert subject.diagnosis is not None and result.shape == (1, V, D)
     assert subject.diagnosis.overlap.mean == 1.0 and subject.diagnosis.overlap.exact
     assert subject.diagnosis.cka == pytest.approx(1.0, abs=1e-6)
-    assert "largely agree" in subject.reading
+    assert "largely agree" in reading(subject, result)
 
 
 def test_independent_matrices_agree_at_chance_and_match_a_brute_force(tmp_path, matrices):
@@ -99,7 +100,8 @@ def test_independent_matrices_agree_at_chance_and_match_a_brute_force(tmp_path, 
     np.testing.assert_array_equal(d.overlap_per_token, brute_overlap(e, other, 5))
     # chance over all V queries is exact too: two independent draws of one distribution
     assert abs(d.overlap.mean - d.chance.mean) < 0.03 and d.overlap.mean < 0.12
-    assert "mostly disagree" in diagnose_path(str(folder), DiagnoseOptions(k=5)).subjects[0].reading
+    result = diagnose_path(str(folder), DiagnoseOptions(k=5))
+    assert "mostly disagree" in reading(result.subjects[0], result)
 
 
 def test_sampled_queries_give_the_exact_rows_and_an_interval(tmp_path, matrices):

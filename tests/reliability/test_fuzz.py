@@ -20,12 +20,12 @@ import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
+from dhwt.config.schedule import TieSchedule
 from dhwt.errors import DhwtError
 from dhwt.languages import load_language
 from dhwt.languages.enumeration import PAD
 from dhwt.languages.spec import parse_assignments, read_spec
-from dhwt.languages.tomlwrite import dumps
-from dhwt.config.schedule import TieSchedule
+from dhwt.tomlwrite import dumps
 
 pytestmark = pytest.mark.slow  # fuzzing (hypothesis)
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -15,14 +15,14 @@ import numpy as np
 import pytest
 
 from dhwt.analysis.knn import default_k
-from dhwt.runs.snapshots import read_snapshot, snapshot_paths
 from dhwt.cli import main
+from dhwt.commands import train
+from dhwt.config import TrainConfig
 from dhwt.errors import LINE, DhwtError, brief
 from dhwt.languages import load_task
 from dhwt.languages.splits import make_splits
-from dhwt.languages.text_task import TextTask
-from dhwt.config import TrainConfig
-from dhwt.commands import train
+from dhwt.runs.snapshots import read_snapshot, snapshot_paths
+from dhwt.text.text_task import TextTask
 
 
 def _refused(outcome: tuple[int, str, str], *fragments: str) -> str:

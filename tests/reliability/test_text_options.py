@@ -1,4 +1,4 @@
-"""Bad masking and twin-planting keys of a text run (dhwt.languages.masking, .twins): one line
+"""Bad masking and twin-planting keys of a text run (dhwt.text.masking, .twins): one line
 `error: ...` naming the key, exit 2, nothing written; a text MLM run with twins records the
 planted truth beside it, and resumes bit for bit."""
 

@@ -102,9 +102,9 @@ def test_a_swallowed_ctrl_c_still_stops_analyze(runs, tmp_path, cli, monkeypatch
     is) still ends analyze with exit 130, writing nothing."""
     import signal
 
-    import dhwt.commands.analyze as command
+    import dhwt.report.analyze_report as report
 
-    original = command.similarity_lines
+    original = report.similarity_lines
 
     def swallowed(*args, **kwargs):
         try:
@@ -112,7 +112,7 @@ def test_a_swallowed_ctrl_c_still_stops_analyze(runs, tmp_path, cli, monkeypatch
         except KeyboardInterrupt:
             pass
         return original(*args, **kwargs)
-    monkeypatch.setattr(command, "similarity_lines", swallowed)
+    monkeypatch.setattr(report, "similarity_lines", swallowed)
     code, out, err = cli(["analyze", runs / "tied", "--out", tmp_path / "rep"])
     assert code == 130 and out == ""
     assert err.strip() == f"error: interrupted; {tmp_path / 'rep'} was left as it was"

@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 
 from dhwt.commands.diagnose import DiagnoseOptions, diagnose_path
+from dhwt.config.schedule import TieHistory
+from dhwt.report.diagnose_report import history, reading
 from dhwt.runs.snapshots import read_snapshot, snapshot_paths
 
 from tests.report.text_runs import make_text_run
@@ -35,8 +37,9 @@ def test_right_after_an_untie_the_reading_is_withheld(runs, cli):
     for subject, m in zip(result.subjects, range(2)):
         residue = np.linalg.norm(snap.input[m] - snap.output[m]) / np.linalg.norm(snap.output[m])
         assert subject.residue == pytest.approx(residue, rel=1e-5) and residue < 1.0
-        assert subject.history == "untied at step 2, 2 steps before this snapshot"
-        assert subject.reading.startswith("withheld:")
+        assert subject.history == TieHistory(step=4, untied_at=2)
+        assert history(subject, result) == "untied at step 2, 2 steps before this snapshot"
+        assert reading(subject, result).startswith("withheld:")
         assert subject.diagnosis.overlap.mean > 0.5  # the copy agrees with itself
     code, out, _ = cli(["diagnose", runs["untie"], "--step", 4, "--k", 5, "--json"])
     assert code == 0 and all(s["reading"].startswith("withheld") for s in
@@ -45,12 +48,12 @@ def test_right_after_an_untie_the_reading_is_withheld(runs, cli):
 
 def test_untied_from_the_start_gets_a_reading_and_tied_is_said(runs):
     result = diagnose_path(str(runs["untied"]), DiagnoseOptions(k=5))
-    assert [s.history for s in result.subjects] == ["untied from the start (independent "
-                                                    "matrices)"] * 2
-    assert all(s.reading.startswith("input and output neighbourhoods share")
+    assert [history(s, result) for s in result.subjects] == [
+        "untied from the start (independent matrices)"] * 2
+    assert all(reading(s, result).startswith("input and output neighbourhoods share")
                for s in result.subjects)
     tied = diagnose_path(str(runs["tied"]), DiagnoseOptions())
-    assert all(s.diagnosis is None and s.history == "tied from the start"
+    assert all(s.diagnosis is None and history(s, tied) == "tied from the start"
                and s.tied_because == "the tie schedule 'tied' ties it from the start"
                for s in tied.subjects)
 
@@ -58,11 +61,12 @@ def test_untied_from_the_start_gets_a_reading_and_tied_is_said(runs):
 def test_a_tie_switch_is_named_by_its_own_step_at_every_later_snapshot(runs, cli):
     for step in ("4", "6", "last"):  # the switch after update 4; snapshots 4, 6 and 8
         result = diagnose_path(str(runs["tie"]), DiagnoseOptions(step=step))
-        assert all(s.diagnosis is None and s.history == "tied since step 4"
+        assert all(s.diagnosis is None and s.tied_since == 4
+                   and history(s, result) == "tied since step 4"
                    and s.tied_because == "the tie schedule 'tie@4:mean' tied it at step 4"
                    for s in result.subjects)
     before = diagnose_path(str(runs["tie"]), DiagnoseOptions(step="2", k=5))
-    assert all(s.history == "untied from the start (independent matrices)"
+    assert all(history(s, before) == "untied from the start (independent matrices)"
                for s in before.subjects)
     code, out, _ = cli(["diagnose", runs["tie"]])
     assert code == 0 and "tied it at step 4;" in out and "step 8;" not in out

@@ -192,3 +192,22 @@ def test_the_run_report_compares_only_the_exact_fit_with_bayes(tmp_path, cli):
         assert "Bayes |" not in sampled  # sampled evaluation sets are not set against it
     recorded = [json.loads(x) for x in (tmp_path / "recorded" / "metrics.jsonl").open()]
     assert {r["step"] for r in recorded if r["split"] == "population"} == {0, 20, 40}
+
+
+def test_a_figure_that_fails_to_save_leaves_the_old_file_and_no_temporary(tmp_path):
+    """figures.save writes through dhwt.directories.atomic_path: a savefig that raises half-way
+    leaves the earlier figure as it was and nothing hidden beside it."""
+    path = tmp_path / "fig.png"
+    path.write_bytes(b"earlier")
+    fig = figures.new_figure(2, 2)
+
+    def broken(target, **kwargs):
+        with open(target, "wb") as fh:
+            fh.write(b"half")
+        raise OSError("disk full")
+
+    fig.savefig = broken
+    with pytest.raises(OSError, match="disk full"):
+        figures.save(fig, path)
+    assert [p.name for p in tmp_path.iterdir()] == ["fig.png"]
+    assert path.read_bytes() == b"earlier"

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from dhwt.analysis.runs_loss import runs_loss
 from dhwt.report.loss_report import loss_lines
 from dhwt.runs import layout
 from tests.report.text_runs import make_text_run
@@ -21,7 +22,7 @@ def test_final_loss_and_accuracy_intervals_stay_in_range(tmp_path):
     rows = [{"step": 4, "member": m, "split": "valid", "loss": loss[m], "accuracy": accuracy[m]}
             for m in range(3)]
     (run / layout.METRICS).write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
-    (row,) = [line for line in loss_lines({"run": run}, tmp_path / "out")
+    (row,) = [line for line in loss_lines(runs_loss({"run": run}), tmp_path / "out")
               if line.startswith("| run | valid |")]
     half = [np.std(v, ddof=1) / np.sqrt(3) * stats.t.ppf(0.975, 2) for v in (loss, accuracy)]
     assert np.mean(loss) - half[0] < 0 and np.mean(accuracy) + half[1] > 1  # raw t-intervals

@@ -8,7 +8,7 @@ import numpy as np
 
 from dhwt.commands import train
 from dhwt.config.run import TrainConfig
-from dhwt.languages.text_task import TextTask
+from dhwt.text.text_task import TextTask
 
 #: Tokens of the random text: ids 0..V-6 occur, the last 5 never do.
 V = 40

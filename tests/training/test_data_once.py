@@ -12,9 +12,9 @@ from dhwt.commands import train
 from dhwt.config import TrainConfig
 from dhwt.errors import DhwtError
 from dhwt.languages import load_task
-from dhwt.languages.text_task import load_text_task
 from dhwt.runs import load_run
 from dhwt.runs.run import check_task
+from dhwt.text.text_task import load_text_task
 
 TINY = dict(d_model=8, n_layers=1, n_heads=2, d_ff=16, seeds=[1], steps=2, eval_every=2,
             snapshot_every=2, checkpoint_every=2, threads=1)

@@ -8,12 +8,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from dhwt.errors import DhwtError
-from dhwt.languages.text_task import TextTask
-from dhwt.models import build_model
-from dhwt.config import TrainConfig
 from dhwt.commands import train
+from dhwt.config import TrainConfig
+from dhwt.errors import DhwtError
+from dhwt.models import build_model
 from dhwt.runs.checkpoints import latest_checkpoint
+from dhwt.text.text_task import TextTask
 from dhwt.training.ensemble import chunked_metrics, member_loss, repeat_batch
 from dhwt.training.members import EMBEDDINGS, INPUT, OUTPUT
 from dhwt.training.trainer import Trainer, model_config

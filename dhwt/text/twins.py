@@ -40,8 +40,8 @@ import numpy as np
 
 from dhwt.defaults import TWIN_KINDS
 from dhwt.errors import DhwtError
-from dhwt.languages.corpus import SPLITS
-from dhwt.languages.tokenizers import EOS, UNK
+from dhwt.text.corpus import SPLITS
+from dhwt.text.tokenizers import EOS, UNK
 
 KINDS = TWIN_KINDS
 SUFFIX = "#twin"

@@ -1,4 +1,4 @@
-"""The masking rule of a masked LM on natural text (dhwt.languages.text_task), stated exactly.
+"""The masking rule of a masked LM on natural text (dhwt.text.text_task), stated exactly.
 
 Each real position of a window is chosen independently with probability `rate`; the loss is on
 the chosen positions only. What the model reads at a chosen position depends on `rule`:

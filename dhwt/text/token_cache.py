@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from dhwt.errors import DhwtError
-from dhwt.languages.corpus import SPLITS, Corpus
-from dhwt.languages.tokenizers import TextTokenizer, make_tokenizer
+from dhwt.text.corpus import SPLITS, Corpus
+from dhwt.text.tokenizers import TextTokenizer, make_tokenizer
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ as valid has, at most TRAIN_WINDOWS: a fixed sample for the training curve, whic
 as much as the whole valid split). `eval_windows` caps every split (e.g. for smoke tests).
 
 Masked LM (`objective="mlm"`): the vocabulary gains [MASK] (the last id); windows are seq_len
-tokens and every target is at its own position, masked by dhwt.languages.masking's rule (rate
+tokens and every target is at its own position, masked by dhwt.text.masking's rule (rate
 `mask_rate`, rule `mask_rule`); the loss is on the chosen positions only, each weighing 1 / (the
 batch's chosen positions). Training draws the masks afresh from the generator; evaluation cuts
 a split into consecutive windows of seq_len tokens (every token in one window; the last one
@@ -34,11 +34,11 @@ import torch
 
 from dhwt.errors import DhwtError
 from dhwt.languages.batch import Batch, stack_batches
-from dhwt.languages.corpus import SPLITS, WIKITEXT2, load_corpus, load_wikitext2
 from dhwt.languages.language import MASK, check_objective
-from dhwt.languages.masking import MASK_RATE, MASK_RULE, apply_mask
-from dhwt.languages.token_cache import tokenize_corpus
-from dhwt.languages.twins import plant_twins
+from dhwt.text.corpus import SPLITS, WIKITEXT2, load_corpus, load_wikitext2
+from dhwt.text.masking import MASK_RATE, MASK_RULE, apply_mask
+from dhwt.text.token_cache import tokenize_corpus
+from dhwt.text.twins import plant_twins
 
 IGNORE = -100
 #: At most this many windows in the "train" evaluation sample unless eval_windows says otherwise.
@@ -51,7 +51,7 @@ class TextTask:
     """A tokenized corpus served for causal or masked language modelling (see the module doc)."""
 
     truth = None
-    #: The planted twins' truth (dhwt.languages.twins), if any.
+    #: The planted twins' truth (dhwt.text.twins), if any.
     twins: dict | None = None
 
     def __init__(self, ids: Mapping[str, np.ndarray], vocab: tuple[str, ...], seq_len: int,
@@ -162,9 +162,9 @@ def load_text_task(corpus: str | Path, tokenizer: str, seq_len: int, *,
                    twins: int | list[str] | None = None, twin_p: float = 0.5,
                    twin_kind: str = "sem", twin_seed: int = 0) -> TextTask:
     """A TextTask for a corpus (`wikitext-2` or a path, see load_corpus) and a tokenizer name
-    (`gpt2`, `bpe:N`, `word`, `char`); token ids come from the cache (dhwt.languages.token_cache).
+    (`gpt2`, `bpe:N`, `word`, `char`); token ids come from the cache (dhwt.text.token_cache).
     `source`: where WikiText-2 lies (folder or archive), instead of the environment. `twins`:
-    plant twins in the token ids (dhwt.languages.twins); the task's `twins` is then the planted
+    plant twins in the token ids (dhwt.text.twins); the task's `twins` is then the planted
     truth (else None)."""
     found = load_wikitext2(source) if source is not None and str(corpus) == WIKITEXT2 else (
         load_corpus(corpus))

@@ -10,7 +10,7 @@ import torch
 
 from dhwt.analysis.intervals import clopper_pearson
 from dhwt.languages.language import MASK
-from dhwt.languages.text_task import TextTask
+from dhwt.text.text_task import TextTask
 
 LEVEL = 1 - 1e-6
 V = 50

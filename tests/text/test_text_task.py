@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from dhwt.errors import DhwtError
-from dhwt.languages.text_task import TextTask, load_text_task
+from dhwt.text.text_task import TextTask, load_text_task
 
 
 def stream_task(seq_len=8, eval_windows=None) -> TextTask:

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from dhwt.analysis.intervals import clopper_pearson
-from dhwt.languages.twins import MARKER, plant_twins
+from dhwt.text.twins import MARKER, plant_twins
 
 VOCAB = ("x", "y", "z", "<eos>")
 STREAM = np.array([0, 1, 0, 2, 3, 1, 0, 3])  # x thrice, y twice: the two most frequent

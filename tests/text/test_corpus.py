@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from dhwt.errors import DhwtError
-from dhwt.languages import corpus as corpus_module
-from dhwt.languages.corpus import load_corpus, load_wikitext2
-from dhwt.languages.token_cache import tokenize_corpus
-from dhwt.languages.tokenizers import make_tokenizer
+from dhwt.text import corpus as corpus_module
+from dhwt.text.corpus import load_corpus, load_wikitext2
+from dhwt.text.token_cache import tokenize_corpus
+from dhwt.text.tokenizers import make_tokenizer
 
 SHARED = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
 TIKTOKEN_FILES = SHARED / "gpt2" / "tiktoken_cache"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dhwt.languages.tokenizers import check_tokenizer, make_tokenizer
+from dhwt.text.tokenizers import check_tokenizer, make_tokenizer
 
 
 def test_characters_in_first_appearance_order_then_unk():

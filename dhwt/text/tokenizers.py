@@ -25,6 +25,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from dhwt.directories import atomic_path
 from dhwt.errors import DhwtError
 
 EOS = "<eos>"
@@ -225,9 +226,8 @@ def bpe_tokenizer(vocab_size: int, train_text: str,
         tok.train_from_iterator(train_text.splitlines(keepends=True), trainer)
         if saved is not None:
             saved.parent.mkdir(parents=True, exist_ok=True)
-            tmp = saved.with_name(f".{saved.name}.tmp-{os.getpid()}")
-            tok.save(str(tmp))
-            os.replace(tmp, saved)
+            with atomic_path(saved) as tmp:
+                tok.save(str(tmp))
     by_id = {i: t for t, i in tok.get_vocab().items()}
     vocab = tuple(by_id[i] for i in range(len(by_id)))
 

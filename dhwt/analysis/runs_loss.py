@@ -1,0 +1,76 @@
+"""What the loss section of a report on text runs computes (dhwt.report.loss_report renders it):
+for runs whose task has no exact ground truth, each run's last evaluation of each split
+summarised over members, and loss and accuracy over training, read from metrics.jsonl. Runs of a
+synthetic language get the closeness report instead (dhwt.analysis.runs_closeness), which
+compares with the Bayes optimum."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from dhwt.analysis.intervals import NON_NEGATIVE, SHARE, Summary, summarise
+from dhwt.config.schedule import TieEvent
+from dhwt.runs import load_run
+from dhwt.runs.metrics import metric_table
+
+SPLITS = ("valid", "test", "train")  # final values, one run's next to each other
+CURVES = ("valid", "train")  # curves: the trainer evaluates "test" at the last step only
+
+
+@dataclass(frozen=True)
+class FinalLoss:
+    """One run's last evaluation of one split: cross-entropy (nats) and accuracy over members,
+    each interval kept in its quantity's range (dhwt.analysis.intervals)."""
+
+    run: str
+    split: str
+    step: int
+    loss: Summary
+    accuracy: Summary
+
+    @property
+    def perplexity(self) -> float:
+        """exp of the mean cross-entropy."""
+        return math.exp(self.loss.centre)
+
+
+@dataclass(frozen=True, eq=False)
+class RunsLoss:
+    """finals: per run, its splits in SPLITS order; loss, accuracy: split -> run -> (steps (T,),
+    values (T, S)) over training, for the CURVES splits some run evaluated; events: each run's
+    tie switches."""
+
+    finals: tuple[FinalLoss, ...]
+    loss: dict[str, dict[str, tuple[np.ndarray, np.ndarray]]]
+    accuracy: dict[str, dict[str, tuple[np.ndarray, np.ndarray]]]
+    events: dict[str, tuple[TieEvent, ...]]
+
+
+def runs_loss(runs: Mapping[str, Path]) -> RunsLoss:
+    """The loss and accuracy of `runs` (name -> run directory)."""
+    loaded = {name: load_run(run) for name, run in runs.items()}
+    records = {name: run.metrics() for name, run in loaded.items()}
+    finals = []
+    for name, rows in records.items():
+        for split in SPLITS:
+            if not any(r["split"] == split for r in rows):
+                continue
+            steps, losses = metric_table(rows, split, "loss")
+            finals.append(FinalLoss(
+                name, split, int(steps[-1]), summarise(losses[-1], bounds=NON_NEGATIVE),
+                summarise(metric_table(rows, split, "accuracy")[1][-1], bounds=SHARE)))
+    loss, accuracy = {}, {}
+    for split in CURVES:
+        curves = {name: metric_table(r, split, "loss") for name, r in records.items()
+                  if any(x["split"] == split for x in r)}
+        if curves:
+            loss[split] = curves
+            accuracy[split] = {name: metric_table(records[name], split, "accuracy")
+                               for name in curves}
+    return RunsLoss(tuple(finals), loss, accuracy,
+                    {name: run.tie_events for name, run in loaded.items()})
