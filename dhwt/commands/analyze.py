@@ -25,7 +25,6 @@ from dhwt.errors import DhwtError
 from dhwt.filenames import FIGURES, HTML, REPORT
 from dhwt.languages import load_task
 from dhwt.report import analyze_report
-from dhwt.report.analyze_report import document
 from dhwt.report.escape_report import ESCAPE_TABLE
 from dhwt.report.json_document import json_text, write_json
 from dhwt.report.similarity_report import CSV, JSON
@@ -58,14 +57,14 @@ def analyze_command(run_dirs: Sequence[str], out: str, pairs: str | None, measur
     """What `dhwt analyze` prints: the line naming the report, and with `as_json` the JSON
     document of its numbers."""
     found = analyze(run_dirs, out, pairs=pairs, measure=measure, similarity=similarity)
-    return f"report: {found.report}", json_text(document(found)) if as_json else None
+    return f"report: {found.report}", json_text(analyze_report.document(found)) if as_json else None
 
 
 def analyze(run_dirs: Sequence[str | Path], out: str | Path, *, pairs: str | None = None,
             measure: str = "normalised", similarity: SimilarityOptions | None = None,
             owned: bool = False) -> Analysis:
     """Write out/report.md (and .html), out/figures/ and out/analyze.json for `run_dirs`;
-    return the report's path and the results (document gives them as JSON-ready data). `out`
+    return the report's path and the results (analyze_report.document gives them as JSON-ready data). `out`
     must be new, empty or an earlier analyze report, which is replaced whole once the new one
     is complete (dhwt.directories.replace_report), unless `owned` (a study writing its own
     report and analysis folders in place)."""

@@ -82,8 +82,9 @@ from dhwt.training.distributed import Parallel
 from dhwt.training.group import group_key
 from dhwt.analysis.runs_closeness import RunsCloseness, runs_closeness
 from dhwt.analysis.runs_similarity import SimilarityOptions
-from dhwt.commands.analyze import Analysis, analyze
-from dhwt.commands.analyze import document as analyze_document
+from dhwt.analysis.run_analysis import Analysis
+from dhwt.commands.analyze import analyze
+from dhwt.report.analyze_report import document as analyze_document
 from dhwt.commands.study_jobs import Job, JobSettings, run_jobs
 from dhwt.commands.train import train
 from dhwt.report.json_document import json_text
