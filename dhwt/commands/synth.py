@@ -14,7 +14,7 @@ from dhwt.languages.spec import parse_assignments
 from dhwt.languages.splits import (SPLIT_SEED, TEST_FRACTION, VALID_FRACTION,
                                    check_split_options, split_of, train_strings)
 from dhwt.languages.synthesis import Synthesis
-from dhwt.languages.truth import compute_truth
+from dhwt.languages.truth import bayes_optimum, compute_truth
 from dhwt.report.json_document import json_text
 from dhwt.report.synth_report import document, summary_text
 
@@ -39,8 +39,11 @@ def synthesize(grammar: str, assignments: Sequence[str] = (), out: str | Path | 
     if out is not None:
         write_dataset(language, out, valid_fraction=valid_fraction, test_fraction=test_fraction,
                       seed=seed, overwrite=overwrite, inputs=inputs, truths=truths)
+    small = train is not None and 2 * train.sum() <= len(train)
+    train_optimum = {objective: bayes_optimum(language.subset(train), objective)
+                     for objective in OBJECTIVES} if small else {}
     return Synthesis(language, truths, train, split, out,
-                     seed if language.split is None else None)
+                     seed if language.split is None else None, train_optimum)
 
 
 def synth_command(grammar: str, assignments: Sequence[str], out: str | None, *,

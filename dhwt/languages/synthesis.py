@@ -18,7 +18,9 @@ class Synthesis:
     """A language with its exact truth per objective; train: (n,) bool, the class strings of the
     train split; split: (n,) each class string's split (index into SPLITS; None when nothing
     was written and the language fixes none); out: where the dataset was written (None: not);
-    seed: of the split, None where the language fixes it."""
+    seed: of the split, None where the language fixes it; train_optimum: where the train split
+    holds half the strings or fewer, its own Bayes optimum per objective (accuracy,
+    cross-entropy), which a model fitting those strings alone can beat the language's with."""
 
     language: Language
     truths: dict[str, GroundTruth]
@@ -26,6 +28,7 @@ class Synthesis:
     split: np.ndarray | None
     out: str | Path | None
     seed: int | None
+    train_optimum: dict[str, tuple[float, float]]
 
     @property
     def sizes(self) -> dict[str, int] | None:

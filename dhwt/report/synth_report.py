@@ -15,7 +15,7 @@ from dhwt.errors import counted
 from dhwt.languages.language import OBJECTIVES, Language, symbol_strings
 from dhwt.languages.splits import SPLITS
 from dhwt.languages.synthesis import Synthesis
-from dhwt.languages.truth import GroundTruth, PairRelation, bayes_optimum
+from dhwt.languages.truth import GroundTruth, PairRelation
 
 TITLES = {"mlm": "masked LM (mlm)", "clm": "causal LM (clm)"}
 KINDS = (
@@ -26,11 +26,13 @@ KINDS = (
 
 
 def format_summary(language: Language, truths: dict[str, GroundTruth],
-                   train: np.ndarray | None = None) -> str:
-    """Several lines of text describing `language` and its exact ground truth. With `train`
-    ((n,) bool: the class strings of the train split) holding half the strings or fewer, the
-    train split's own Bayes optimum too: a model fitting those strings alone can beat the
-    language's optimum on them, so the language's is not what its training loss tends to."""
+                   train: np.ndarray | None = None,
+                   train_optimum: dict[str, tuple[float, float]] | None = None) -> str:
+    """Several lines of text describing `language` and its exact ground truth; with
+    `train_optimum` (Synthesis.train_optimum: the Bayes optimum of a train split, `train`, that
+    holds half the strings or fewer) that optimum too: a model fitting those strings alone can
+    beat the language's optimum on them, so the language's is not what its training loss tends
+    to."""
     n_symbol_strings = len(symbol_strings(language)[1])
     lengths = sorted(set(language.lengths.tolist()))
     length = (f"length {lengths[0]}" if len(lengths) == 1
@@ -52,20 +54,20 @@ def format_summary(language: Language, truths: dict[str, GroundTruth],
         variants = "  ".join(f"{v}: {p:.4g}" for v, p in zip(cls.variants, cls.probs))
         note = "" if cls.maskable else "  (never masked)"
         lines.append(f"  {cls.name:<{width}}  {variants}{note}")
-    small = train is not None and 2 * train.sum() <= len(train)
-    if small:
+    if train_optimum:
         lines.append(f"  train split: {train.sum():,} of {counted(len(train), 'class string')} "
                      f"(probability {language.probs[train].sum():.4g}), at most half the "
                      "language: its own Bayes optimum follows the language's below")
     for objective in OBJECTIVES:
-        beside = [_train_line(language, train, objective)] if small else []
+        beside = [_train_line(*train_optimum[objective])] if train_optimum else []
         lines += _objective_lines(truths[objective], beside)
     return "\n".join(lines)
 
 
 def summary_text(result: Synthesis) -> str:
     """What `dhwt synth` prints."""
-    summary = format_summary(result.language, result.truths, result.train)
+    summary = format_summary(result.language, result.truths, result.train,
+                             result.train_optimum)
     if result.out is None:
         return f"{summary}\n(no --out given: nothing written)"
     sizes = ", ".join(f"{name} {n}" for name, n in result.sizes.items())
@@ -74,9 +76,8 @@ def summary_text(result: Synthesis) -> str:
            f"(strings: {sizes}; {how})"
 
 
-def _train_line(language: Language, train: np.ndarray, objective: str) -> str:
+def _train_line(accuracy: float, cross_entropy: float) -> str:
     """The Bayes optimum over the training strings alone, reweighted to sum to 1."""
-    accuracy, cross_entropy = bayes_optimum(language.subset(train), objective)
     return (f"  Bayes optimum, train split only: accuracy {accuracy:.4f}, cross-entropy "
             f"{cross_entropy:.4f} nats")
 

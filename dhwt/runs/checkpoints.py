@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from dhwt.directories import atomic_write_bytes
+from dhwt.directories import LEFTOVER, atomic_write_bytes
 from dhwt.errors import DhwtError
 
 _MAGIC = b"dhwt-checkpoint sha256="
@@ -153,5 +153,5 @@ def remove_stray_temporaries(directory: Path) -> None:
     """Delete temporaries left by a process killed mid-write (they never carry a final name)."""
     if directory.is_dir():
         for p in directory.iterdir():
-            if p.name.startswith(".") and ".tmp-" in p.name:
+            if LEFTOVER.fullmatch(p.name):
                 p.unlink()

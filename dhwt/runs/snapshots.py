@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from safetensors import safe_open
 
-from dhwt.directories import atomic_write_bytes
+from dhwt.directories import LEFTOVER, atomic_write_bytes
 from dhwt.errors import DhwtError
 from dhwt.runs import layout
 
@@ -99,7 +99,7 @@ def remove_snapshots_after(directory: Path, step: int) -> None:
     if directory.is_dir():
         for p in directory.iterdir():
             m = _NAME.match(p.name)
-            if (m and int(m.group(1)) > step) or (p.name.startswith(".") and ".tmp-" in p.name):
+            if (m and int(m.group(1)) > step) or LEFTOVER.fullmatch(p.name):
                 p.unlink()
 
 

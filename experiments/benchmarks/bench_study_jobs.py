@@ -23,6 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from dhwt import load_run
 from dhwt.commands.study import load_study, run_study
 from dhwt.commands.study_jobs import JobSettings
 
@@ -79,10 +80,9 @@ def main() -> None:
             seconds[jobs] = time.perf_counter() - start
             print(f"--jobs {jobs}: {seconds[jobs]:.1f} s (4 runs of {args.seeds} seeds, "
                   f"{args.steps} steps)")
-        last = f"embeddings/step_{args.steps:07d}.safetensors"
-        same = all((Path(tmp) / "jobs1" / "runs" / f"r{i}" / last).read_bytes()
-                   == (Path(tmp) / "jobs2" / "runs" / f"r{i}" / last).read_bytes()
-                   for i in range(4))
+        same = all(load_run(Path(tmp) / "jobs1" / "runs" / f"r{i}").snapshot_files[args.steps]
+                   .read_bytes() == load_run(Path(tmp) / "jobs2" / "runs" / f"r{i}")
+                   .snapshot_files[args.steps].read_bytes() for i in range(4))
         ratio = seconds[1] / seconds[2]
         print(f"--jobs 2 is {ratio:.2f}x --jobs 1 (target >= {TARGET} on 2 cores: "
               f"{'met' if ratio >= TARGET else 'not met'}); last embeddings equal: {same}")
