@@ -159,7 +159,7 @@ def norm_matched_random(x: np.ndarray, generator: np.random.Generator) -> np.nda
     for s in range(0, len(x), _CHUNK):
         rows = torch.from_numpy(np.asarray(x[s:s + _CHUNK], np.float32))
         torch.randn(rows.shape, generator=torch_generator, out=out[s:s + _CHUNK])
-        out[s:s + _CHUNK] *= (torch.linalg.vector_norm(rows.double(), dim=1)
+        out[s:s + _CHUNK] *= (torch.linalg.vector_norm(rows, dim=1, dtype=torch.float64)
                               / torch.linalg.vector_norm(out[s:s + _CHUNK], dim=1)
                               ).float()[:, None]
     return out.numpy()
@@ -222,14 +222,16 @@ def _phase(name: str) -> Iterator[None]:
 
 
 class _Best:
-    """The best m candidates of every row so far, in the order (value desc, index asc); empty
-    slots hold -inf and the index `rows` (past every row)."""
+    """The best m candidates of every row so far among `columns` rows (default: the rows
+    themselves), in the order (value desc, index asc); empty slots hold -inf and the index
+    `columns` (past every row)."""
 
-    def __init__(self, rows: int, m: int) -> None:
+    def __init__(self, rows: int, m: int, columns: int | None = None) -> None:
+        columns = rows if columns is None else columns
         self.m = m
         self.values = np.full((rows, m), -np.inf, np.float32)
-        self.index = np.full((rows, m), rows, np.int64)
-        self._index_bits = int(rows).bit_length()
+        self.index = np.full((rows, m), columns, np.int64)
+        self._index_bits = int(columns).bit_length()
 
     def threshold(self, start: int, stop: int) -> np.ndarray:
         """The value a new candidate must reach (>=) to enter rows start..stop-1."""
