@@ -61,7 +61,7 @@ def main() -> None:
     args = parser.parse_args()
     print(f"CPU: {cpu_model()}; flags: {cpu_flags()}; torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads; load average {os.getloadavg()[0]:.1f}")
-    print(f"dhwt candidate pass: {knn_path()}")
+    print(f"dhwt candidate pass: {knn_path()}")  # probes run here, before either timing
     with tempfile.TemporaryDirectory() as tmp:
         a, b = make_spaces(args.n, 768, seed=0)
         folder = write(Path(tmp) / "exact", torch.from_numpy(a), torch.from_numpy(b))
