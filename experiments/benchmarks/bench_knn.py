@@ -109,9 +109,11 @@ def cpu_flags() -> str:
 
 
 def knn_path() -> str:
-    """The candidate pass dhwt chose here and the probes that chose it."""
-    speedups = gram._speedups()
-    return (f"{knn.candidate_precision()} (probes: oneDNN bfloat16 products into exact float32 "
+    """The candidate pass dhwt chose here and the probes that chose it (the speed probe measured
+    for this line when the pass was forced or no bfloat16 pass is exact)."""
+    precision = knn.candidate_precision()
+    speedups = gram._SPEEDUPS if gram._SPEEDUPS is not None else gram._speedups()
+    return (f"{precision} (probes: oneDNN bfloat16 products into exact float32 "
             f"sums {gram._onednn_bfloat16()}, bfloat16 matmul rounding float32 sums once "
             f"{gram._bfloat16_output()}; Gram block speed vs float32: "
             + ", ".join(f"{name} {ratio:.2f}x" for name, ratio in speedups.items()

@@ -107,12 +107,14 @@ def candidate_precision() -> str:
 
 
 def _fastest() -> str:
-    """The fastest candidate pass here by the rule of candidate_precision."""
+    """The fastest candidate pass here by the rule of candidate_precision (the speed probe's
+    result kept in _SPEEDUPS)."""
+    global _SPEEDUPS
     passes = [name for name, exact in (("bfloat16", _onednn_bfloat16),
                                        ("bfloat16-output", _bfloat16_output)) if exact()]
     if not passes:
         return "float32"
-    speedup = _speedups()
+    speedup = _SPEEDUPS = _speedups()
     best = max(passes, key=speedup.__getitem__)
     return best if speedup[best] >= 2 else "float32"
 
@@ -154,6 +156,8 @@ def _bfloat16_output() -> bool:
     return _BFLOAT16_OUTPUT
 
 
+#: The speed probe's ratios to float32 that chose the pass in this process (None: not run).
+_SPEEDUPS: dict[str, float] | None = None
 #: Whether torch's bfloat16 matmul sums in float32 and rounds once on output (None: not probed).
 _BFLOAT16_OUTPUT: bool | None = None
 
