@@ -60,7 +60,7 @@ def test_knn_help_documents_the_precision_variable(cli):
     code, out, _ = cli(["knn", "--help"])
     assert code == 0
     flat = " ".join(out.split())
-    assert "DHWT_KNN_PRECISION=float32|bfloat16" in flat
+    assert "DHWT_KNN_PRECISION=float32|bfloat16|bfloat16-output" in flat
 
 
 def test_readme_states_one_test_time():

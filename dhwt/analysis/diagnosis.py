@@ -4,7 +4,9 @@ For every token (or a seeded sample of query tokens when the vocabulary is large
 nearest neighbours among all tokens in the input space and in the output space, and their KNN
 match; the chance level of the same measure on norm-matched random stand-ins, estimated from a
 sample of queries (its interval says how well); linear CKA and the orthogonal Procrustes error
-of the two spaces; the mean match by token-frequency bucket when counts are given.
+of the two spaces (from float32 Gram products of centred rows, within the bound that
+dhwt.analysis.similarity.whole_space states); the mean match by token-frequency bucket when
+counts are given.
 
 Why the chance level is sampled even when the match is exact: it is a baseline, and an estimate
 with its interval costs a fraction of a second where the exact one would double the time.
@@ -156,8 +158,8 @@ def diagnose(e_in: np.ndarray, e_out: np.ndarray, *, k: int | None = None, metri
         chance = _chance(e_in, e_out, k, metric, chance_queries, seed, progress, device)
     rows = (np.arange(n) if len(ids) == n else
             sample_queries(n, max(WHOLE_ROWS, 4 * max(e_in.shape[1], e_out.shape[1])), seed + 2))
-    whole = (whole_space(e_in[rows], e_out[rows], rotation=False) if len(rows) < n else
-             whole_space(e_in, e_out, rotation=False))
+    whole = (whole_space(e_in[rows], e_out[rows], rotation=False, float32=True)
+             if len(rows) < n else whole_space(e_in, e_out, rotation=False, float32=True))
     return Diagnosis(
         k=k, k_note=k_note, metric=metric, n_tokens=n, tokens=ids,
         overlap_per_token=match.overlap, jaccard=match.mean_jaccard,

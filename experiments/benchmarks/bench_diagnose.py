@@ -11,13 +11,16 @@
 2. Sampled: a 131,072 x 4,096 untied pair (bfloat16 on disk, 2 GiB), 4,096 query tokens, each
    exact against all rows, plus 512 chance queries. Target < 120 s wall.
 
-Prints the CPU model and torch's thread count beside every figure.
+Prints the CPU model, the flags and probes that decide the KNN path (bench_knn.knn_path), torch's
+thread count and the load average beside every figure. --n N runs the exact part at N rows (a
+quick check of the ratio's direction; the target is at 50,257).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -29,7 +32,7 @@ import torch
 from safetensors.torch import save_file
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_knn import cpu_model, make_spaces  # noqa: E402
+from bench_knn import cpu_flags, cpu_model, knn_path, make_spaces  # noqa: E402
 
 from dhwt.analysis.knn import knn_match  # noqa: E402
 from dhwt.commands.diagnose import DiagnoseOptions, diagnose_path  # noqa: E402
@@ -54,10 +57,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--skip-sampled", action="store_true")
+    parser.add_argument("--n", type=int, default=50_257, help="rows of the exact pair")
     args = parser.parse_args()
-    print(f"CPU: {cpu_model()}; torch {torch.__version__}, {torch.get_num_threads()} threads")
+    print(f"CPU: {cpu_model()}; flags: {cpu_flags()}; torch {torch.__version__}, "
+          f"{torch.get_num_threads()} threads; load average {os.getloadavg()[0]:.1f}")
+    print(f"dhwt candidate pass: {knn_path()}")  # probes run here, before either timing
     with tempfile.TemporaryDirectory() as tmp:
-        a, b = make_spaces(50_257, 768, seed=0)
+        a, b = make_spaces(args.n, 768, seed=0)
         folder = write(Path(tmp) / "exact", torch.from_numpy(a), torch.from_numpy(b))
         diagnose_times, knn_times = [], []
         for _ in range(args.repeats):
@@ -68,10 +74,11 @@ def main() -> None:
         d = result.subjects[0].diagnosis
         assert np.array_equal(d.overlap_per_token, match.overlap), "diagnose != knn_match"
         ratio = statistics.median(diagnose_times) / statistics.median(knn_times)
-        print(f"exact 50,257 x 768: diagnose {statistics.median(diagnose_times):.1f} s, one "
-              f"knn_match {statistics.median(knn_times):.1f} s: ratio {ratio:.2f} (target <= "
-              f"1.2); overlap {d.overlap.mean:.4f}, chance {d.chance.mean:.4f} "
-              f"[{d.chance.low:.4f}, {d.chance.high:.4f}]")
+        print(f"exact {args.n:,} x 768: diagnose {statistics.median(diagnose_times):.1f} s, one "
+              f"knn_match {statistics.median(knn_times):.1f} s: ratio diagnose / knn_match "
+              f"{ratio:.2f} (target <= 1.2); overlap {d.overlap.mean:.4f}, chance "
+              f"{d.chance.mean:.4f} [{d.chance.low:.4f}, {d.chance.high:.4f}]; load average "
+              f"after {os.getloadavg()[0]:.1f}")
         del a, b, result, match
         if args.skip_sampled:
             return

@@ -9,7 +9,9 @@ log-normal row scales (inner-product hubs) partly shared between the spaces. See
 1. Time (median over --repeats, the two methods alternating) of dhwt's `knn_match(A, B, k=10)`
    (both neighbour searches, the float64 re-ranking and the scores) against two exact faiss-cpu
    IndexFlatIP searches (k + 1 neighbours, one search per space; the `bench` extra), with the
-   CPU model, the candidate pass's precision and GEMM path, and dhwt's time per phase (Gram
+   CPU model and the flags that decide the path (AVX-512, its BF16 and VNNI, AMX), the
+   candidate pass's precision with the probes that chose it, its GEMM path, and dhwt's time per
+   phase (Gram
    blocks, filter, merge, re-rank, setup; dhwt.analysis.knn.phase_times). Target ratio <= 0.5.
    Without faiss the baseline is the naive chunked method (full Gram matrix in row chunks +
    torch.topk), and the script says so.
@@ -88,6 +90,35 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown CPU"
+
+
+#: CPU flags that decide which Gram products are fast (lscpu's names).
+PATH_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile", "amx_bf16", "amx_int8")
+
+
+def cpu_flags() -> str:
+    """Which of PATH_FLAGS this CPU has (from /proc/cpuinfo), e.g. 'avx2 avx512f avx512_bf16'."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                have = set(line.split(":", 1)[1].split())
+                return " ".join(flag for flag in PATH_FLAGS if flag in have) or "none of them"
+    except OSError:
+        pass
+    return "unknown"
+
+
+def knn_path() -> str:
+    """The candidate pass dhwt chose here and the probes that chose it (the speed probe measured
+    for this line when the pass was forced or no bfloat16 pass is exact)."""
+    precision = knn.candidate_precision()
+    speedups = gram._SPEEDUPS if gram._SPEEDUPS is not None else gram._speedups()
+    return (f"{precision} (probes: oneDNN bfloat16 products into exact float32 "
+            f"sums {gram._onednn_bfloat16()}, bfloat16 matmul rounding float32 sums once "
+            f"{gram._bfloat16_output()}; Gram block speed vs float32: "
+            + ", ".join(f"{name} {ratio:.2f}x" for name, ratio in speedups.items()
+                        if name != "float32")
+            + f"; DHWT_KNN_PRECISION={os.environ.get('DHWT_KNN_PRECISION', 'unset')})")
 
 
 def faiss_path() -> str:
@@ -169,11 +200,10 @@ def main() -> None:
         memory_child(args.memory_child, args.k)
         return
 
-    print(f"CPU: {cpu_model()}; threads: torch {torch.get_num_threads()}; data {args.n} x "
-          f"{args.d} float32 x 2, k={args.k}, seed {args.seed}; load average "
-          f"{os.getloadavg()[0]:.1f}")
-    print(f"dhwt candidate pass: {knn.candidate_precision()} (probed: oneDNN bfloat16 matmul "
-          f"exact on bfloat16 values: {gram._onednn_bfloat16()})")
+    print(f"CPU: {cpu_model()}; flags: {cpu_flags()}; threads: torch "
+          f"{torch.get_num_threads()}; data {args.n} x {args.d} float32 x 2, k={args.k}, seed "
+          f"{args.seed}; load average {os.getloadavg()[0]:.1f}")
+    print(f"dhwt candidate pass: {knn_path()}")
     a, b = make_spaces(args.n, args.d, args.seed)
 
     phases: list[dict[str, float]] = []
@@ -208,6 +238,8 @@ def main() -> None:
           + ", ".join(f"{name} {seconds:.2f} s" for name, seconds in median.items()))
     if knn.candidate_precision() == "bfloat16":
         path = "bfloat16 Gram blocks by oneDNN (bfloat16 values, float32 sums)"
+    elif knn.candidate_precision() == "bfloat16-output":
+        path = "bfloat16 Gram blocks by torch's bfloat16 matmul (float32 sums rounded once)"
     else:
         onednn = sorted(shape for shape, ok in gram._ONEDNN_FLOAT32.items() if ok)
         path = f"float32 Gram blocks by oneDNN for shapes {onednn}, numpy for the others"

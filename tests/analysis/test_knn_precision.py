@@ -1,7 +1,8 @@
-"""The two candidate passes of the exact KNN engine, each forced on any machine: float32, and
-bfloat16 with widened scores that are upper bounds of the exact ones. Either way the neighbours
-equal a float64 brute force; the bound itself is checked against float64 products, through the
-oneDNN path where this machine has one and through plain float32 multiplication everywhere."""
+"""The three candidate passes of the exact KNN engine, each forced on any machine: float32, and
+bfloat16 (float32 sums, or sums rounded to bfloat16 on output) with widened scores that are
+upper bounds of the exact ones. Either way the neighbours equal a float64 brute force; the bound
+itself is checked against float64 products, through this machine's bfloat16 paths and through
+plain float32 multiplication (rounded to bfloat16 for the rounded-output bound) everywhere."""
 
 from __future__ import annotations
 
@@ -40,18 +41,41 @@ def test_each_precision_gives_the_brute_force_neighbours(precision, metric):
             np.testing.assert_allclose(got.scores, ref_scores, rtol=1e-9, atol=1e-9)
 
 
-def test_neighbours_that_bfloat16_cannot_tell_apart_are_still_exact(monkeypatch):
+@pytest.mark.parametrize("precision", ["bfloat16", "bfloat16-output"])
+def test_neighbours_that_bfloat16_cannot_tell_apart_are_still_exact(monkeypatch, precision):
     """Inner products that differ only far below bfloat16's precision: the widened pass keeps
     them all as candidates, the float64 re-rank orders them."""
-    monkeypatch.setattr(gram, "_PRECISION", "bfloat16")
+    monkeypatch.setattr(gram, "_PRECISION", precision)
     rng = np.random.default_rng(3)
     x = (1 + rng.integers(0, 64, size=(150, 24)) * 2.0**-14).astype(np.float32)
     np.testing.assert_array_equal(nearest_neighbours(x, 5, "ip", block_size=64).indices,
                                   oracle(x, 5, "ip")[0])
 
 
-def widened_product(left, right, gemm) -> tuple[np.ndarray, float]:
-    wl, wr, scale = gram.widened(left, right)
+@pytest.mark.parametrize("metric", METRICS)
+def test_each_forced_precision_is_exact_on_adversarial_rows(monkeypatch, precision, metric):
+    """Through DHWT_KNN_PRECISION: near-ties within the bfloat16 bound (rows a few float32 steps
+    apart in one entry), huge and tiny norms side by side (10^-15 to 10^15), zero rows (not for
+    cosine), duplicated rows (exact ties)."""
+    monkeypatch.setattr(gram, "_PRECISION", None)
+    monkeypatch.setenv("DHWT_KNN_PRECISION", precision)
+    rng = np.random.default_rng(17)
+    base = rng.standard_normal((40, 12)).astype(np.float32)
+    near = base.copy()
+    near[:, 0] = np.nextafter(near[:, 0], np.float32(np.inf) * rng.choice([-1, 1], 40))
+    scales = np.float32(10.0) ** rng.integers(-15, 16, (40, 1)).astype(np.float32)
+    spread = rng.standard_normal((40, 12)).astype(np.float32) * scales
+    x = np.vstack([base, near, base[:10], spread,
+                   np.zeros((0 if metric == "cos" else 5, 12), np.float32)])
+    ref, ref_scores = oracle(x, 7, metric)
+    got = nearest_neighbours(x, 7, metric, block_size=32)
+    assert gram.candidate_precision() == precision
+    np.testing.assert_array_equal(got.indices, ref)
+    np.testing.assert_allclose(got.scores, ref_scores, rtol=1e-12, atol=1e-9)
+
+
+def widened_product(left, right, gemm, rounded_output=False) -> tuple[np.ndarray, float]:
+    wl, wr, scale = gram.widened(left, right, rounded_output)
     out = torch.empty(len(left), len(right))
     gemm(torch.from_numpy(wl), torch.from_numpy(wr), out)
     return out.double().numpy(), scale
@@ -77,6 +101,72 @@ def test_widened_scores_bound_the_exact_ones_from_above(gemm):
             assert (widened <= exact * scale + slack).all()
 
 
+def _float32_then_rounded(a, b, out):
+    """float32 products and sums, each sum rounded once to bfloat16 (to nearest)."""
+    gram.gemm(a, b, out)
+    out.copy_(out.bfloat16())
+
+
+@pytest.mark.parametrize("gemm", ["float32 rounded to bfloat16", "this machine's bfloat16 path"])
+def test_rounded_output_scores_bound_the_exact_ones_and_are_not_vacuous(gemm):
+    """The bound of widened(..., rounded_output=True): never below the exact score, at most
+    (2C + u)(1 + 2^-6) |l_i||r_j| above it (C = widening(d, True)), and on random rows the
+    largest excess is within a factor 2.5 of that bound (1.8 on this machine: the widening
+    column alone adds C)."""
+    mm = _float32_then_rounded if gemm.startswith("float32") else gram.BfloatOutput()
+    rng = np.random.default_rng(13)
+    cases = [rng.standard_normal((200, 64)),
+             rng.standard_normal((200, 300)) * np.exp(rng.normal(0, 3, (200, 1))),
+             rng.standard_normal((100, 16)) * 1e-30,
+             np.vstack([np.zeros((3, 8)), rng.standard_normal((60, 8)) * 1e20])]
+    for x in cases:
+        x = x.astype(np.float32)
+        bound = 2 * gram.widening(x.shape[1], True) + gram._U16
+        for left, right in ((x, x), (x, -x[::-1].copy())):
+            exact = left.astype(np.float64) @ right.astype(np.float64).T
+            widened, scale = widened_product(left, right, mm, rounded_output=True)
+            assert (widened >= exact * scale).all()
+            norms = (np.linalg.norm(left.astype(np.float64), axis=1)[:, None]
+                     * np.linalg.norm(right.astype(np.float64), axis=1)[None, :] * scale)
+            big = norms > 1e-30
+            excess = (widened - exact * scale)[big] / norms[big]
+            assert excess.max() <= bound * (1 + 2.0**-6)
+            assert excess.max() >= bound / 2.5
+
+
+def _partial_sums_in_bfloat16(a, b, out=None):
+    """A matmul that rounds its running sums to bfloat16 every 32 terms."""
+    total = torch.zeros(a.shape[0], b.shape[1], dtype=torch.bfloat16)
+    for s in range(0, a.shape[1], 32):
+        total = (total.float() + a[:, s:s + 32].float() @ b[s:s + 32].float()).bfloat16()
+    return total if out is None else out.copy_(total)
+
+
+def test_a_matmul_that_rounds_partial_sums_fails_the_rounded_output_probe(monkeypatch):
+    monkeypatch.setattr(gram, "_BFLOAT16_OUTPUT", None)
+    monkeypatch.setattr(torch, "mm", _partial_sums_in_bfloat16)
+    assert gram._bfloat16_output() is False
+    monkeypatch.setattr(gram, "_BFLOAT16_OUTPUT", None)
+    monkeypatch.setattr(torch, "mm", lambda a, b, out=None: (a.float() @ b.float()).bfloat16())
+    assert gram._bfloat16_output() is True  # float32 sums, rounded once
+
+
+@pytest.mark.parametrize("exact, speedups, chosen", [
+    ((False, False), None, "float32"),
+    ((True, True), {"bfloat16": 3.0, "bfloat16-output": 3.5}, "bfloat16-output"),
+    ((True, True), {"bfloat16": 3.0, "bfloat16-output": 2.5}, "bfloat16"),
+    ((False, True), {"bfloat16": 9.0, "bfloat16-output": 2.5}, "bfloat16-output"),
+    ((True, True), {"bfloat16": 1.9, "bfloat16-output": 1.5}, "float32"),
+])
+def test_the_fastest_exact_pass_is_chosen(monkeypatch, exact, speedups, chosen):
+    monkeypatch.setattr(gram, "_SPEEDUPS", None)
+    monkeypatch.setattr(gram, "_onednn_bfloat16", lambda: exact[0])
+    monkeypatch.setattr(gram, "_bfloat16_output", lambda: exact[1])
+    monkeypatch.setattr(gram, "_speedups",
+                        lambda: dict(speedups) if speedups else pytest.fail("timed for nothing"))
+    assert gram._fastest() == chosen
+
+
 def test_bfloat16_rounding_up():
     values = np.array([0.0, 1.0, 1 + 2.0**-20, 3.14159, 1e-30, 7.5e7, 2.0**-126])
     up = gram._bfloat16_up(values)
@@ -98,8 +188,10 @@ def test_the_precision_is_probed_once_and_may_be_forced(monkeypatch):
     monkeypatch.setattr(gram, "_PRECISION", None)
     monkeypatch.setattr(gram, "_ONEDNN_BFLOAT16", None)
     monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: False)
-    assert gram.candidate_precision() == "float32"  # no oneDNN: no bfloat16 pass
-    monkeypatch.setattr(gram, "_bfloat16_speedup", lambda: pytest.fail("probed twice"))
+    monkeypatch.setattr(gram, "_bfloat16_output", lambda: False)
+    assert gram.candidate_precision() == "float32"  # no exact bfloat16 matmul: float32
+    monkeypatch.setattr(gram, "_speedups", lambda: pytest.fail("probed twice"))
+    monkeypatch.setattr(gram, "_fastest", lambda: pytest.fail("probed twice"))
     assert gram.candidate_precision() == "float32"
 
 

@@ -8,6 +8,7 @@ import pytest
 from scipy.stats import ortho_group
 
 from dhwt.analysis import similarity
+from dhwt.analysis import similarity
 from dhwt.analysis.similarity import linear_cka, mutual_knn, procrustes, whole_space
 from dhwt.errors import DhwtError
 
@@ -107,3 +108,56 @@ def test_the_closed_form_without_rotation_agrees_with_the_exact_pass():
         assert fast.procrustes.rotation is None and exact.procrustes.rotation is not None
         assert fast.cka == exact.cka == pytest.approx(linear_cka(x, other), rel=1e-12)
         assert fast.procrustes.error == pytest.approx(exact.procrustes.error, abs=1e-7)
+
+
+def _float64_blocks(x, y):
+    """Centred float64 Gram blocks, computed here without the module's code."""
+    xc = x.astype(np.float64) - x.astype(np.float64).mean(axis=0)
+    yc = y.astype(np.float64) - y.astype(np.float64).mean(axis=0)
+    return xc.T @ xc, yc.T @ yc, xc.T @ yc
+
+
+@pytest.mark.parametrize("case", ["gaussian", "shifted far from 0", "hubs", "widths 48 -> 40"])
+def test_float32_blocks_stay_within_their_stated_bound(case):
+    """whole_space(..., float32=True) against the float64 blocks, within the bounds of its
+    docstring: CKA's relative bound and the Procrustes residual's 4 sqrt(d) eps ||X|| ||Y||."""
+    rng = np.random.default_rng(21)
+    n, d = 5000, 48  # several chunks of GRAM_ROWS rows and a partial one
+    x = rng.standard_normal((n, d))
+    y = 0.5 * x @ rng.standard_normal((d, 40 if case.startswith("widths") else d))
+    y += rng.standard_normal(y.shape)
+    if case == "shifted far from 0":  # the mean dwarfs the spread: centring keeps the bound
+        x, y = x + 1e3, y - 3e3
+    if case == "hubs":
+        scale = np.exp(rng.normal(0, 1.5, (n, 1)))
+        x, y = x * scale, y * scale
+    x, y = x.astype(np.float32), y.astype(np.float32)
+    old = whole_space(x, y, rotation=False)
+    new = whole_space(x, y, rotation=False, float32=True)
+    eps = similarity.GRAM_EPSILON
+    cxx, cyy, cxy = _float64_blocks(x, y)
+    centred = [np.linalg.norm(np.asarray(side, np.float64)
+                              - np.asarray(side.mean(axis=0, dtype=np.float64), np.float32))
+               for side in (x, y)]
+    e_xx, e_yy, e_xy = (eps * centred[0] ** 2, eps * centred[1] ** 2,
+                        eps * centred[0] * centred[1])
+    relative = ((1 + e_xy / np.linalg.norm(cxy)) ** 2
+                / ((1 - e_xx / np.linalg.norm(cxx)) * (1 - e_yy / np.linalg.norm(cyy))) - 1)
+    assert abs(new.cka - old.cka) <= relative * old.cka + 1e-12
+    if case.startswith("widths"):  # the residual's bound is for equal widths
+        return
+    norm_x, norm_y = (np.linalg.norm(side.astype(np.float64)) for side in (x, y))
+    residual = 4 * np.sqrt(d) * eps * norm_x * norm_y + 1e-9 * norm_y**2
+    for name in ("error", "error_before"):
+        r_old, r_new = ((getattr(fit.procrustes, name) * norm_y) ** 2 for fit in (old, new))
+        assert abs(r_new - r_old) <= residual, name
+
+
+def test_float32_blocks_keep_constant_spaces_and_float64_inputs_exact():
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((3000, 8)).astype(np.float32)
+    constant = np.tile(rng.standard_normal(8).astype(np.float32), (3000, 1))
+    assert np.isnan(whole_space(x, constant, rotation=False, float32=True).cka)
+    x64 = x.astype(np.float64) + 1e-9 * rng.standard_normal(x.shape)  # float64: not rounded
+    assert (whole_space(x64, 2 * x64, rotation=False, float32=True)
+            == whole_space(x64, 2 * x64, rotation=False))

@@ -9,7 +9,9 @@ float64 brute force (full matrix, same tie rule). The pass runs in one of two pr
 per process by probes (candidate_precision): float32 (m = k + 4, bound: the m-th float32 score
 plus its rounding bound), or bfloat16 where oneDNN computes bfloat16 products into float32 sums
 several times faster (AMX): every score is then widened to an upper bound of the exact one
-(gram.widened: at most about 1.6% of |x_i||x_j| above it) and m = k + 12.
+(gram.widened: at most about 1.6% of |x_i||x_j| above it) and m = k + 12; or bfloat16-output,
+the same sums rounded to bfloat16 on output where that is faster still (half the bytes
+written), the widening covering that rounding too (2.7%) and m = k + 16.
 
 Cost: the Gram matrix is symmetric, so each off-diagonal block G = X_I X_J^T is computed once and
 read twice, by the rows of I (along its rows) and by the rows of J (along its columns): half the
@@ -38,7 +40,8 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from dhwt.analysis.knn.gram import BLOCK, candidate_precision, gemm, gemm_bfloat16, widened
+from dhwt.analysis.knn.gram import (BLOCK, BfloatOutput, candidate_precision, gemm,
+                                    gemm_bfloat16, widened)
 from dhwt.analysis.knn.neighbours import (DEFAULT_K, METRICS, KnnMatch, Neighbours,
                                           average_weights, check_k, match_neighbours,
                                           select_tokens)
@@ -48,10 +51,11 @@ from dhwt.errors import DhwtError
 
 #: Entries per tile of the threshold filter; blocks are multiples of it (rows padded).
 TILE = 32
-#: Extra candidates per row in a bfloat16 pass (at least), whose scores are upper bounds at most
-#: about 1.6% of |x_i||x_j| above the exact ones (see gram.widened); on bench_knn's data k + 12
-#: leaves no row to the brute-force fallback, k + 6 leaves 3% of them.
-WIDE_SLACK = 12
+#: Extra candidates per row in each bfloat16 pass (at least), whose scores are upper bounds at
+#: most about 1.6% (bfloat16-output: 2.7%) of |x_i||x_j| above the exact ones (see gram.widened);
+#: on bench_knn's data k + 12 leaves no row to the brute-force fallback, k + 6 leaves 3% of them;
+#: with bfloat16 output k + 12 leaves 0.1% of them (30,000 rows), k + 16 one row.
+WIDE_SLACK = {"bfloat16": 12, "bfloat16-output": 16}
 _LOWEST = float(np.finfo(np.float32).min)
 
 
@@ -86,18 +90,20 @@ def nearest_neighbours(x: np.ndarray, k: int, metric: str = "ip", *, block_size:
         return sampled_neighbours(x, np.arange(n), k, metric, block_size=block_size,
                                   slack=slack, progress=progress, name=name, device=device)
     # bfloat16 bounds are relative to |left_i| |right_j|: loose for l2's augmented rows
-    wide = metric != "l2" and candidate_precision() == "bfloat16"
-    m = min(k + (max(slack, WIDE_SLACK) if wide else slack), n - 1)
+    precision = candidate_precision()
+    wide = metric != "l2" and precision != "float32"
+    m = min(k + (max(slack, WIDE_SLACK[precision]) if wide else slack), n - 1)
     with _phase("other"):
         left, right, exact, error = work_matrices(x, metric, name)
         if wide:
-            left, right, scale = widened(left, right)
+            left, right, scale = widened(left, right, precision == "bfloat16-output")
         # inner products: the longest rows first, so that every row meets its likely neighbours
         # (the long rows, "hubs") in its first block and later blocks offer few candidates
         order = (np.argsort(-np.einsum("ij,ij->i", x, x), kind="stable") if metric == "ip"
                  else None)
     cand, kth = _candidates(left, right, n, m, block_size - block_size % TILE, progress, order,
-                            gemm_bfloat16 if wide else gemm)
+                            (gemm if not wide else gemm_bfloat16 if precision == "bfloat16"
+                             else BfloatOutput()))
     with _phase("rerank"):
         return rerank(exact, cand, kth / scale if wide else kth + error, k, metric)
 
@@ -153,7 +159,7 @@ def norm_matched_random(x: np.ndarray, generator: np.random.Generator) -> np.nda
     for s in range(0, len(x), _CHUNK):
         rows = torch.from_numpy(np.asarray(x[s:s + _CHUNK], np.float32))
         torch.randn(rows.shape, generator=torch_generator, out=out[s:s + _CHUNK])
-        out[s:s + _CHUNK] *= (torch.linalg.vector_norm(rows.double(), dim=1)
+        out[s:s + _CHUNK] *= (torch.linalg.vector_norm(rows, dim=1, dtype=torch.float64)
                               / torch.linalg.vector_norm(out[s:s + _CHUNK], dim=1)
                               ).float()[:, None]
     return out.numpy()
@@ -216,14 +222,16 @@ def _phase(name: str) -> Iterator[None]:
 
 
 class _Best:
-    """The best m candidates of every row so far, in the order (value desc, index asc); empty
-    slots hold -inf and the index `rows` (past every row)."""
+    """The best m candidates of every row so far among `columns` rows (default: the rows
+    themselves), in the order (value desc, index asc); empty slots hold -inf and the index
+    `columns` (past every row)."""
 
-    def __init__(self, rows: int, m: int) -> None:
+    def __init__(self, rows: int, m: int, columns: int | None = None) -> None:
+        columns = rows if columns is None else columns
         self.m = m
         self.values = np.full((rows, m), -np.inf, np.float32)
-        self.index = np.full((rows, m), rows, np.int64)
-        self._index_bits = int(rows).bit_length()
+        self.index = np.full((rows, m), columns, np.int64)
+        self._index_bits = int(columns).bit_length()
 
     def threshold(self, start: int, stop: int) -> np.ndarray:
         """The value a new candidate must reach (>=) to enter rows start..stop-1."""

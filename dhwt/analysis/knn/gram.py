@@ -1,7 +1,9 @@
 """Gram blocks G = A B^T of the candidate pass and their precision: float32 products by oneDNN
-where a probe shows it keeps float32 (else numpy), or bfloat16 values into float32 sums where
-oneDNN computes them exactly and fast (AMX), with every score widened to an upper bound of the
-exact one (widened). candidate_precision() chooses per process."""
+where a probe shows it keeps float32 (else numpy); bfloat16 values into float32 sums where
+oneDNN computes them exactly and fast (AMX); or bfloat16 values into float32 sums rounded to
+bfloat16 on output (half the bytes written: faster where the float32 output limits the rate),
+with every score widened to an upper bound of the exact one in both bfloat16 passes (widened).
+candidate_precision() chooses per process."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from dhwt.errors import DhwtError
 #: Default rows per block: a 6144 x 6144 float32 block is 144 MiB (5-7% faster than 4096 here).
 BLOCK = 6144
 #: Precisions of the candidate pass; candidate_precision() chooses one per process.
-PRECISIONS = ("float32", "bfloat16")
+PRECISIONS = ("float32", "bfloat16", "bfloat16-output")
 #: Unit roundoff of float32.
 U32 = 2.0**-24
 
@@ -86,20 +88,35 @@ _ONEDNN_BFLOAT16: bool | None = None
 
 def candidate_precision() -> str:
     """The precision of the candidate pass in this process, chosen at its first use by probes,
-    not by the CPU's vendor: "bfloat16" where oneDNN's bfloat16 matmul computes bfloat16 values
-    into exact float32 sums (a precision probe) and a block of Gram entries at least twice as
-    fast as the float32 path (a speed probe of about a tenth of a second), else "float32".
-    Either way the neighbours are exact (the float64 re-rank and its certificate); bfloat16 only
-    trades a faster Gram for more candidates. DHWT_KNN_PRECISION=float32|bfloat16 forces one."""
+    not by the CPU's vendor. Of the bfloat16 passes whose precision probe passes ("bfloat16":
+    oneDNN's matmul computes bfloat16 values into exact float32 sums; "bfloat16-output": torch's
+    bfloat16 matmul sums in float32 and rounds each sum once to bfloat16), the faster on a block
+    of Gram entries (a speed probe of about a tenth of a second each) if it is at least twice as
+    fast as the float32 path, else "float32". Either way the neighbours are exact (the float64
+    re-rank and its certificate); bfloat16 only trades a faster Gram for more candidates.
+    DHWT_KNN_PRECISION=float32|bfloat16|bfloat16-output forces one (a forced bfloat16 pass whose
+    probe fails runs its products through gemm: same bound, float32 speed)."""
     global _PRECISION
     if _PRECISION is None:
         forced = os.environ.get("DHWT_KNN_PRECISION")
         if forced is not None and forced not in PRECISIONS:
             raise DhwtError(f"DHWT_KNN_PRECISION must be one of {', '.join(PRECISIONS)}, got "
                             f"{forced!r}")
-        _PRECISION = forced or ("bfloat16" if _onednn_bfloat16() and _bfloat16_speedup() >= 2
-                                else "float32")
+        _PRECISION = forced or _fastest()
     return _PRECISION
+
+
+def _fastest() -> str:
+    """The fastest candidate pass here by the rule of candidate_precision (the speed probe's
+    result kept in _SPEEDUPS)."""
+    global _SPEEDUPS
+    passes = [name for name, exact in (("bfloat16", _onednn_bfloat16),
+                                       ("bfloat16-output", _bfloat16_output)) if exact()]
+    if not passes:
+        return "float32"
+    speedup = _SPEEDUPS = _speedups()
+    best = max(passes, key=speedup.__getitem__)
+    return best if speedup[best] >= 2 else "float32"
 
 
 def _onednn_bfloat16() -> bool:
@@ -122,22 +139,46 @@ def _onednn_bfloat16() -> bool:
     return _ONEDNN_BFLOAT16
 
 
-def _bfloat16_speedup(size: int = 2048, width: int = 512) -> float:
-    """How many times faster a size x size x width Gram block is with bfloat16 allowed in
-    oneDNN than on the float32 path (gemm); the best of three runs each."""
+def _bfloat16_output() -> bool:
+    """Whether torch's matmul of bfloat16 tensors sums in float32 and rounds each sum once to
+    bfloat16 (the error model of widened(..., rounded_output=True)): on random bfloat16 values
+    every entry must lie within the float32 summation bound of the float64 product plus one
+    bfloat16 rounding of it (cached)."""
+    global _BFLOAT16_OUTPUT
+    if _BFLOAT16_OUTPUT is None:
+        generator = torch.Generator().manual_seed(0)
+        a, b = (torch.randn(256, 512, generator=generator).bfloat16() for _ in range(2))
+        out = torch.mm(a, b.T).double()
+        exact = a.double() @ b.double().T
+        summed = 2 * 514 * U32 * (a.double().abs() @ b.double().abs().T)
+        bound = summed + _U16 * (exact.abs() + summed) + 2.0**-126
+        _BFLOAT16_OUTPUT = bool(((out - exact).abs() <= bound).all())
+    return _BFLOAT16_OUTPUT
+
+
+#: The speed probe's ratios to float32 that chose the pass in this process (None: not run).
+_SPEEDUPS: dict[str, float] | None = None
+#: Whether torch's bfloat16 matmul sums in float32 and rounds once on output (None: not probed).
+_BFLOAT16_OUTPUT: bool | None = None
+
+
+def _speedups(size: int = 2048, width: int = 512) -> dict[str, float]:
+    """How many times faster a size x size x width Gram block is in each bfloat16 pass than on
+    the float32 path (gemm); the best of three runs each."""
     generator = torch.Generator().manual_seed(0)
     a = torch.randn(size, width, generator=generator).bfloat16().float()
     out = torch.empty(size, size)
-    seconds = []
-    for multiply in (gemm, gemm_bfloat16):
+    seconds = {}
+    for name, multiply in (("float32", gemm), ("bfloat16", gemm_bfloat16),
+                           ("bfloat16-output", BfloatOutput())):
         multiply(a, a, out)  # warm up (and the float32 path's own probe)
         runs = []
         for _ in range(3):
             start = time.perf_counter()
             multiply(a, a, out)
             runs.append(time.perf_counter() - start)
-        seconds.append(min(runs))
-    return seconds[0] / seconds[1]
+        seconds[name] = min(runs)
+    return {name: seconds["float32"] / t for name, t in seconds.items()}
 
 
 def gemm_bfloat16(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
@@ -151,25 +192,65 @@ def gemm_bfloat16(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
         gemm(a, b, out)
 
 
-def widened(left: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+class BfloatOutput:
+    """out = a @ b.T for float32 a, b holding bfloat16 values, by torch's bfloat16 matmul into a
+    bfloat16 block (float32 sums, each rounded once to bfloat16 where _bfloat16_output's probe
+    passed, else by gemm), then widened to float32 in out. Keeps its bfloat16 block between
+    calls (a fresh one costs a page fault per 4 KiB)."""
+
+    def __init__(self) -> None:
+        self._block = torch.empty(0, dtype=torch.bfloat16)
+
+    def __call__(self, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
+        if not _bfloat16_output():
+            gemm(a, b, out)
+            return
+        if self._block.numel() < out.numel():
+            self._block = torch.empty(out.numel(), dtype=torch.bfloat16)
+        block = self._block[: out.numel()].view(out.shape)
+        torch.mm(a.bfloat16(), b.bfloat16().T, out=block)
+        out.copy_(block)
+
+
+def widening(d: int, rounded_output: bool = False) -> float:
+    """The constant C of widened for width d: C = c = 2u + u^2 + 2 gamma_{d+2} (u = 2^-8, the
+    bfloat16 unit roundoff; gamma: float32 summation), or with rounded_output C = c + u / (1 - u).
+
+    Examples:
+        >>> round(widening(512) / 2.0**-8, 4), round(widening(512, True) / 2.0**-8, 4)
+        (2.0196, 3.0235)
+    """
+    gamma = (d + 2) * U32 / (1 - (d + 2) * U32)
+    c = 2 * _U16 + _U16**2 + 2 * gamma
+    return c + _U16 / (1 - _U16) if rounded_output else c
+
+
+def widened(left: np.ndarray, right: np.ndarray,
+            rounded_output: bool = False) -> tuple[np.ndarray, np.ndarray, float]:
     """(left', right', scale): float32 matrices of bfloat16 values whose product, summed in
     float32 from exact products (gemm_bfloat16), is for every (i, j) at least scale times the
-    exact left_i . right_j, and at most about 2c |left_i| |right_j| above it (c ~ 2^-7).
+    exact left_i . right_j, and at most about 2C |left_i| |right_j| above it (C = widening(d),
+    about 2^-7). rounded_output: the product's sums are then rounded to bfloat16 (BfloatOutput),
+    and C is widening(d, True), about 3 * 2^-8: the rounded score is still an upper bound, at
+    most about (2C + u) |left_i| |right_j| (2.7%) above the exact one.
 
     How: left and right are scaled by powers of two to entries of at most 1 (exact), rounded to
     bfloat16 (relative error u = 2^-8 each), and given two more columns, [c |l_i|, delta] and
     [|r_j|, 1], rounded up, that add at least c |l_i| |r_j| + delta. c = 2u + u^2 + 2 gamma
     (gamma: float32 summation over d + 2 terms) covers the rounding of the inputs
     ((2u + u^2) |l_i| |r_j|) and of the sums; delta covers values flushed to zero below 2^-126
-    (at most 2^-126 per entry and product). When left is right (inner product, cosine) both
+    (at most 2^-126 per entry and product). With C >= c the float32 sum W then exceeds the exact
+    s by at least (C - c) |l_i| |r_j| + delta / 2. Rounded output: the bfloat16 result is at
+    least W - u |W| - 2^-126 (to nearest, or flushed), and u |W| <= u |l_i| |r_j| + u (W - s)
+    (Cauchy-Schwarz, |s| <= |l_i| |r_j|), so C - c = u / (1 - u) and delta / 2 >= 2^-126 / (1 -
+    u) keep it at least s. When left is right (inner product, cosine) both
     sides get [sqrt(c) |x_i|, sqrt(delta)] instead and stay one matrix, so the Gram stays
     symmetric and is stored once."""
     d = left.shape[1]
     symmetric = left is right
     scales = [2.0 ** -math.ceil(math.log2(max(largest_magnitude(side), 2.0**-100)))
               for side in ((left,) if symmetric else (left, right))]
-    gamma = (d + 2) * U32 / (1 - (d + 2) * U32)
-    c = 2 * _U16 + _U16**2 + 2 * gamma
+    c = widening(d, rounded_output)
     delta = 4.0 ** math.ceil(math.log(8 * (d + 2) * 2.0**-126, 4))  # an even power of two
     sides = (((left, scales[0], math.sqrt(c), math.sqrt(delta)),) if symmetric else
              ((left, scales[0], c, delta), (right, scales[1], 1.0, 1.0)))
