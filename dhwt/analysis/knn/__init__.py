@@ -17,13 +17,15 @@ rows 1e15 times longer) are ordered by their rounded values, which another float
 with another summation order may round otherwise (a fuzz of 300 such matrices found only these).
 
 Modules: neighbours (the result types and argument checks), exact (the blocked search of every
-row: nearest_neighbours, knn_match, chance_baseline), gram (the Gram blocks' products and their
-precision), rerank (the float64 re-rank both searches end with), sample (exact neighbours of a
-sample of query rows, and the estimate of a mean over them).
+row: nearest_neighbours, knn_match, chance_baseline), candidates (its filter: the best
+candidates so far and the block entries that can enter them), gram (the Gram blocks' products
+and their precision), rerank (the float64 re-rank both searches end with), sample (exact
+neighbours of a sample of query rows, and the estimate of a mean over them).
 """
 
-from dhwt.analysis.knn.exact import (TILE, WIDE_SLACK, chance_baseline, knn_match,
-                                     nearest_neighbours, norm_matched_random, phase_times)
+from dhwt.analysis.knn.candidates import TILE
+from dhwt.analysis.knn.exact import (WIDE_SLACK, chance_baseline, knn_match, nearest_neighbours,
+                                     norm_matched_random, phase_times)
 from dhwt.analysis.knn.gram import BLOCK, PRECISIONS, candidate_precision
 from dhwt.analysis.knn.neighbours import (DEFAULT_K, METRICS, KnnMatch, Neighbours,
                                           average_weights, check_k, choose_k, default_k,

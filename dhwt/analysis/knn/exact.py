@@ -37,9 +37,9 @@ from contextlib import contextmanager
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from tqdm import tqdm
 
+from dhwt.analysis.knn.candidates import TILE, Best, column_candidates, row_candidates
 from dhwt.analysis.knn.gram import (BLOCK, BfloatOutput, candidate_precision, gemm,
                                     gemm_bfloat16, widened)
 from dhwt.analysis.knn.neighbours import (DEFAULT_K, METRICS, KnnMatch, Neighbours,
@@ -49,14 +49,12 @@ from dhwt.analysis.knn.rerank import SLACK, rerank, work_matrices
 from dhwt.checks import check_matrix
 from dhwt.errors import DhwtError
 
-#: Entries per tile of the threshold filter; blocks are multiples of it (rows padded).
-TILE = 32
 #: Extra candidates per row in each bfloat16 pass (at least), whose scores are upper bounds at
 #: most about 1.6% (bfloat16-output: 2.7%) of |x_i||x_j| above the exact ones (see gram.widened);
 #: on bench_knn's data k + 12 leaves no row to the brute-force fallback, k + 6 leaves 3% of them;
 #: with bfloat16 output k + 12 leaves 0.1% of them (30,000 rows), k + 16 one row.
 WIDE_SLACK = {"bfloat16": 12, "bfloat16-output": 16}
-_LOWEST = float(np.finfo(np.float32).min)
+
 
 
 def nearest_neighbours(x: np.ndarray, k: int, metric: str = "ip", *, block_size: int = BLOCK,
@@ -221,59 +219,6 @@ def _phase(name: str) -> Iterator[None]:
         _PHASES[name] += time.perf_counter() - start
 
 
-class _Best:
-    """The best m candidates of every row so far among `columns` rows (default: the rows
-    themselves), in the order (value desc, index asc); empty slots hold -inf and the index
-    `columns` (past every row)."""
-
-    def __init__(self, rows: int, m: int, columns: int | None = None) -> None:
-        columns = rows if columns is None else columns
-        self.m = m
-        self.values = np.full((rows, m), -np.inf, np.float32)
-        self.index = np.full((rows, m), columns, np.int64)
-        self._index_bits = int(columns).bit_length()
-
-    def threshold(self, start: int, stop: int) -> np.ndarray:
-        """The value a new candidate must reach (>=) to enter rows start..stop-1."""
-        return np.maximum(self.values[start:stop, -1], _LOWEST)
-
-    def merge(self, start: int, rows: np.ndarray, cols: np.ndarray, vals: np.ndarray) -> None:
-        """Add candidates (start + rows[i], cols[i], vals[i]), pairs never seen before."""
-        if not len(rows):
-            return
-        m = self.m
-        counts = np.bincount(rows)
-        touched = np.flatnonzero(counts)
-        slot = (np.cumsum(counts > 0) - 1)[rows]  # row -> its place among the touched rows
-        counts = counts[touched]
-        touched += start
-        r = np.concatenate([np.repeat(np.arange(len(touched)), m), slot])
-        c = np.concatenate([self.index[touched].reshape(-1), cols])
-        v = np.concatenate([self.values[touched].reshape(-1), vals])
-        order = _lexsort(r, v, c, self._index_bits)
-        first = np.cumsum(counts + m) - (counts + m)
-        keep = order[(first[:, None] + np.arange(m)).reshape(-1)]
-        self.values[touched] = v[keep].reshape(-1, m)
-        self.index[touched] = c[keep].reshape(-1, m)
-
-
-def _lexsort(r: np.ndarray, v: np.ndarray, c: np.ndarray, c_bits: int) -> np.ndarray:
-    """The order by r ascending, then v (float32) descending, then c ascending: one sort of an
-    int64 key packing the three when they fit in 63 bits, else numpy's lexsort."""
-    r_bits = max(int(r[-1]), 1).bit_length()
-    if r_bits + 32 + c_bits > 63:
-        return np.lexsort((c, -v, r))
-    key = (r.astype(np.int64) << (32 + c_bits)) | (_descending(v) << c_bits) | c
-    return np.argsort(key)
-
-
-def _descending(v: np.ndarray) -> np.ndarray:
-    """int64 in [0, 2^32) that falls as the float32 v rises (IEEE bits made monotone)."""
-    bits = (v + np.float32(0)).view(np.int32).astype(np.int64)  # + 0 turns -0.0 into 0.0
-    ascending = np.where(bits >= 0, bits, -(bits & 0x7FFFFFFF) - 1) + 2**31
-    return 2**32 - 1 - ascending
-
-
 def _candidates(left: np.ndarray, right: np.ndarray, n: int, m: int, block: int,
                 progress: bool | None, order: np.ndarray | None = None,
                 multiply: Callable[..., None] = gemm) -> tuple[np.ndarray, np.ndarray]:
@@ -293,7 +238,7 @@ def _candidates(left: np.ndarray, right: np.ndarray, n: int, m: int, block: int,
     bounds = [(s, min(s + block, padded)) for s in range(0, padded, block)]
     pairs = [(i, j) for i in range(len(bounds)) for j in range(i, len(bounds))]
     seen: set[int] = set()  # blocks whose rows have met a block already
-    best = _Best(padded, m)
+    best = Best(padded, m)
     buffer = torch.empty(min(block, padded) ** 2)
     left_t, right_t = torch.from_numpy(left), torch.from_numpy(right)
     for i, j in tqdm(pairs, desc="knn blocks", disable=None if progress else True):
@@ -307,12 +252,12 @@ def _candidates(left: np.ndarray, right: np.ndarray, n: int, m: int, block: int,
             g[:, max(n - c0, 0):] = -np.inf
             if i == j:
                 np.fill_diagonal(g, -np.inf)  # self is never a neighbour
-            rows, cols, vals = _row_candidates(g, best.threshold(r0, r1), 0 if i in seen else m)
+            rows, cols, vals = row_candidates(g, best.threshold(r0, r1), 0 if i in seen else m)
         with _phase("merge"):
             best.merge(r0, rows, cols + c0, vals)
         if i != j:
             with _phase("filter"):
-                rows, cols, vals = _column_candidates(g, best.threshold(c0, c1),
+                rows, cols, vals = column_candidates(g, best.threshold(c0, c1),
                                                       0 if j in seen else m)
             with _phase("merge"):
                 best.merge(c0, rows, cols + r0, vals)
@@ -336,38 +281,3 @@ def _arranged(x: np.ndarray, order: np.ndarray | None, padded: int) -> np.ndarra
         torch.index_select(torch.from_numpy(x), 0, torch.from_numpy(order),
                            out=torch.from_numpy(out[: len(x)]))
     return out
-
-
-def _row_candidates(g: np.ndarray, threshold: np.ndarray,
-                    m: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Entries g[r, c] >= threshold[r], found through maxima of row tiles g[r, t*w:(t+1)*w]
-    (torch's max pooling is 2x faster than its amax and 5x faster than numpy on this reduction
-    over a short inner axis).
-
-    m > 0 (a row's first block): the threshold is raised to the m-th largest tile maximum of
-    the row, which still keeps at least m entries (one per such tile)."""
-    tiles = g.reshape(g.shape[0], -1, TILE)
-    tile_max = F.max_pool1d(torch.from_numpy(g)[None], TILE)[0].numpy()
-    if 0 < m <= tile_max.shape[1]:
-        kth = np.partition(tile_max, -m, axis=1)[:, -m]
-        threshold = np.maximum(threshold, kth)
-    flag_r, flag_t = np.nonzero(tile_max >= threshold[:, None])
-    values = tiles[flag_r, flag_t]  # (flagged, w)
-    hit, within = np.nonzero(values >= threshold[flag_r][:, None])
-    return flag_r[hit], flag_t[hit] * TILE + within, values[hit, within]
-
-
-def _column_candidates(g: np.ndarray, threshold: np.ndarray,
-                       m: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The entries of g.T at or above threshold, i.e. (c, r) with g[r, c] >= threshold[c],
-    found through maxima of column tiles g[t*w:(t+1)*w, c]; m as in _row_candidates."""
-    tiles = g.reshape(-1, TILE, g.shape[1])  # (t, w, c)
-    tile_max = torch.from_numpy(tiles).amax(dim=1).numpy()  # torch's: 2x numpy's here
-    if 0 < m <= tile_max.shape[0]:
-        threshold = np.maximum(threshold, np.partition(tile_max, -m, axis=0)[-m])
-    flag_t, flag_c = np.nonzero(tile_max >= threshold[None, :])
-    values = tiles[flag_t, :, flag_c]  # (flagged, w)
-    hit, within = np.nonzero(values >= threshold[flag_c][:, None])
-    return flag_c[hit], flag_t[hit] * TILE + within, values[hit, within]
-
-

@@ -20,7 +20,7 @@ from scipy import stats
 from tqdm import tqdm
 
 from dhwt.analysis.intervals import SHARE
-from dhwt.analysis.knn.exact import TILE, _Best, _row_candidates
+from dhwt.analysis.knn.candidates import TILE, Best, row_candidates
 from dhwt.analysis.knn.gram import BLOCK, gemm
 from dhwt.analysis.knn.neighbours import (METRICS, KnnMatch, Neighbours, check_k,
                                           match_neighbours, select_tokens)
@@ -122,11 +122,11 @@ def _cpu_candidates(q: torch.Tensor, right: torch.Tensor, queries: np.ndarray, m
                     name: str) -> tuple[np.ndarray, np.ndarray]:
     """(len(q), m) row ids of the best m other rows of every query under the float32 score
     q_i . right_j (gram.gemm), and the score of each query's m-th candidate: blocks of rows
-    filtered through tile maxima and merged as in the full search (exact._row_candidates and
-    exact._Best: 1/5 of the time of a top-m selection per block)."""
+    filtered through tile maxima and merged as in the full search (candidates.row_candidates and
+    candidates.Best: 1/5 of the time of a top-m selection per block)."""
     n = len(right)
     block = max(block_size - block_size % TILE, TILE)
-    best = _Best(len(q), m, columns=n)
+    best = Best(len(q), m, columns=n)
     buffer = torch.empty(len(q) * min(block, -(-n // TILE) * TILE))
     starts = range(0, n, block)
     for first, start in enumerate(tqdm(starts, desc=f"{name} queries",
@@ -142,7 +142,7 @@ def _cpu_candidates(q: torch.Tensor, right: torch.Tensor, queries: np.ndarray, m
         g[:, stop - start:] = -np.inf
         inside = np.flatnonzero((queries >= start) & (queries < stop))
         g[inside, queries[inside] - start] = -np.inf  # self is never a neighbour
-        found, cols, vals = _row_candidates(g, best.threshold(0, len(q)), m if first == 0 else 0)
+        found, cols, vals = row_candidates(g, best.threshold(0, len(q)), m if first == 0 else 0)
         best.merge(0, found, cols + start, vals)
     return best.index, best.values[:, -1].astype(np.float64)
 
