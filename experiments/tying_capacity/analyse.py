@@ -109,6 +109,14 @@ def closeness(cell: Path, language: str, k: int, bias: bool) -> dict[str, np.nda
     return {"delta": delta, "h": reach, "bound": bound}
 
 
+def finished(cell: Path) -> bool:
+    """The cell's runs are done: the untied report is written and, where converge.py trains the
+    cell in segments, the cell has stopped (criterion or cap: its stopped.json)."""
+    segmented = (cell / "segments.jsonl").is_file()
+    return (cell / "untied" / "report.md").is_file() and (
+        not segmented or (cell / "stopped.json").is_file())
+
+
 def read_cell(cell: Path) -> dict[str, object]:
     match = CELL.match(cell.name)
     language, objective = match["language"], match["language"].split("-")[1]
@@ -125,11 +133,13 @@ def read_cell(cell: Path) -> dict[str, object]:
                    - np.array(list(paired(tied_early, untied_early).values())))
     inside, outside = distances(cell / "untied", truth["vocab"], k)
     bias = match["bias"] == "bias"
+    stopped = cell / "stopped.json"
     return {"language": language, "objective": objective, "k": k, "d": int(match["d"]),
             "decay": float(match["decay"]), "bias": bias, "bayes": bayes,
             "tied": tied, "untied": untied, "price": price, "change": change,
             "price_moved": moved, "input": inside, "output": outside,
-            "closeness": closeness(cell, language, k, bias)}
+            "closeness": closeness(cell, language, k, bias),
+            "stopped": json.loads(stopped.read_text()) if stopped.is_file() else None}
 
 
 def interval(values: np.ndarray, level: float) -> tuple[float, float, float]:
@@ -196,7 +206,8 @@ def write(cells: list[dict[str, object]], out: Path) -> None:
     lines = ["| language | K | d | K/d | decay | bias | untied excess | price (tied - untied) | "
              "share (price - control's) | decision (predicted) | Holm: pays | converged "
              "(< 1e-3 / < 1e-4) | price moved, last 20% (largest) | untied ‖Δ‖ input / output "
-             "| tied ‖Δ‖, min ‖h‖, B(‖Δ‖) |", "|" + "---|" * 15]
+             "| tied ‖Δ‖, min ‖h‖, B(‖Δ‖) | stopped (step, by) |",
+             "|" + "---|" * 16]
     order = sorted(cells, key=lambda c: (c["language"], c["decay"], c["bias"], c["k"], c["d"]))
     with open(out.with_suffix(".csv"), "w", newline="") as handle:
         writer = csv.writer(handle)
@@ -233,7 +244,9 @@ def write(cells: list[dict[str, object]], out: Path) -> None:
             f"{np.mean(c['input']):.2f} / {np.mean(c['output']):.2f} | "
             + ("" if c["closeness"] is None else
                f"{np.mean(c['closeness']['delta']):.2f}, {np.mean(c['closeness']['h']):.1f}, "
-               f"{np.mean(c['closeness']['bound']):.4f}") + " |")
+               f"{np.mean(c['closeness']['bound']):.4f}") + " | "
+            + ("" if c["stopped"] is None else
+               f"{c['stopped']['step']}, {c['stopped']['stopped']}") + " |")
     out.write_text("\n".join(lines) + "\n", "utf-8")
 
 
@@ -260,7 +273,7 @@ def figure(cells: list[dict[str, object]], out: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    settings = [(0.0, False), (0.1, False), (0.1, True)]
+    settings = sorted({(c["decay"], c["bias"]) for c in cells})
     panels = [("mlm", ("sem-mlm", "control-mlm")),
               ("clm", ("sem-clm", "cnd-clm", "ratio-clm", "control-clm"))]
     colours = {"sem": "tab:red", "cnd": "tab:blue", "ratio": "tab:green", "control": "black"}
@@ -273,7 +286,7 @@ def figure(cells: list[dict[str, object]], out: Path) -> None:
                 chosen = sorted((c for c in cells if c["language"] == language
                                  and c["decay"] == decay and c["bias"] == bias),
                                 key=lambda c: c["k"] / c["d"])
-                for k, marker in ((1, "o"), (4, "s"), (16, "^")):
+                for k, marker in ((1, "o"), (4, "s"), (16, "^"), (64, "D")):
                     points = [c for c in chosen if c["k"] == k]
                     if not points:
                         continue
@@ -291,7 +304,7 @@ def figure(cells: list[dict[str, object]], out: Path) -> None:
                          fontsize=9)
             ax.set_ylabel("price: tied - untied excess (nats)", fontsize=8)
             if row == len(settings) - 1:
-                ax.set_xlabel("K / d (o K=1, □ K=4, △ K=16)", fontsize=8)
+                ax.set_xlabel("K / d (o K=1, □ K=4, △ K=16, ◇ K=64)", fontsize=8)
             ax.legend(fontsize=7)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -305,7 +318,7 @@ def share_figure(cells: list[dict[str, object]], out: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    settings = [(0.0, False), (0.1, False), (0.1, True)]
+    settings = sorted({(c["decay"], c["bias"]) for c in cells})
     colours = {"sem-mlm": "tab:orange", "sem-clm": "tab:red", "cnd-clm": "tab:blue",
                "ratio-clm": "tab:green"}
     fig, axes = plt.subplots(1, len(settings), figsize=(11, 3.6), sharey=True, squeeze=False)
@@ -343,7 +356,7 @@ def main() -> None:
                         help="suffix of what it writes (results-NAME.md, figures/price-NAME.png)")
     args = parser.parse_args()
     cells = analyse([read_cell(cell) for cell in sorted(args.grid.iterdir())
-                     if CELL.match(cell.name) and (cell / "untied" / "report.md").is_file()])
+                     if CELL.match(cell.name) and finished(cell)])
     suffix = f"-{args.name}" if args.name else ""
     write(cells, HERE / f"results{suffix}.md")
     figure(cells, HERE / "figures" / f"price{suffix}.png")

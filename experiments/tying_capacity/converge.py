@@ -64,13 +64,13 @@ def population(run: Path, bayes: float) -> dict[int, dict[int, float]]:
 
 def criterion(where: Path, objective: str) -> dict[str, object]:
     """At the runs' last step N: each seed's price range and each member's excess range over
-    the evaluations from the one nearest (1 - WINDOW) N to N, and whether each is within its
-    tolerance."""
+    the evaluations from the last one at or before (1 - WINDOW) N to N, and whether each is
+    within its tolerance."""
     bayes = json.loads((where / "data" / "truth.json").read_text()
                        )["objectives"][objective]["bayes_cross_entropy_nats"]
     tied, untied = population(where / "tied", bayes), population(where / "untied", bayes)
     last = max(tied)
-    early = min(tied, key=lambda s: abs(s - (1 - WINDOW) * last))
+    early = max(s for s in tied if s <= (1 - WINDOW) * last)
     steps = [s for s in sorted(tied) if s >= early]
     seeds = sorted(tied[last])
     price = np.array([[tied[s][seed] - untied[s][seed] for seed in seeds] for s in steps])
@@ -87,8 +87,9 @@ def criterion(where: Path, objective: str) -> dict[str, object]:
 
 
 def configs(where: Path, objective: str, d: int, decay: float, bias: bool, seeds: int,
-            steps: int, segment: int, every: int, cap: int) -> list[tuple[TrainConfig, Path]]:
-    model = dict(MODEL, lr_schedule="periodic-cosine", lr_period=cap)
+            device: str, steps: int, segment: int, every: int, cap: int
+            ) -> list[tuple[TrainConfig, Path]]:
+    model = dict(MODEL, lr_schedule="periodic-cosine", lr_period=cap, device=device)
     return [(TrainConfig(grammar=None, data=str(where / "data"), objective=objective,
                          valid_fraction=0.0, test_fraction=0.0, seeds=list(range(seeds)),
                          tie_schedule=schedule, output_bias=bias, d_model=d, d_ff=4 * d,
@@ -105,7 +106,8 @@ def trained_steps(run: Path) -> int:
 
 
 def converge_cell(out: Path, language: str, k: int, d: int, decay: float, bias: bool,
-                  seeds: int, segment: int, min_steps: int, cap: int, every: int, log=print) -> dict[str, object] | None:
+                  seeds: int, segment: int, min_steps: int, cap: int, every: int,
+                  device: str = "cpu", log=print) -> dict[str, object] | None:
     """Train one cell until the criterion holds or `cap`; its stopped.json, None if it had
     stopped already."""
     where = cell_dir(out, language, k, d, decay, bias)
@@ -117,7 +119,7 @@ def converge_cell(out: Path, language: str, k: int, d: int, decay: float, bias: 
                       where / "data", valid_fraction=0.0, test_fraction=0.0, seed=14,
                       overwrite=True)
     task = load_task(where / "data", objective)
-    args = (where, objective, d, decay, bias, seeds)
+    args = (where, objective, d, decay, bias, seeds, device)
     timing = where / "segments.jsonl"
     first = configs(*args, segment, segment, every, cap)
     if not all((run / "config.toml").is_file() for _, run in first):
@@ -155,6 +157,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--cells", type=int, default=len(PLAN),
                         help="the first N cells of the declared order")
+    parser.add_argument("--cell", action="append", default=[], metavar="LANGUAGE:K:D:DECAY:BIAS",
+                        help="train this cell instead of the declared order (bias yes or no, "
+                             "e.g. cnd-clm:64:4:0.1:no); repeatable")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--segment", type=int, default=1000)
     parser.add_argument("--min-steps", type=int, default=2000)
@@ -162,10 +168,12 @@ def main() -> None:
                         help="the most steps, and the length of the cosine")
     parser.add_argument("--every", type=int, default=100)
     args = parser.parse_args()
-    for language, k, d, decay, bias in PLAN[:args.cells]:
+    cells = [(language, int(k), int(d), float(decay), bias == "yes") for language, k, d, decay, bias
+             in (cell.split(":") for cell in args.cell)] or PLAN[:args.cells]
+    for language, k, d, decay, bias in cells:
         start = time.time()
         found = converge_cell(args.out, language, k, d, decay, bias, args.seeds, args.segment,
-                              args.min_steps, args.cap, args.every,
+                              args.min_steps, args.cap, args.every, args.device,
                               log=lambda line: print(line, flush=True))
         if found is not None:
             print(f"stopped {language} k={k} d={d} wd={decay:g} bias={bias} at step "
