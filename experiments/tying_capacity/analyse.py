@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import json
 import re
 import sys
@@ -67,6 +68,19 @@ def distances(run: Path, vocab: list[str], k: int) -> tuple[np.ndarray, np.ndarr
     return found[0], found[1]
 
 
+@functools.lru_cache
+def _truth(language: str, k: int):
+    """The exact truth of a language of languages.py with K pairs (cells of the same language
+    and K share it)."""
+    from dhwt.languages import compute_truth
+    from dhwt.languages.language import language_from_spec
+    from languages import spec
+
+    kind, objective = language.split("-")
+    return compute_truth(language_from_spec(spec(kind, k, tail=objective == "clm"), language),
+                         objective)
+
+
 def closeness(cell: Path, language: str, k: int, bias: bool) -> dict[str, np.ndarray] | None:
     """T4's bound at each tied member's measured rows: delta (mean over the K pairs of
     ||e_ka - e_kb||), the smallest ||h(r)|| over the contexts that predict a pair, and B(delta)
@@ -74,17 +88,12 @@ def closeness(cell: Path, language: str, k: int, bias: bool) -> dict[str, np.nda
     for the kinds whose pairs share one ratio of 1 (control, cnd: B is 0)."""
     import torch
 
-    from dhwt.languages import compute_truth
-    from dhwt.languages.language import language_from_spec
     from dhwt.runs import load_run
     from dhwt.theory.t4_tying_conflict import closeness_price
-    from languages import spec
 
-    kind, objective = language.split("-")
-    if kind not in ("sem", "ratio"):
+    if language.split("-")[0] not in ("sem", "ratio"):
         return None
-    truth = compute_truth(language_from_spec(spec(kind, k, tail=objective == "clm"), language),
-                          objective)
+    truth = _truth(language, k)
     model = load_run(cell / "tied").model()
     members = model.members
     inputs = torch.from_numpy(truth.inputs).expand(members, -1, -1)

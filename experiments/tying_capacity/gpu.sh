@@ -10,12 +10,12 @@
 #   bash experiments/tying_capacity/gpu.sh                     # on the device machine
 #   DEVICE=cpu TINY=1 bash experiments/tying_capacity/gpu.sh   # the script's check: 3 cells
 #
-# Environment: DEVICE (cuda), WORKERS (8), BUDGET (420), LIMIT (540), FIRST and LAST (1-based
+# Environment: DEVICE (cuda), WORKERS (8), BUDGET (360), LIMIT (480), FIRST and LAST (1-based
 # range of the plan; all), GRID (runs/tying-capacity-gpu), OUT (where the results go; GRID-out),
 # PYTHON (python3), TINY=1 (K 4, d 2, 2 seeds, 40 steps: checks the script, not the claim).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-DEVICE=${DEVICE:-cuda} WORKERS=${WORKERS:-8} BUDGET=${BUDGET:-420} LIMIT=${LIMIT:-540}
+DEVICE=${DEVICE:-cuda} WORKERS=${WORKERS:-8} BUDGET=${BUDGET:-360} LIMIT=${LIMIT:-480}
 GRID=${GRID:-runs/tying-capacity-gpu} PYTHON=${PYTHON:-python3}
 OUT=${OUT:-$GRID-out}
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} MPLBACKEND=Agg PYTHONUNBUFFERED=1
