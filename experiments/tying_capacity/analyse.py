@@ -9,7 +9,8 @@ decision rule and the margin are the ones README.md declared before the grid ran
 
     python experiments/tying_capacity/analyse.py runs/tying-capacity
 writes experiments/tying_capacity/results.md, results.csv, figures/price.png and share.png
-(`--name 3k`: results-3k.md, results-3k.csv, figures/price-3k.png, share-3k.png).
+(`--name 3k`: results-3k.md, results-3k.csv, figures/price-3k.png, share-3k.png); for cells
+converge.py trained (stopped.json), also figures/steps-NAME.png: each seed's price by step.
 For the sem and ratio kinds it also evaluates T4's bound at each tied member's rows: B(delta)
 at the measured pair distances and hidden-state norms (dhwt.theory.t4_tying_conflict).
 """
@@ -52,6 +53,20 @@ def excess_by_seed(run: Path, bayes: float) -> tuple[dict[int, float], dict[int,
     early = min(steps, key=lambda s: abs(s - 0.8 * last))
     return ({r["seed"]: r["loss"] - bayes for r in rows if r["step"] == last},
             {r["seed"]: r["loss"] - bayes for r in rows if r["step"] == early})
+
+
+def price_curve(cell: Path, bayes: float) -> tuple[np.ndarray, np.ndarray]:
+    """(steps, (steps, seeds) price): every seed's tied - untied exact excess at each
+    population evaluation."""
+    from dhwt.runs import load_run
+
+    found = []
+    for run in ("tied", "untied"):
+        rows = [r for r in load_run(cell / run).metrics() if r["split"] == "population"]
+        steps, seeds = sorted({r["step"] for r in rows}), sorted({r["seed"] for r in rows})
+        table = {(r["step"], r["seed"]): r["loss"] - bayes for r in rows}
+        found.append(np.array([[table[st, se] for se in seeds] for st in steps]))
+    return np.array(steps), found[0] - found[1]
 
 
 def distances(run: Path, vocab: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -148,7 +163,8 @@ def read_cell(cell: Path) -> dict[str, object]:
             "tied": tied, "untied": untied, "price": price, "change": change,
             "price_moved": moved, "input": inside, "output": outside,
             "closeness": closeness(cell, language, k, bias),
-            "stopped": json.loads(stopped.read_text()) if stopped.is_file() else None}
+            "stopped": json.loads(stopped.read_text()) if stopped.is_file() else None,
+            "curve": price_curve(cell, bayes)}
 
 
 def interval(values: np.ndarray, level: float) -> tuple[float, float, float]:
@@ -358,6 +374,36 @@ def share_figure(cells: list[dict[str, object]], out: Path) -> None:
     plt.close(fig)
 
 
+def steps_figure(cells: list[dict[str, object]], out: Path) -> None:
+    """Each seed's price against the step, one panel per cell, over the second half of its
+    steps; the last 20% (where the criterion is read) shaded."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    order = sorted(cells, key=lambda c: (c["k"], c["d"], c["bias"], c["language"]))
+    columns = min(4, len(order))
+    rows = -(-len(order) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(3 * columns, 2.6 * rows), squeeze=False)
+    for ax, c in zip(axes.ravel(), order):
+        steps, price = c["curve"]
+        late = steps >= 0.5 * steps[-1]
+        ax.plot(steps[late], price[late], lw=0.7, alpha=0.8)
+        ax.axvspan(0.8 * steps[-1], steps[-1], color="grey", alpha=0.15, lw=0)
+        ax.axhline(0.0, color="grey", lw=0.5)
+        how = "" if c["stopped"] is None else f", {c['stopped']['stopped']} at {steps[-1]}"
+        ax.set_title(f"{c['language']} K{c['k']} d{c['d']} "
+                     f"{'bias' if c['bias'] else 'no bias'}{how}", fontsize=8)
+        ax.tick_params(labelsize=7)
+    for ax in axes.ravel()[len(order):]:
+        ax.axis("off")
+    fig.supxlabel("step", fontsize=8)
+    fig.supylabel("price of each seed: tied - untied exact excess (nats)", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=80)
+    plt.close(fig)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("grid", type=Path)
@@ -370,6 +416,8 @@ def main() -> None:
     write(cells, HERE / f"results{suffix}.md")
     figure(cells, HERE / "figures" / f"price{suffix}.png")
     share_figure(cells, HERE / "figures" / f"share{suffix}.png")
+    if any(c["stopped"] is not None for c in cells):
+        steps_figure(cells, HERE / "figures" / f"steps{suffix}.png")
     print(f"{len(cells)} cells\n{summary(cells)}")
 
 
