@@ -31,6 +31,8 @@ from dhwt.commands.train import train
 from dhwt.config import TrainConfig
 from dhwt.languages import load_task, write_dataset
 from dhwt.languages.language import language_from_spec
+from dhwt.runs.checkpoints import list_checkpoints
+from dhwt.runs.layout import run_paths
 
 sys.path.insert(0, str(Path(__file__).parent))
 from languages import spec  # noqa: E402
@@ -122,7 +124,7 @@ def converge_cell(out: Path, language: str, k: int, d: int, decay: float, bias: 
     args = (where, objective, d, decay, bias, seeds, device)
     timing = where / "segments.jsonl"
     first = configs(*args, segment, segment, every, cap)
-    if not all((run / "config.toml").is_file() for _, run in first):
+    if not all(list_checkpoints(run_paths(run).checkpoints) for _, run in first):
         start = time.time()
         train(first, task, overwrite=True)
         _note(timing, segment, time.time() - start)
