@@ -141,8 +141,8 @@ def converge_cell(out: Path, language: str, k: int, d: int, decay: float, bias: 
                f"{found['excess_range_max']:.4f}") + f" ({time.time() - start:.0f} s)")
         if found is not None and (found["price_met"] or steps >= cap):
             found["stopped"] = "criterion" if found["price_met"] else "cap"
-            found["seconds"] = sum(json.loads(line)["seconds"]
-                                   for line in timing.read_text().splitlines())
+            found["seconds"] = round(sum(json.loads(line)["seconds"]
+                                         for line in timing.read_text().splitlines()), 1)
             (where / f"{STOPPED}.tmp").write_text(json.dumps(found, indent=1) + "\n")
             (where / f"{STOPPED}.tmp").replace(where / STOPPED)
             return found
