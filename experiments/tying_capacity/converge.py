@@ -9,9 +9,9 @@ taken, unlike "cosine", which is recomputed over the extended length). The cell 
 own: dhwt extends runs one by one); after each segment from --min-steps on, the criterion
 (README.md, "Convergence-driven rerun") is read off the exact population fits of the last 20%
 of steps. The cell stops when it holds or at --cap, and CELL/stopped.json records which and
-the movements it read. A killed process continues where it stopped:
-stopped cells are skipped, the others resume from their last checkpoint, which on the CPU ends
-exactly as an uninterrupted run would.
+the movements it read. A killed process continues where it stopped: stopped cells are
+skipped, the others resume from their last checkpoint, which on the CPU ends exactly as an
+uninterrupted run would.
 
     python experiments/tying_capacity/converge.py --out runs/tying-capacity-converge
     python experiments/tying_capacity/analyse.py runs/tying-capacity-converge --name converge
