@@ -37,8 +37,8 @@ from dhwt.languages.language import (
 
 #: Two probabilities closer than this are equal (relations are exact up to float error).
 TOLERANCE = 1e-9
-#: Occurrences handled at once by the semantic check (bounds memory on large grammars).
-CHUNK = 1 << 19
+#: Symbol pairs compared at once by the semantic check (bounds memory on large grammars).
+CHUNK = 1 << 22
 
 
 @dataclass(frozen=True)
@@ -291,40 +291,54 @@ def _semantic(contexts, keys, cond, log_cond, n_sym):
     predictive distributions. Returns (max |dp|, max TV, max |d log p|) as (n_sym, n_sym)
     symmetric matrices, and (n_sym,) whether each symbol occurs in some context.
 
-    Languages have few distinct predictive distributions, so contexts are labelled by their
-    distinct conditional row (bit-for-bit equal rows share a label) and distances are computed
-    once per (symbol, row before, row after) triple that occurs, which gives the same numbers
-    as comparing every occurrence."""
+    Without enumerating the swaps: occurrences that agree everywhere but at their position form
+    a group (same context with that position blanked, same position), and swapping s1 for s2
+    at an occurrence lands on the group's occurrence of s2, or on a context that never occurs
+    if the group has none. So a pair is at distance (1, 1, inf) if some group holds one symbol
+    and not the other, and otherwise at the largest distance between the conditional rows of
+    the two symbols' occurrences in a group that holds both. Contexts are labelled by their
+    distinct conditional row (bit-for-bit equal rows share a label), groups holding the same
+    (symbol, label) members are read once, and each pair of rows is compared once: the same
+    numbers as comparing every swap of every occurrence."""
     as_bytes = np.ascontiguousarray(cond).view(np.dtype((np.void, 8 * cond.shape[1]))).ravel()
     _, first, label = np.unique(as_bytes, return_index=True, return_inverse=True)
     rows, log_rows = cond[first], log_cond[first]
     n_rows = len(rows)
-    missing = n_rows  # label of a swapped context that never occurs
     ctx, pos = np.nonzero((contexts != PAD) & (contexts < n_sym))
     sym = contexts[ctx, pos].astype(np.int64)
     out = np.zeros((3, n_sym, n_sym))
     weights = key_weights(contexts.shape[1], n_sym + 1)
-    for lo in range(0, len(ctx), CHUNK):
-        c, at, s1 = ctx[lo:lo + CHUNK], pos[lo:lo + CHUNK], sym[lo:lo + CHUNK]
-        before = s1 * n_rows + label[c]
-        if weights is None:  # keys are bytes: swap in a copy of the rows and key it
-            swapped, index = contexts[c], np.arange(len(c))
-        else:  # integer keys: a swap at `at` adds (s2 - s1) * weights[at]
-            blank, step = keys[c] - s1 * weights[at], weights[at]
-        for s2 in range(n_sym):
-            if weights is None:
-                swapped[index, at] = s2
-                query = row_keys(swapped, n_sym + 1)
-            else:
-                query = blank + s2 * step
-            idx = np.minimum(np.searchsorted(keys, query), len(keys) - 1)
-            after = np.where(keys[idx] == query, label[idx], missing)
-            seen = np.unique(before * (n_rows + 1) + after)
-            b, rest = seen % (n_rows + 1), seen // (n_rows + 1)
-            a, s = rest % n_rows, rest // n_rows
-            dist = _distances(rows, log_rows, a, b)
+    if weights is None:  # keys are bytes: blank a copy of the rows and key it
+        blanked = contexts[ctx]
+        blanked[np.arange(len(ctx)), pos] = 0
+        blank = row_keys(blanked, n_sym + 1)
+    else:  # integer keys: symbol s at `pos` adds s * weights[pos]
+        blank = keys[ctx] - sym * weights[pos]
+    _, blank = np.unique(blank, return_inverse=True)
+    _, group = np.unique(blank.astype(np.int64) * contexts.shape[1] + pos, return_inverse=True)
+    member = sym * n_rows + label[ctx]  # what an occurrence brings to its group
+    order = np.lexsort((member, group))
+    group, member = group[order], member[order]
+    starts = np.flatnonzero(np.diff(group, prepend=-1))
+    sizes = np.diff(np.r_[starts, len(group)])
+    for size in np.unique(sizes):  # groups of one size at a time, each distinct one once
+        at = starts[sizes == size]
+        members = np.unique(member[at[:, None] + np.arange(size)], axis=0)
+        symbols = members // n_rows
+        held = np.zeros((len(members), n_sym))
+        np.put_along_axis(held, symbols, 1.0, axis=1)
+        lost = held.T @ (1.0 - held) > 0  # s1 in a group that lacks s2
+        out[:, lost] = np.array([1.0, 1.0, np.inf])[:, None]
+        i, j = np.nonzero(~np.eye(size, dtype=bool))
+        step = max(1, CHUNK // max(len(i), 1))
+        for lo in range(0, len(members), step):
+            chunk = members[lo:lo + step]
+            s1, s2 = (chunk[:, i] // n_rows).ravel(), (chunk[:, j] // n_rows).ravel()
+            pairs = ((chunk[:, i] % n_rows) * n_rows + chunk[:, j] % n_rows).ravel()
+            distinct, which = np.unique(pairs, return_inverse=True)
+            dist = _distances(rows, log_rows, distinct // n_rows, distinct % n_rows)[:, which]
             for k in range(3):
-                np.maximum.at(out[k, :, s2], s, dist[k])
+                np.maximum.at(out[k], (s1, s2), dist[k])
     out = np.maximum(out, out.transpose(0, 2, 1))
     return out[0], out[1], out[2], np.bincount(sym, minlength=n_sym) > 0
 
@@ -344,7 +358,13 @@ def _distances(rows, log_rows, a, b):
 
 
 def _conditional(probs: np.ndarray, log_probs: np.ndarray):
-    """(max |p(s1|r) - p(s2|r)|, max |log p(s1|r) - log p(s2|r)|) over contexts, (n_sym, n_sym)."""
+    """(max |p(s1|r) - p(s2|r)|, max |log p(s1|r) - log p(s2|r)|) over contexts, (n_sym, n_sym).
+    Contexts whose rows are bit-for-bit equal give the same differences: each row is read once."""
+    probs = np.ascontiguousarray(probs)
+    _, first = np.unique(probs.view(np.dtype((np.void, 8 * probs.shape[1]))).ravel(),
+                         return_index=True)
+    keep = np.sort(first)
+    probs, log_probs = probs[keep], log_probs[keep]
     n_sym = probs.shape[1]
     abs_d, log_d = np.zeros((n_sym, n_sym)), np.zeros((n_sym, n_sym))
     for s in range(n_sym):

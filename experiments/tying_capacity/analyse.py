@@ -9,7 +9,8 @@ decision rule and the margin are the ones README.md declared before the grid ran
 
     python experiments/tying_capacity/analyse.py runs/tying-capacity
 writes experiments/tying_capacity/results.md, results.csv, figures/price.png and share.png
-(`--name 3k`: results-3k.md, results-3k.csv, figures/price-3k.png, share-3k.png).
+(`--name 3k`: results-3k.md, results-3k.csv, figures/price-3k.png, share-3k.png); for cells
+converge.py trained (stopped.json), also figures/steps-NAME.png: each seed's price by step.
 For the sem and ratio kinds it also evaluates T4's bound at each tied member's rows: B(delta)
 at the measured pair distances and hidden-state norms (dhwt.theory.t4_tying_conflict).
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import json
 import re
 import sys
@@ -53,6 +55,20 @@ def excess_by_seed(run: Path, bayes: float) -> tuple[dict[int, float], dict[int,
             {r["seed"]: r["loss"] - bayes for r in rows if r["step"] == early})
 
 
+def price_curve(cell: Path, bayes: float) -> tuple[np.ndarray, np.ndarray]:
+    """(steps, (steps, seeds) price): every seed's tied - untied exact excess at each
+    population evaluation."""
+    from dhwt.runs import load_run
+
+    found = []
+    for run in ("tied", "untied"):
+        rows = [r for r in load_run(cell / run).metrics() if r["split"] == "population"]
+        steps, seeds = sorted({r["step"] for r in rows}), sorted({r["seed"] for r in rows})
+        table = {(r["step"], r["seed"]): r["loss"] - bayes for r in rows}
+        found.append(np.array([[table[st, se] for se in seeds] for st in steps]))
+    return np.array(steps), found[0] - found[1]
+
+
 def distances(run: Path, vocab: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
     """(members,) the mean over the K pairs of ||e_ka - e_kb||, input and output rows."""
     from dhwt.runs import load_run
@@ -67,6 +83,19 @@ def distances(run: Path, vocab: list[str], k: int) -> tuple[np.ndarray, np.ndarr
     return found[0], found[1]
 
 
+@functools.lru_cache
+def _truth(language: str, k: int):
+    """The exact truth of a language of languages.py with K pairs (cells of the same language
+    and K share it)."""
+    from dhwt.languages import compute_truth
+    from dhwt.languages.language import language_from_spec
+    from languages import spec
+
+    kind, objective = language.split("-")
+    return compute_truth(language_from_spec(spec(kind, k, tail=objective == "clm"), language),
+                         objective)
+
+
 def closeness(cell: Path, language: str, k: int, bias: bool) -> dict[str, np.ndarray] | None:
     """T4's bound at each tied member's measured rows: delta (mean over the K pairs of
     ||e_ka - e_kb||), the smallest ||h(r)|| over the contexts that predict a pair, and B(delta)
@@ -74,17 +103,12 @@ def closeness(cell: Path, language: str, k: int, bias: bool) -> dict[str, np.nda
     for the kinds whose pairs share one ratio of 1 (control, cnd: B is 0)."""
     import torch
 
-    from dhwt.languages import compute_truth
-    from dhwt.languages.language import language_from_spec
     from dhwt.runs import load_run
     from dhwt.theory.t4_tying_conflict import closeness_price
-    from languages import spec
 
-    kind, objective = language.split("-")
-    if kind not in ("sem", "ratio"):
+    if language.split("-")[0] not in ("sem", "ratio"):
         return None
-    truth = compute_truth(language_from_spec(spec(kind, k, tail=objective == "clm"), language),
-                          objective)
+    truth = _truth(language, k)
     model = load_run(cell / "tied").model()
     members = model.members
     inputs = torch.from_numpy(truth.inputs).expand(members, -1, -1)
@@ -109,6 +133,14 @@ def closeness(cell: Path, language: str, k: int, bias: bool) -> dict[str, np.nda
     return {"delta": delta, "h": reach, "bound": bound}
 
 
+def finished(cell: Path) -> bool:
+    """The cell's runs are done: the untied report is written and, where converge.py trains the
+    cell in segments, the cell has stopped (criterion or cap: its stopped.json)."""
+    segmented = (cell / "segments.jsonl").is_file()
+    return (cell / "untied" / "report.md").is_file() and (
+        not segmented or (cell / "stopped.json").is_file())
+
+
 def read_cell(cell: Path) -> dict[str, object]:
     match = CELL.match(cell.name)
     language, objective = match["language"], match["language"].split("-")[1]
@@ -125,11 +157,14 @@ def read_cell(cell: Path) -> dict[str, object]:
                    - np.array(list(paired(tied_early, untied_early).values())))
     inside, outside = distances(cell / "untied", truth["vocab"], k)
     bias = match["bias"] == "bias"
+    stopped = cell / "stopped.json"
     return {"language": language, "objective": objective, "k": k, "d": int(match["d"]),
             "decay": float(match["decay"]), "bias": bias, "bayes": bayes,
             "tied": tied, "untied": untied, "price": price, "change": change,
             "price_moved": moved, "input": inside, "output": outside,
-            "closeness": closeness(cell, language, k, bias)}
+            "closeness": closeness(cell, language, k, bias),
+            "stopped": json.loads(stopped.read_text()) if stopped.is_file() else None,
+            "curve": price_curve(cell, bayes)}
 
 
 def interval(values: np.ndarray, level: float) -> tuple[float, float, float]:
@@ -196,7 +231,8 @@ def write(cells: list[dict[str, object]], out: Path) -> None:
     lines = ["| language | K | d | K/d | decay | bias | untied excess | price (tied - untied) | "
              "share (price - control's) | decision (predicted) | Holm: pays | converged "
              "(< 1e-3 / < 1e-4) | price moved, last 20% (largest) | untied ‖Δ‖ input / output "
-             "| tied ‖Δ‖, min ‖h‖, B(‖Δ‖) |", "|" + "---|" * 15]
+             "| tied ‖Δ‖, min ‖h‖, B(‖Δ‖) | stopped (step, by) |",
+             "|" + "---|" * 16]
     order = sorted(cells, key=lambda c: (c["language"], c["decay"], c["bias"], c["k"], c["d"]))
     with open(out.with_suffix(".csv"), "w", newline="") as handle:
         writer = csv.writer(handle)
@@ -233,7 +269,9 @@ def write(cells: list[dict[str, object]], out: Path) -> None:
             f"{np.mean(c['input']):.2f} / {np.mean(c['output']):.2f} | "
             + ("" if c["closeness"] is None else
                f"{np.mean(c['closeness']['delta']):.2f}, {np.mean(c['closeness']['h']):.1f}, "
-               f"{np.mean(c['closeness']['bound']):.4f}") + " |")
+               f"{np.mean(c['closeness']['bound']):.4f}") + " | "
+            + ("" if c["stopped"] is None else
+               f"{c['stopped']['step']}, {c['stopped']['stopped']}") + " |")
     out.write_text("\n".join(lines) + "\n", "utf-8")
 
 
@@ -260,7 +298,7 @@ def figure(cells: list[dict[str, object]], out: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    settings = [(0.0, False), (0.1, False), (0.1, True)]
+    settings = sorted({(c["decay"], c["bias"]) for c in cells})
     panels = [("mlm", ("sem-mlm", "control-mlm")),
               ("clm", ("sem-clm", "cnd-clm", "ratio-clm", "control-clm"))]
     colours = {"sem": "tab:red", "cnd": "tab:blue", "ratio": "tab:green", "control": "black"}
@@ -273,7 +311,7 @@ def figure(cells: list[dict[str, object]], out: Path) -> None:
                 chosen = sorted((c for c in cells if c["language"] == language
                                  and c["decay"] == decay and c["bias"] == bias),
                                 key=lambda c: c["k"] / c["d"])
-                for k, marker in ((1, "o"), (4, "s"), (16, "^")):
+                for k, marker in ((1, "o"), (4, "s"), (16, "^"), (64, "D")):
                     points = [c for c in chosen if c["k"] == k]
                     if not points:
                         continue
@@ -291,7 +329,7 @@ def figure(cells: list[dict[str, object]], out: Path) -> None:
                          fontsize=9)
             ax.set_ylabel("price: tied - untied excess (nats)", fontsize=8)
             if row == len(settings) - 1:
-                ax.set_xlabel("K / d (o K=1, □ K=4, △ K=16)", fontsize=8)
+                ax.set_xlabel("K / d (o K=1, □ K=4, △ K=16, ◇ K=64)", fontsize=8)
             ax.legend(fontsize=7)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -305,7 +343,7 @@ def share_figure(cells: list[dict[str, object]], out: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    settings = [(0.0, False), (0.1, False), (0.1, True)]
+    settings = sorted({(c["decay"], c["bias"]) for c in cells})
     colours = {"sem-mlm": "tab:orange", "sem-clm": "tab:red", "cnd-clm": "tab:blue",
                "ratio-clm": "tab:green"}
     fig, axes = plt.subplots(1, len(settings), figsize=(11, 3.6), sharey=True, squeeze=False)
@@ -336,6 +374,36 @@ def share_figure(cells: list[dict[str, object]], out: Path) -> None:
     plt.close(fig)
 
 
+def steps_figure(cells: list[dict[str, object]], out: Path) -> None:
+    """Each seed's price against the step, one panel per cell, over the second half of its
+    steps; the last 20% (where the criterion is read) shaded."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    order = sorted(cells, key=lambda c: (c["k"], c["d"], c["bias"], c["language"]))
+    columns = min(4, len(order))
+    rows = -(-len(order) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(3 * columns, 2.6 * rows), squeeze=False)
+    for ax, c in zip(axes.ravel(), order):
+        steps, price = c["curve"]
+        late = steps >= 0.5 * steps[-1]
+        ax.plot(steps[late], price[late], lw=0.7, alpha=0.8)
+        ax.axvspan(0.8 * steps[-1], steps[-1], color="grey", alpha=0.15, lw=0)
+        ax.axhline(0.0, color="grey", lw=0.5)
+        how = "" if c["stopped"] is None else f", {c['stopped']['stopped']} at {steps[-1]}"
+        ax.set_title(f"{c['language']} K{c['k']} d{c['d']} "
+                     f"{'bias' if c['bias'] else 'no bias'}{how}", fontsize=8)
+        ax.tick_params(labelsize=7)
+    for ax in axes.ravel()[len(order):]:
+        ax.axis("off")
+    fig.supxlabel("step", fontsize=8)
+    fig.supylabel("price of each seed: tied - untied exact excess (nats)", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=80)
+    plt.close(fig)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("grid", type=Path)
@@ -343,11 +411,13 @@ def main() -> None:
                         help="suffix of what it writes (results-NAME.md, figures/price-NAME.png)")
     args = parser.parse_args()
     cells = analyse([read_cell(cell) for cell in sorted(args.grid.iterdir())
-                     if CELL.match(cell.name) and (cell / "untied" / "report.md").is_file()])
+                     if CELL.match(cell.name) and finished(cell)])
     suffix = f"-{args.name}" if args.name else ""
     write(cells, HERE / f"results{suffix}.md")
     figure(cells, HERE / "figures" / f"price{suffix}.png")
     share_figure(cells, HERE / "figures" / f"share{suffix}.png")
+    if any(c["stopped"] is not None for c in cells):
+        steps_figure(cells, HERE / "figures" / f"steps{suffix}.png")
     print(f"{len(cells)} cells\n{summary(cells)}")
 
 

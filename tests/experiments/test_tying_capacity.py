@@ -124,3 +124,40 @@ def test_a_cell_is_read_with_its_price_movement_and_t4s_bound(tmp_path):
     assert np.all(sem["closeness"]["delta"] > 0) and np.all(sem["closeness"]["h"] > 0)
     assert control["closeness"] is None
     assert sem["price_moved"].shape == (2,) and np.all(sem["price_moved"] >= 0)
+
+
+@pytest.mark.slow
+def test_a_cell_trained_segment_by_segment_ends_as_one_run_and_stops_by_its_criterion(
+        tmp_path):
+    """converge.py's schedule does not depend on the run's length: a cell extended 10 steps at
+    a time to its stop ends with the population fits of one run trained there at once (CPU,
+    bit for bit); stopped.json holds the criterion read off the last fifth of its steps, and
+    a stopped cell is not trained again."""
+    import json
+
+    from dhwt.commands.train import train
+    from dhwt.languages import load_task
+    from dhwt.runs import load_run
+
+    converge = _module("converge")
+    found = converge.converge_cell(tmp_path / "grid", "control-clm", 1, 2, 0.1, False, seeds=2,
+                                   segment=10, min_steps=20, cap=40, every=5)
+    where = tmp_path / "grid" / "control-clm-k1-d2-wd0.1-nobias"
+    assert json.loads((where / "stopped.json").read_text()) == found
+    assert found["stopped"] in ("criterion", "cap") and found["step"] in (20, 30, 40)
+    assert (found["stopped"] == "cap") == (found["step"] == 40 and not found["price_met"])
+    assert found["window"] == [int(0.8 * found["step"]) // 5 * 5, found["step"]]
+    once = tmp_path / "once"
+    task = load_task(where / "data", "clm")
+    runs = converge.configs(once, "clm", 2, 0.1, False, 2, "cpu", found["step"], 10, 5, 40)
+    train([(config.replace(data=str(where / "data")), run) for config, run in runs], task,
+          overwrite=True)
+
+    def fits(run):
+        return [(r["step"], r["seed"], r["loss"]) for r in load_run(run).metrics()
+                if r["split"] == "population"]
+
+    for name in ("tied", "untied"):
+        assert fits(where / name) == fits(once / name)
+    assert converge.converge_cell(tmp_path / "grid", "control-clm", 1, 2, 0.1, False, seeds=2,
+                                  segment=10, min_steps=20, cap=40, every=5) is None

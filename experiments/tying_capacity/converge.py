@@ -1,0 +1,187 @@
+"""Train cells of the capacity grid until a stated criterion holds, not for a fixed step.
+
+A cell is run.py's (the tied and the untied run of one language, K, d, decay and bias, trained
+as one ensemble so that a seed's members share their initial input table), here on one fixed
+cosine from lr 1e-2 to 1e-3 over --cap steps ("periodic-cosine" with lr_period = --cap: its lr
+at a step does not depend on how long the run is, so extending a run changes no step it has
+taken, unlike "cosine", which is recomputed over the extended length). The cell trains
+--segment steps as one ensemble, then is extended --segment steps at a time (each run on its
+own: dhwt extends runs one by one); after each segment from --min-steps on, the criterion
+(README.md, "Convergence-driven rerun") is read off the exact population fits of the last 20%
+of steps. The cell stops when it holds or at --cap, and CELL/stopped.json records which and
+the movements it read. A killed process continues where it stopped: stopped cells are
+skipped, the others resume from their last checkpoint, which on the CPU ends exactly as an
+uninterrupted run would.
+
+    python experiments/tying_capacity/converge.py --out runs/tying-capacity-converge
+    python experiments/tying_capacity/analyse.py runs/tying-capacity-converge --name converge
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from dhwt.commands.train import train
+from dhwt.config import TrainConfig
+from dhwt.languages import load_task, write_dataset
+from dhwt.languages.language import language_from_spec
+from dhwt.runs.checkpoints import list_checkpoints
+from dhwt.runs.layout import run_paths
+
+sys.path.insert(0, str(Path(__file__).parent))
+from languages import spec  # noqa: E402
+from run import MODEL, cell_dir  # noqa: E402
+
+#: The declared order (README.md): d 4 without a bias, d 4 with one, d 8 without.
+PLAN = tuple((language, 16, 4, 0.1, False) for language in
+             ("control-clm", "cnd-clm", "ratio-clm", "sem-clm")) \
+    + tuple((language, 16, 4, 0.1, True) for language in
+            ("control-clm", "cnd-clm", "ratio-clm", "sem-clm")) \
+    + tuple((language, 16, 8, 0.1, False) for language in ("control-clm", "ratio-clm"))
+#: The criterion (nats): every seed's price moves by less than PRICE_TOLERANCE (a fifth of
+#: the declared margin 0.005) over the last WINDOW of the steps trained; the first criterion
+#: (every member's excess within EXCESS_TOLERANCE) is reported beside it.
+PRICE_TOLERANCE = 0.001
+EXCESS_TOLERANCE = 1e-3
+WINDOW = 0.2
+STOPPED = "stopped.json"
+
+
+def population(run: Path, bayes: float) -> dict[int, dict[int, float]]:
+    """{step: {seed: exact excess}} of every population evaluation of a run."""
+    from dhwt.runs import load_run
+
+    found: dict[int, dict[int, float]] = {}
+    for row in load_run(run).metrics():
+        if row["split"] == "population":
+            found.setdefault(row["step"], {})[row["seed"]] = row["loss"] - bayes
+    return found
+
+
+def criterion(where: Path, objective: str) -> dict[str, object]:
+    """At the runs' last step N: each seed's price range and each member's excess range over
+    the evaluations from the last one at or before (1 - WINDOW) N to N, and whether each is
+    within its tolerance."""
+    bayes = json.loads((where / "data" / "truth.json").read_text()
+                       )["objectives"][objective]["bayes_cross_entropy_nats"]
+    tied, untied = population(where / "tied", bayes), population(where / "untied", bayes)
+    last = max(tied)
+    early = max(s for s in tied if s <= (1 - WINDOW) * last)
+    steps = [s for s in sorted(tied) if s >= early]
+    seeds = sorted(tied[last])
+    price = np.array([[tied[s][seed] - untied[s][seed] for seed in seeds] for s in steps])
+    excess = np.array([[run[s][seed] for run in (tied, untied) for seed in seeds]
+                       for s in steps])
+    price_range, excess_range = np.ptp(price, axis=0), np.ptp(excess, axis=0)
+    return {"step": last, "window": [steps[0], last],
+            "price_range_max": float(price_range.max()),
+            "excess_range_max": float(excess_range.max()),
+            "price_met": bool((price_range < PRICE_TOLERANCE).all()),
+            "excess_met": bool((excess_range < EXCESS_TOLERANCE).all()),
+            "seeds_price_met": int((price_range < PRICE_TOLERANCE).sum()),
+            "members_excess_met": int((excess_range < EXCESS_TOLERANCE).sum())}
+
+
+def configs(where: Path, objective: str, d: int, decay: float, bias: bool, seeds: int,
+            device: str, steps: int, segment: int, every: int, cap: int
+            ) -> list[tuple[TrainConfig, Path]]:
+    model = dict(MODEL, lr_schedule="periodic-cosine", lr_period=cap, device=device)
+    return [(TrainConfig(grammar=None, data=str(where / "data"), objective=objective,
+                         valid_fraction=0.0, test_fraction=0.0, seeds=list(range(seeds)),
+                         tie_schedule=schedule, output_bias=bias, d_model=d, d_ff=4 * d,
+                         weight_decay=decay, steps=steps, eval_every=every,
+                         population_every=every, snapshot_every=segment,
+                         checkpoint_every=segment, **model),
+             where / schedule) for schedule in ("tied", "untied")]
+
+
+def trained_steps(run: Path) -> int:
+    """The steps a run is configured for (0 if it does not exist yet)."""
+    config = run / "config.toml"
+    return TrainConfig.from_toml(config).optim.steps if config.is_file() else 0
+
+
+def converge_cell(out: Path, language: str, k: int, d: int, decay: float, bias: bool,
+                  seeds: int, segment: int, min_steps: int, cap: int, every: int,
+                  device: str = "cpu", log=print) -> dict[str, object] | None:
+    """Train one cell until the criterion holds or `cap`; its stopped.json, None if it had
+    stopped already."""
+    where = cell_dir(out, language, k, d, decay, bias)
+    if (where / STOPPED).is_file():
+        return None
+    kind, objective = language.split("-")
+    if not (where / "data" / "truth.json").is_file():
+        write_dataset(language_from_spec(spec(kind, k, tail=objective == "clm"), language),
+                      where / "data", valid_fraction=0.0, test_fraction=0.0, seed=14,
+                      overwrite=True)
+    task = load_task(where / "data", objective)
+    args = (where, objective, d, decay, bias, seeds, device)
+    timing = where / "segments.jsonl"
+    first = configs(*args, segment, segment, every, cap)
+    if not all(list_checkpoints(run_paths(run).checkpoints) for _, run in first):
+        start = time.time()
+        train(first, task, overwrite=True)
+        _note(timing, segment, time.time() - start)
+    steps = max(trained_steps(run) for _, run in first)
+    while True:
+        start = time.time()
+        for config, run in configs(*args, steps, segment, every, cap):
+            train(config, task, run, resume=True)
+        _note(timing, steps, time.time() - start)
+        found = criterion(where, objective) if steps >= min_steps else None
+        log(f"{where.name} step {steps}: "
+            + ("" if found is None else
+               f"price range {found['price_range_max']:.4f}, excess range "
+               f"{found['excess_range_max']:.4f}") + f" ({time.time() - start:.0f} s)")
+        if found is not None and (found["price_met"] or steps >= cap):
+            found["stopped"] = "criterion" if found["price_met"] else "cap"
+            found["seconds"] = round(sum(json.loads(line)["seconds"]
+                                         for line in timing.read_text().splitlines()), 1)
+            (where / f"{STOPPED}.tmp").write_text(json.dumps(found, indent=1) + "\n")
+            (where / f"{STOPPED}.tmp").replace(where / STOPPED)
+            return found
+        steps = min(steps + segment, cap)
+
+
+def _note(timing: Path, steps: int, seconds: float) -> None:
+    with open(timing, "a") as handle:
+        handle.write(json.dumps({"steps": steps, "seconds": round(seconds, 1)}) + "\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--cells", type=int, default=len(PLAN),
+                        help="the first N cells of the declared order")
+    parser.add_argument("--cell", action="append", default=[], metavar="LANGUAGE:K:D:DECAY:BIAS",
+                        help="train this cell instead of the declared order (bias yes or no, "
+                             "e.g. cnd-clm:64:4:0.1:no); repeatable")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--segment", type=int, default=1000)
+    parser.add_argument("--min-steps", type=int, default=2000)
+    parser.add_argument("--cap", type=int, default=6000,
+                        help="the most steps, and the length of the cosine")
+    parser.add_argument("--every", type=int, default=100)
+    args = parser.parse_args()
+    cells = [(language, int(k), int(d), float(decay), bias == "yes") for language, k, d, decay, bias
+             in (cell.split(":") for cell in args.cell)] or PLAN[:args.cells]
+    for language, k, d, decay, bias in cells:
+        start = time.time()
+        found = converge_cell(args.out, language, k, d, decay, bias, args.seeds, args.segment,
+                              args.min_steps, args.cap, args.every, args.device,
+                              log=lambda line: print(line, flush=True))
+        if found is not None:
+            print(f"stopped {language} k={k} d={d} wd={decay:g} bias={bias} at step "
+                  f"{found['step']} by the {found['stopped']} in {time.time() - start:.0f} s",
+                  flush=True)
+
+
+if __name__ == "__main__":
+    main()
