@@ -103,7 +103,7 @@ def configs(where: Path, objective: str, d: int, decay: float, bias: bool, seeds
 
 def trained_steps(run: Path) -> int:
     """The steps a run is configured for (0 if it does not exist yet)."""
-    config = run / "config.toml"
+    config = run_paths(run).config
     return TrainConfig.from_toml(config).optim.steps if config.is_file() else 0
 
 

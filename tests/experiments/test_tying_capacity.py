@@ -130,9 +130,10 @@ def test_a_cell_is_read_with_its_price_movement_and_t4s_bound(tmp_path):
 def test_a_cell_trained_segment_by_segment_ends_as_one_run_and_stops_by_its_criterion(
         tmp_path):
     """converge.py's schedule does not depend on the run's length: a cell extended 10 steps at
-    a time to its stop ends with the population fits of one run trained there at once (CPU,
-    bit for bit); stopped.json holds the criterion read off the last fifth of its steps, and
-    a stopped cell is not trained again."""
+    a time to its stop ends with the population fits of one run trained there at once; stopped.json holds the criterion read off the last fifth of its steps, and
+    a stopped cell is not trained again. The first segment trains the cell as one ensemble and
+    each extension one run alone, so the two agree as a group and its runs trained alone do
+    (the fused AdamW rounds a member's update by its place in the stacked tensor)."""
     import json
 
     from dhwt.commands.train import train
@@ -158,6 +159,9 @@ def test_a_cell_trained_segment_by_segment_ends_as_one_run_and_stops_by_its_crit
                 if r["split"] == "population"]
 
     for name in ("tied", "untied"):
-        assert fits(where / name) == fits(once / name)
+        segmented, whole = fits(where / name), fits(once / name)
+        assert [f[:2] for f in segmented] == [f[:2] for f in whole]
+        assert [f[2] for f in segmented] == pytest.approx([f[2] for f in whole], rel=1e-5,
+                                                          abs=1e-6)
     assert converge.converge_cell(tmp_path / "grid", "control-clm", 1, 2, 0.1, False, seeds=2,
                                   segment=10, min_steps=20, cap=40, every=5) is None
