@@ -153,12 +153,12 @@ def test_a_matmul_that_rounds_partial_sums_fails_the_rounded_output_probe(monkey
 
 @pytest.mark.parametrize("exact, speedups, chosen", [
     ((False, False), None, "float32"),
-    ((True, True), {"bfloat16": 3.0, "bfloat16-output": 6.0}, "bfloat16"),
-    ((True, True), {"bfloat16": 1.5, "bfloat16-output": 2.5}, "bfloat16-output"),
+    ((True, True), {"bfloat16": 3.0, "bfloat16-output": 3.5}, "bfloat16-output"),
+    ((True, True), {"bfloat16": 3.0, "bfloat16-output": 2.5}, "bfloat16"),
     ((False, True), {"bfloat16": 9.0, "bfloat16-output": 2.5}, "bfloat16-output"),
     ((True, True), {"bfloat16": 1.9, "bfloat16-output": 1.5}, "float32"),
 ])
-def test_the_first_exact_pass_twice_as_fast_as_float32_is_chosen(monkeypatch, exact, speedups, chosen):
+def test_the_fastest_exact_pass_is_chosen(monkeypatch, exact, speedups, chosen):
     monkeypatch.setattr(gram, "_SPEEDUPS", None)
     monkeypatch.setattr(gram, "_onednn_bfloat16", lambda: exact[0])
     monkeypatch.setattr(gram, "_bfloat16_output", lambda: exact[1])

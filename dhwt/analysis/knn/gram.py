@@ -90,11 +90,9 @@ def candidate_precision() -> str:
     """The precision of the candidate pass in this process, chosen at its first use by probes,
     not by the CPU's vendor. Of the bfloat16 passes whose precision probe passes ("bfloat16":
     oneDNN's matmul computes bfloat16 values into exact float32 sums; "bfloat16-output": torch's
-    bfloat16 matmul sums in float32 and rounds each sum once to bfloat16), the first in that
-    order that is at least twice as fast as the float32 path on a block of Gram entries (a speed
-    probe of about a tenth of a second each), else "float32". "bfloat16" comes first even where
-    the other's block is faster: its narrower bound needs fewer candidates, and the re-rank and
-    filter of the extra ones cost more than the faster Gram saves (experiments/benchmarks). Either way the neighbours are exact (the float64
+    bfloat16 matmul sums in float32 and rounds each sum once to bfloat16), the faster on a block
+    of Gram entries (a speed probe of about a tenth of a second each) if it is at least twice as
+    fast as the float32 path, else "float32". Either way the neighbours are exact (the float64
     re-rank and its certificate); bfloat16 only trades a faster Gram for more candidates.
     DHWT_KNN_PRECISION=float32|bfloat16|bfloat16-output forces one (a forced bfloat16 pass whose
     probe fails runs its products through gemm: same bound, float32 speed)."""
@@ -109,15 +107,16 @@ def candidate_precision() -> str:
 
 
 def _fastest() -> str:
-    """The candidate pass here by the rule of candidate_precision (the speed probe's result
-    kept in _SPEEDUPS)."""
+    """The fastest candidate pass here by the rule of candidate_precision (the speed probe's
+    result kept in _SPEEDUPS)."""
     global _SPEEDUPS
     passes = [name for name, exact in (("bfloat16", _onednn_bfloat16),
                                        ("bfloat16-output", _bfloat16_output)) if exact()]
     if not passes:
         return "float32"
     speedup = _SPEEDUPS = _speedups()
-    return next((name for name in passes if speedup[name] >= 2), "float32")
+    best = max(passes, key=speedup.__getitem__)
+    return best if speedup[best] >= 2 else "float32"
 
 
 def _onednn_bfloat16() -> bool:
