@@ -16,32 +16,7 @@ from dhwt.commands.study_jobs import JobSettings, job_parameters, make_executor
 from dhwt.config import TrainConfig
 from dhwt.directories import lock
 from dhwt.errors import DhwtError
-
-STUDY = """
-[study]
-name = "tiny"
-
-[data]
-grammar = "parity"
-set = { n_bits = 3 }
-valid_fraction = 0.25
-
-[train]
-seeds = "1-2"
-steps = 20
-lr = 1e-2
-eval_every = 10
-snapshot_every = 10
-checkpoint_every = 10
-
-[[runs]]
-name = "tied"
-tie_schedule = "tied"
-
-[[runs]]
-name = "untie"
-tie_schedule = "untie@10"
-"""
+from tests.test_study import STUDY
 
 
 def one_error(code, out, err):
