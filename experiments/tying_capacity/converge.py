@@ -36,7 +36,7 @@ from dhwt.runs.layout import run_paths
 
 sys.path.insert(0, str(Path(__file__).parent))
 from languages import spec  # noqa: E402
-from run import MODEL, cell_dir  # noqa: E402
+from run import cell_configs, cell_dir  # noqa: E402
 
 #: The declared order (README.md): d 4 without a bias, d 4 with one, d 8 without.
 PLAN = tuple((language, 16, 4, 0.1, False) for language in
@@ -91,14 +91,9 @@ def criterion(where: Path, objective: str) -> dict[str, object]:
 def configs(where: Path, objective: str, d: int, decay: float, bias: bool, seeds: int,
             device: str, steps: int, segment: int, every: int, cap: int
             ) -> list[tuple[TrainConfig, Path]]:
-    model = dict(MODEL, lr_schedule="periodic-cosine", lr_period=cap, device=device)
-    return [(TrainConfig(grammar=None, data=str(where / "data"), objective=objective,
-                         valid_fraction=0.0, test_fraction=0.0, seeds=list(range(seeds)),
-                         tie_schedule=schedule, output_bias=bias, d_model=d, d_ff=4 * d,
-                         weight_decay=decay, steps=steps, eval_every=every,
-                         population_every=every, snapshot_every=segment,
-                         checkpoint_every=segment, **model),
-             where / schedule) for schedule in ("tied", "untied")]
+    """A cell's runs to `steps` on the fixed schedule of `cap` steps, saved every segment."""
+    return cell_configs(where, objective, d, decay, bias, seeds, steps, every, segment,
+                        lr_schedule="periodic-cosine", lr_period=cap, device=device)
 
 
 def trained_steps(run: Path) -> int:

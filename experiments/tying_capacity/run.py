@@ -54,15 +54,24 @@ def train_cell(out: Path, language: str, k: int, d: int, decay: float, bias: boo
                   where / "data", valid_fraction=0.0, test_fraction=0.0, seed=14,
                   overwrite=True)
     task = load_task(where / "data", objective)
-    runs = [(TrainConfig(grammar=None, data=str(where / "data"), objective=objective,
-                         valid_fraction=0.0, test_fraction=0.0, seeds=list(range(seeds)),
-                         tie_schedule=schedule, output_bias=bias,
-                         d_model=d, d_ff=4 * d, weight_decay=decay, steps=steps,
-                         eval_every=every, population_every=every, snapshot_every=steps,
-                         checkpoint_every=steps, **MODEL),
-             where / schedule) for schedule in ("tied", "untied")]
-    train(runs, task, overwrite=True)
+    train(cell_configs(where, objective, d, decay, bias, seeds, steps, every, steps), task,
+          overwrite=True)
     return True
+
+
+def cell_configs(where: Path, objective: str, d: int, decay: float, bias: bool, seeds: int,
+                 steps: int, every: int, save_every: int, **model: object
+                 ) -> list[tuple[TrainConfig, Path]]:
+    """The tied and the untied run of a cell (MODEL, with `model` overriding it): the exact
+    population fit every `every` steps, snapshots and checkpoints every `save_every`."""
+    model = {**MODEL, **model}
+    return [(TrainConfig(grammar=None, data=str(where / "data"), objective=objective,
+                         valid_fraction=0.0, test_fraction=0.0, seeds=list(range(seeds)),
+                         tie_schedule=schedule, output_bias=bias, d_model=d, d_ff=4 * d,
+                         weight_decay=decay, steps=steps, eval_every=every,
+                         population_every=every, snapshot_every=save_every,
+                         checkpoint_every=save_every, **model),
+             where / schedule) for schedule in ("tied", "untied")]
 
 
 def main() -> None:
