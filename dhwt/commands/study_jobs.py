@@ -5,7 +5,8 @@ Executor, so what the tests run with the local executor is what a cluster runs.
 
     local   at most N jobs at once (--jobs N; default: one per core), each a process that
             submitit starts, with C // N torch threads (at least 1) on the C cores this process
-            may use. A run's training uses the threads of its config (`threads`, default 1:
+            may use, and the GPUs it sees (its CUDA_VISIBLE_DEVICES, where submitit would set
+            none for a job that asks for no GPU). A run's training uses the threads of its config (`threads`, default 1:
             they change how floats are rounded, so a run trains the same in a job or not).
     slurm   each job asks for one task on one node, with the settings given: partition, time
             limit (minutes), CPUs per task (the job's torch threads) and GPUs per node; at most
@@ -26,6 +27,7 @@ asks for jobs.
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -97,11 +99,21 @@ def job_parameters(settings: JobSettings, name: str) -> dict[str, Any]:
         True
     """
     if settings.executor == "local":
-        return {"name": name, "timeout_min": LOCAL_TIMEOUT_MIN}
+        return {"name": name, "timeout_min": LOCAL_TIMEOUT_MIN, "setup": [_same_gpus()]}
     given = {"slurm_partition": settings.partition, "timeout_min": settings.time,
              "cpus_per_task": settings.cpus, "gpus_per_node": settings.gpus}
     return {"name": name, "nodes": 1, "tasks_per_node": 1,
             **{key: value for key, value in given.items() if value is not None}}
+
+
+def _same_gpus() -> str:
+    """The shell line that gives a local job the GPUs this process sees: submitit's local
+    executor sets CUDA_VISIBLE_DEVICES to the GPUs a job asks for (none by default), and its
+    `setup` lines run after that, in the job's shell."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return "unset CUDA_VISIBLE_DEVICES"
+    return f"export CUDA_VISIBLE_DEVICES={shlex.quote(visible)}"
 
 
 def make_executor(settings: JobSettings, folder: Path, name: str) -> Any:

@@ -141,6 +141,22 @@ def test_a_failed_job_is_one_line_naming_its_runs_and_no_job_starts_after_it(tmp
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("visible", [None, "3,5"])
+def test_a_local_job_sees_the_gpus_the_study_sees(visible, tmp_path, monkeypatch):
+    """submitit's local executor sets CUDA_VISIBLE_DEVICES to the GPUs a job asks for (none by
+    default), which hid the GPU from every job of `--jobs N` on a GPU machine (found on an H100);
+    a job sees what the study command sees, set or not."""
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    seen = tmp_path / "seen.txt"
+    work = lambda: seen.write_text(os.environ.get("CUDA_VISIBLE_DEVICES", "unset"))  # noqa: E731
+    run_jobs([Job(work, ("a",))], JobSettings(jobs=1), tmp_path / "jobs", "test")
+    assert seen.read_text() == (visible or "unset")
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("to", ["command", "terminal"])
 def test_ctrl_c_stops_the_jobs_and_the_same_command_continues(to, tmp_path, spawn, cli):
     """SIGINT to the study command alone (it cancels its jobs), or to its process group, as a
