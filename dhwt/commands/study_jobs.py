@@ -99,7 +99,8 @@ def job_parameters(settings: JobSettings, name: str) -> dict[str, Any]:
         True
     """
     if settings.executor == "local":
-        return {"name": name, "timeout_min": LOCAL_TIMEOUT_MIN, "setup": [_same_gpus()]}
+        return {"name": name, "timeout_min": LOCAL_TIMEOUT_MIN,
+                "local_setup": [_same_gpus()]}
     given = {"slurm_partition": settings.partition, "timeout_min": settings.time,
              "cpus_per_task": settings.cpus, "gpus_per_node": settings.gpus}
     return {"name": name, "nodes": 1, "tasks_per_node": 1,
@@ -109,7 +110,7 @@ def job_parameters(settings: JobSettings, name: str) -> dict[str, Any]:
 def _same_gpus() -> str:
     """The shell line that gives a local job the GPUs this process sees: submitit's local
     executor sets CUDA_VISIBLE_DEVICES to the GPUs a job asks for (none by default), and its
-    `setup` lines run after that, in the job's shell."""
+    `local_setup` lines run after that, in the job's shell."""
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is None:
         return "unset CUDA_VISIBLE_DEVICES"

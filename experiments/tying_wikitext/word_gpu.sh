@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
 # word_gpu.toml in one device call on a lent GPU (README.md, "Word level on a GPU"): the study's
 # three learning rates as three parallel jobs (`dhwt study --jobs 3`; one process if that
-# fails) on the one GPU, cut at
-# BUDGET seconds if not done (a cut run keeps its metrics to its last evaluation; the constant
-# lr makes a cut run the same as a shorter one). What comes back in OUT: word_gpu.log, the GPU's
-# utilisation every 5 s (smi.csv) and word-gpu.tar.gz (every run's config, metrics and report,
-# the jobs' logs; no checkpoints or snapshots).
+# fails) on the one GPU, cut at BUDGET seconds if not done (a cut run keeps its metrics to its
+# last evaluation; the constant lr makes a cut run the same as a shorter one). What comes back
+# in OUT: word_gpu.log, the GPU's utilisation every 5 s (smi.csv) and word-gpu.tar.gz (every
+# run's config, metrics and report, the jobs' logs; no checkpoints or snapshots).
 #
 #   OUT=DIR DHWT_DATA=../shared/data bash experiments/tying_wikitext/word_gpu.sh
 #
