@@ -85,20 +85,34 @@ def report(arms) -> str:
 
 
 def figure(arms, path: Path) -> None:
+    """Per rate: valid perplexity of each member (top), and tied - untied per seed (bottom)."""
     rates = sorted({lr for lr, _ in arms})
-    fig, axes = plt.subplots(1, len(rates), figsize=(4 * len(rates), 3.4), sharey=True)
-    for ax, lr in zip(np.atleast_1d(axes), rates):
+    fig, axes = plt.subplots(2, len(rates), figsize=(4 * len(rates), 6), sharex=True,
+                             sharey="row", squeeze=False)
+    for column, lr in enumerate(rates):
+        top, bottom = axes[0, column], axes[1, column]
         for tie, colour in (("untied", "tab:blue"), ("tied", "tab:red")):
             steps, table = arms[(lr, tie)]["valid"]
             keep = steps > 0
             for seed in range(table.shape[1]):
-                ax.plot(steps[keep], np.exp(table[keep, seed]), color=colour, lw=1,
-                        label=tie if seed == 0 else None)
-        ax.set(title=f"lr {lr:g}", xlabel="step", yscale="log")
-        ax.grid(alpha=0.3)
-    np.atleast_1d(axes)[0].set_ylabel("valid perplexity (seeds 1-3)")
-    np.atleast_1d(axes)[0].legend()
-    fig.suptitle("WikiText-2 word level, GPT-2 convention, d 256, 2 layers (H100, bf16-mixed)")
+                top.plot(steps[keep], np.exp(table[keep, seed]), color=colour, lw=1,
+                         label=tie if seed == 0 else None)
+        steps, untied = arms[(lr, "untied")]["valid"]
+        _, tied = arms[(lr, "tied")]["valid"]
+        keep = steps > 0
+        for seed in range(tied.shape[1]):
+            bottom.plot(steps[keep], tied[keep, seed] - untied[keep, seed], color="k", lw=1,
+                        alpha=0.6)
+        bottom.axhline(0, color="grey", lw=0.8)
+        top.set(title=f"lr {lr:g}", yscale="log")
+        bottom.set(xlabel="step")
+        for ax in (top, bottom):
+            ax.grid(alpha=0.3)
+    axes[0, 0].set_ylabel("valid perplexity")
+    axes[1, 0].set_ylabel("tied - untied, log ppl\n(per seed; < 0: tied better)")
+    axes[0, 0].legend()
+    fig.suptitle("WikiText-2 word level, GPT-2 convention, d 256, 2 layers, seeds 1-3 "
+                 "(H100, bf16-mixed)")
     fig.tight_layout()
     save(fig, path)
 
