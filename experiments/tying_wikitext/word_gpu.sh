@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # word_gpu.toml in one device call on a lent GPU (README.md, "Word level on a GPU"): the study's
-# three learning rates as three parallel jobs (`dhwt study --jobs 3`; one process if that
+# groups (three learning rates) as parallel jobs (`dhwt study --jobs 3`; one process if that
 # fails) on the one GPU, cut at BUDGET seconds if not done (a cut run keeps its metrics to its
 # last evaluation; the constant lr makes a cut run the same as a shorter one). What comes back
 # in OUT: word_gpu.log, the GPU's utilisation every 5 s (smi.csv) and word-gpu.tar.gz (every
@@ -8,10 +8,13 @@
 #
 #   OUT=DIR DHWT_DATA=../shared/data bash experiments/tying_wikitext/word_gpu.sh
 #
-# Environment: BUDGET (420 s for the whole script), STUDY (runs/word-gpu), PYTHON (python3),
-# WHEELS (a folder of wheels to install first, e.g. submitit where the machine lacks it).
+# Environment: BUDGET (420 s for the whole script), STUDY_FILE (word_gpu.toml; or
+# word_gpu_conventions.toml with JOBS=4), JOBS (3: one per group), STUDY (runs/word-gpu),
+# PYTHON (python3), WHEELS (a folder of wheels to install first, e.g. submitit where the
+# machine lacks it).
 set -u
 OUT=${OUT:-word-gpu-out} BUDGET=${BUDGET:-420} STUDY=${STUDY:-runs/word-gpu} PY=${PYTHON:-python3}
+STUDY_FILE=${STUDY_FILE:-experiments/tying_wikitext/word_gpu.toml} JOBS=${JOBS:-3}
 export DHWT_DATA=${DHWT_DATA:-../shared/data} PYTHONUNBUFFERED=1 MPLBACKEND=Agg
 mkdir -p "$OUT"
 log() { echo "[$SECONDS s] $*" | tee -a "$OUT/word_gpu.log"; }
@@ -23,9 +26,9 @@ fi
 $PY -m pip install -q --no-deps --no-build-isolation --no-index -e . >> "$OUT/word_gpu.log" 2>&1
 log "installed: $($PY -c 'import dhwt, submitit, torch; print(torch.__version__)' 2>&1)"
 nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv -l 5 > "$OUT/smi.csv" 2>/dev/null &
-study() { timeout $(( BUDGET - SECONDS - 30 )) $PY -m dhwt study \
-    experiments/tying_wikitext/word_gpu.toml --out "$STUDY" "$@" >> "$OUT/word_gpu.log" 2>&1; }
-study --jobs 3
+study() { timeout $(( BUDGET - SECONDS - 30 )) $PY -m dhwt study "$STUDY_FILE" --out "$STUDY" \
+    "$@" >> "$OUT/word_gpu.log" 2>&1; }
+study --jobs "$JOBS"
 status=$?
 log "study exit $status (124: cut at the budget)"
 if [ $status != 0 ] && [ $status != 124 ] && [ $(( BUDGET - SECONDS )) -gt 120 ]; then
