@@ -1,15 +1,18 @@
-"""Read word_gpu.toml's study (runs trained on a GPU, brought back without checkpoints): valid
-perplexity of tied and untied per learning rate and step, and tied - untied paired by seed.
+"""Read a word-level GPU study (word_gpu.toml, word_gpu_conventions.toml; runs trained on a GPU,
+brought back without checkpoints): valid perplexity per run and step, and each run against the
+untied run of its learning rate at the full width, paired by seed.
 
     python experiments/tying_wikitext/word_gpu_summary.py runs/word-gpu
+    python experiments/tying_wikitext/word_gpu_summary.py runs/word-gpu-conventions --name conventions
 
-writes experiments/tying_wikitext/results-word-gpu.md (the tables), results-word-gpu.csv (every
-evaluation of every member: the data the tables come from) and figures/word-gpu.png. The
-comparison is at the last step every run reached (a run cut by the device call's budget ends
+writes experiments/tying_wikitext/results-word-gpu[-NAME].md (the tables), .csv (every
+evaluation of every member: the data the tables come from) and figures/word-gpu[-NAME].png. The
+comparison runs to the last step every run reached (a run cut by the device call's budget ends
 early; the lr is constant, so a cut run is the same as a shorter one). Per seed the paired
-difference of log valid perplexity (a seed pairs the data order; a seed's tied and untied
-members share every weight but the output matrix); over seeds the mean with a Student-t
-interval (dhwt.analysis.intervals) and the count of seeds where tied is lower.
+difference of log valid perplexity (a seed pairs the data order; tied and untied members of a
+seed share every weight but the output matrix); over seeds the mean with a Student-t interval
+(dhwt.analysis.intervals) and the count of seeds where the run is lower. A tied run is also
+compared with a narrower untied run of its rate, where there is one (the parameter-matched arm).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import argparse
 import csv
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -28,91 +32,131 @@ from dhwt.runs.metrics import metric_table, read_metrics
 
 HERE = Path(__file__).parent
 SPLITS = ("valid", "train")
+EVERY = 500  # steps between the rows of the tables
 
 
-def read_study(study: Path) -> dict[tuple[float, str], dict[str, tuple[np.ndarray, np.ndarray]]]:
-    """{(lr, tie): {split: (steps, loss (T, seeds))}} of every run of the study."""
-    arms = {}
-    for run in sorted((study / "runs").iterdir()):
-        config = tomllib.loads((run / "config.toml").read_text())
-        records = read_metrics(run / "metrics.jsonl")
-        key = (config["optim"]["lr"], config["tying"]["tie_schedule"])
-        arms[key] = {split: metric_table(records, split, "loss") for split in SPLITS}
-    return arms
+@dataclass(frozen=True)
+class Run:
+    """One run's settings that the comparison needs and its (steps, loss (T, seeds)) per split."""
+
+    name: str
+    lr: float
+    tie: str
+    d_model: int
+    splits: dict[str, tuple[np.ndarray, np.ndarray]]
+
+    @property
+    def last(self) -> int:
+        return int(self.splits["valid"][0][-1])
 
 
-def write_csv(arms, path: Path) -> None:
+def read_study(study: Path) -> list[Run]:
+    """Every run of the study, by name."""
+    runs = []
+    for path in sorted((study / "runs").iterdir()):
+        config = tomllib.loads((path / "config.toml").read_text())
+        records = read_metrics(path / "metrics.jsonl")
+        runs.append(Run(path.name, config["optim"]["lr"], config["tying"]["tie_schedule"],
+                        config["model"]["d_model"],
+                        {split: metric_table(records, split, "loss") for split in SPLITS}))
+    return runs
+
+
+def comparisons(runs: list[Run]) -> list[tuple[Run, Run]]:
+    """(run, reference) pairs: every run against the widest untied run of its rate, and every
+    tied run against each narrower untied run of its rate."""
+    pairs = []
+    for run in runs:
+        untied = [r for r in runs if r.lr == run.lr and r.tie == "untied"]
+        reference = max(untied, key=lambda r: r.d_model)
+        if run is not reference:
+            pairs.append((run, reference))
+        if run.tie == "tied":
+            pairs += [(run, r) for r in untied if r.d_model < reference.d_model]
+    return pairs
+
+
+def write_csv(runs: list[Run], path: Path) -> None:
     with path.open("w", newline="") as handle:
         out = csv.writer(handle)
-        out.writerow(["lr", "tie", "seed_index", "step", "split", "loss"])
-        for (lr, tie), splits in sorted(arms.items()):
-            for split, (steps, table) in splits.items():
+        out.writerow(["run", "lr", "tie", "d_model", "seed_index", "step", "split", "loss"])
+        for run in runs:
+            for split, (steps, table) in run.splits.items():
                 for t, step in enumerate(steps):
                     for member, loss in enumerate(table[t]):
-                        out.writerow([lr, tie, member, int(step), split, f"{loss:.6f}"])
+                        out.writerow([run.name, run.lr, run.tie, run.d_model, member, int(step),
+                                      split, f"{loss:.6f}"])
 
 
-def report(arms) -> str:
-    rates = sorted({lr for lr, _ in arms})
-    common = min(int(splits["valid"][0][-1]) for splits in arms.values())
-    lines = [f"# Word level on a GPU: tied against untied (word_gpu.toml)\n",
-             f"Valid perplexity (whole valid split) per seed, at every 500 steps to step "
-             f"{common}, the last step every run reached.\n",
-             "| lr | step | untied | tied | tied - untied, log ppl (mean, 95% t, 2 df) "
-             "| seeds tied lower |", "|---|---:|---|---|---|---:|"]
-    for lr in rates:
-        steps, untied = arms[(lr, "untied")]["valid"]
-        _, tied = arms[(lr, "tied")]["valid"]
+def _ppl(row: np.ndarray) -> str:
+    return " / ".join(f"{v:.1f}" for v in np.exp(row))
+
+
+def report(runs: list[Run], title: str) -> str:
+    common = min(run.last for run in runs)
+    lines = [f"# {title}\n",
+             f"Valid perplexity (whole valid split) per seed every {EVERY} steps to step "
+             f"{common}, the last step every run reached; run - reference in log perplexity, "
+             "paired by seed.\n",
+             "| run | against | step | run | reference | difference (mean, 95% t) "
+             "| seeds lower |", "|---|---|---:|---|---|---|---:|"]
+    for run, reference in comparisons(runs):
+        steps, mine = run.splits["valid"]
+        their_steps, theirs = reference.splits["valid"]
         for t, step in enumerate(steps):
-            if step % 500 or step == 0 or step > common:
+            if step == 0 or step > common or (step % EVERY and step != common):
                 continue
-            diff = tied[t] - untied[t]
-            ppl = lambda row: " / ".join(f"{v:.1f}" for v in np.exp(row))  # noqa: E731
-            lines.append(f"| {lr:g} | {int(step)} | {ppl(untied[t])} | {ppl(tied[t])} | "
-                         f"{summarise(diff, bimodal=False).text(4)} | "
+            other = theirs[list(their_steps).index(step)]
+            diff = mine[t] - other
+            lines.append(f"| {run.name} | {reference.name} | {int(step)} | {_ppl(mine[t])} | "
+                         f"{_ppl(other)} | {summarise(diff, bimodal=False).text(4)} | "
                          f"{int((diff < 0).sum())} of {len(diff)} |")
-    lines += ["", "Train minus valid loss at the last common step (nats; the 2,000 fixed train "
-              "windows; negative: the model fits train better than valid):", "",
-              "| lr | untied | tied |", "|---|---|---|"]
-    for lr in rates:
-        gaps = []
-        for tie in ("untied", "tied"):
-            (vs, valid), (ts, train) = arms[(lr, tie)]["valid"], arms[(lr, tie)]["train"]
-            last = list(vs).index(common), list(ts).index(common)
-            gaps.append(" / ".join(f"{g:+.3f}" for g in train[last[1]] - valid[last[0]]))
-        lines.append(f"| {lr:g} | {gaps[0]} | {gaps[1]} |")
+    lines += ["", f"Train minus valid loss at step {common} (nats per seed; the fixed train "
+              "windows; more negative: the model fits its training windows further below "
+              "valid):", "", "| run | train - valid |", "|---|---|"]
+    for run in runs:
+        (vs, valid), (ts, train) = run.splits["valid"], run.splits["train"]
+        gap = train[list(ts).index(common)] - valid[list(vs).index(common)]
+        lines.append(f"| {run.name} | {' / '.join(f'{g:+.3f}' for g in gap)} |")
     return "\n".join(lines) + "\n"
 
 
-def figure(arms, path: Path) -> None:
-    """Per rate: valid perplexity of each member (top), and tied - untied per seed (bottom)."""
-    rates = sorted({lr for lr, _ in arms})
-    fig, axes = plt.subplots(2, len(rates), figsize=(4 * len(rates), 6), sharex=True,
+def figure(runs: list[Run], path: Path, title: str) -> None:
+    """Per rate: valid perplexity of each member (top), and each run - its reference per seed
+    (bottom; the first comparison of each run)."""
+    rates = sorted({run.lr for run in runs})
+    colours = dict(zip([run.name for run in runs], plt.rcParams["axes.prop_cycle"].by_key()["color"]))
+    fig, axes = plt.subplots(2, len(rates), figsize=(4.5 * len(rates), 6), sharex=True,
                              sharey="row", squeeze=False)
+    shown = set()
     for column, lr in enumerate(rates):
         top, bottom = axes[0, column], axes[1, column]
-        for tie, colour in (("untied", "tab:blue"), ("tied", "tab:red")):
-            steps, table = arms[(lr, tie)]["valid"]
+        for run in (r for r in runs if r.lr == lr):
+            steps, table = run.splits["valid"]
             keep = steps > 0
             for seed in range(table.shape[1]):
-                top.plot(steps[keep], np.exp(table[keep, seed]), color=colour, lw=1,
-                         label=tie if seed == 0 else None)
-        steps, untied = arms[(lr, "untied")]["valid"]
-        _, tied = arms[(lr, "tied")]["valid"]
-        keep = steps > 0
-        for seed in range(tied.shape[1]):
-            bottom.plot(steps[keep], tied[keep, seed] - untied[keep, seed], color="k", lw=1,
-                        alpha=0.6)
+                top.plot(steps[keep], np.exp(table[keep, seed]), color=colours[run.name], lw=1,
+                         label=run.name if seed == 0 else None)
+        for run, reference in comparisons([r for r in runs if r.lr == lr]):
+            if run.name in shown:
+                continue
+            shown.add(run.name)
+            steps, mine = run.splits["valid"]
+            their_steps, theirs = reference.splits["valid"]
+            at = [list(their_steps).index(s) for s in steps if s in their_steps]
+            keep = [i for i, s in enumerate(steps) if s in their_steps and s > 0]
+            diff = mine[keep] - theirs[[at[i] for i in keep]]
+            for seed in range(diff.shape[1]):
+                bottom.plot(steps[keep], diff[:, seed], color=colours[run.name], lw=1, alpha=0.8)
         bottom.axhline(0, color="grey", lw=0.8)
         top.set(title=f"lr {lr:g}", yscale="log")
+        top.legend(fontsize=7)
         bottom.set(xlabel="step")
         for ax in (top, bottom):
             ax.grid(alpha=0.3)
     axes[0, 0].set_ylabel("valid perplexity")
-    axes[1, 0].set_ylabel("tied - untied, log ppl\n(per seed; < 0: tied better)")
-    axes[0, 0].legend()
-    fig.suptitle("WikiText-2 word level, GPT-2 convention, d 256, 2 layers, seeds 1-3 "
-                 "(H100, bf16-mixed)")
+    axes[1, 0].set_ylabel("run - untied, log ppl\n(per seed; < 0: run better)")
+    fig.suptitle(title)
     fig.tight_layout()
     save(fig, path)
 
@@ -120,12 +164,16 @@ def figure(arms, path: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("study", type=Path)
+    parser.add_argument("--name", default="", help="suffix of the files written")
     args = parser.parse_args()
-    arms = read_study(args.study)
-    write_csv(arms, HERE / "results-word-gpu.csv")
-    text = report(arms)
-    (HERE / "results-word-gpu.md").write_text(text)
-    figure(arms, HERE / "figures" / "word-gpu.png")
+    runs = read_study(args.study)
+    suffix = f"-{args.name}" if args.name else ""
+    title = ("WikiText-2 word level, d 256, 2 layers, seeds 1-3 (H100, bf16-mixed): "
+             + tomllib.loads((args.study / "study.toml").read_text())["study"]["name"])
+    write_csv(runs, HERE / f"results-word-gpu{suffix}.csv")
+    text = report(runs, title)
+    (HERE / f"results-word-gpu{suffix}.md").write_text(text)
+    figure(runs, HERE / "figures" / f"word-gpu{suffix}.png", title)
     print(text)
 
 
