@@ -3,7 +3,7 @@ brought back without checkpoints): valid perplexity per run and step, and each r
 untied run of its learning rate at the full width, paired by seed.
 
     python experiments/tying_wikitext/word_gpu_summary.py runs/word-gpu
-    python experiments/tying_wikitext/word_gpu_summary.py runs/word-gpu-conventions --name conventions
+    python experiments/tying_wikitext/word_gpu_summary.py runs/word-conv --name conventions
 
 writes experiments/tying_wikitext/results-word-gpu[-NAME].md (the tables), .csv (every
 evaluation of every member: the data the tables come from) and figures/word-gpu[-NAME].png. The
@@ -121,11 +121,17 @@ def report(runs: list[Run], title: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _kind(run: Run) -> str:
+    """The run's arm without its learning rate ("tied-lr1e-3" -> "tied"): one colour each."""
+    return run.name.split("-lr")[0]
+
+
 def figure(runs: list[Run], path: Path, title: str) -> None:
     """Per rate: valid perplexity of each member (top), and each run - its reference per seed
     (bottom; the first comparison of each run)."""
     rates = sorted({run.lr for run in runs})
-    colours = dict(zip([run.name for run in runs], plt.rcParams["axes.prop_cycle"].by_key()["color"]))
+    kinds = list(dict.fromkeys(_kind(run) for run in runs))
+    colours = dict(zip(kinds, plt.rcParams["axes.prop_cycle"].by_key()["color"]))
     fig, axes = plt.subplots(2, len(rates), figsize=(4.5 * len(rates), 6), sharex=True,
                              sharey="row", squeeze=False)
     shown = set()
@@ -135,8 +141,8 @@ def figure(runs: list[Run], path: Path, title: str) -> None:
             steps, table = run.splits["valid"]
             keep = steps > 0
             for seed in range(table.shape[1]):
-                top.plot(steps[keep], np.exp(table[keep, seed]), color=colours[run.name], lw=1,
-                         label=run.name if seed == 0 else None)
+                top.plot(steps[keep], np.exp(table[keep, seed]), color=colours[_kind(run)], lw=1,
+                         label=_kind(run) if seed == 0 else None)
         for run, reference in comparisons([r for r in runs if r.lr == lr]):
             if run.name in shown:
                 continue
@@ -147,7 +153,8 @@ def figure(runs: list[Run], path: Path, title: str) -> None:
             keep = [i for i, s in enumerate(steps) if s in their_steps and s > 0]
             diff = mine[keep] - theirs[[at[i] for i in keep]]
             for seed in range(diff.shape[1]):
-                bottom.plot(steps[keep], diff[:, seed], color=colours[run.name], lw=1, alpha=0.8)
+                bottom.plot(steps[keep], diff[:, seed], color=colours[_kind(run)], lw=1,
+                            alpha=0.8)
         bottom.axhline(0, color="grey", lw=0.8)
         top.set(title=f"lr {lr:g}", yscale="log")
         top.legend(fontsize=7)
