@@ -58,7 +58,7 @@ from dhwt.languages.dataset import read_dataset
 from dhwt.languages.splits import SPLITS, split_of
 from dhwt.report.run_report import write_run_report
 from dhwt.runs import layout
-from dhwt.runs.checkpoints import checkpoint_step, latest_checkpoint, list_checkpoints
+from dhwt.runs.checkpoints import latest_checkpoint
 from dhwt.runs.history import check_history
 from dhwt.runs.layout import run_paths
 from dhwt.runs.metrics import read_metrics
@@ -256,9 +256,7 @@ def _finished(run_dir: Path, saved: TrainConfig) -> RunResult | None:
     last step), read from disk; None if it has not, or if its record lost the snapshot of
     its last step (the trainer writes it again); DhwtError if it lost more
     (dhwt.runs.history)."""
-    checkpoints = list_checkpoints(run_paths(run_dir).checkpoints)
-    if not is_finished(run_dir) or not checkpoints or \
-            checkpoint_step(checkpoints[-1]) != saved.optim.steps:
+    if not is_finished(run_dir):
         return None
     path, _ = latest_checkpoint(run_paths(run_dir).checkpoints)  # a damaged one is an error
     if check_history(run_dir, saved, saved.optim.steps) is not None:

@@ -172,6 +172,19 @@ def test_a_study_continued_keeps_a_users_files(cli, folder, rundirs):
     assert (run / "report.md").is_file() and (folder / "st" / "NOTES.txt").is_file()
 
 
+def test_a_study_run_with_its_report_but_no_checkpoint_is_refused_not_retrained(cli, folder,
+                                                                                 rundirs):
+    """A finished run whose checkpoints were deleted (to save space) cannot be shown finished
+    (dhwt.runs.run.is_finished) nor resumed: the study says so and deletes nothing."""
+    assert cli(["study", "mystudy.toml", "--out", "st"])[0] == 0
+    for path in (folder / "st" / "runs" / "a" / "checkpoints").iterdir():
+        path.unlink()
+    before = rundirs.digest(folder)
+    refused(cli(["study", "mystudy.toml", "--out", "st"]),
+            "run 'a' of st has its report but no checkpoint (deleted?)", "--overwrite")
+    assert rundirs.digest(folder) == before
+
+
 def test_a_directory_of_another_kind_gets_no_hint_to_overwrite_it(cli, folder, rundirs):
     """F21: --overwrite would be refused, so the message never suggests it."""
     assert cli([*TRAIN, "--out", "run"])[0] == 0
@@ -341,6 +354,40 @@ def test_resume_with_more_steps_extends_a_run_as_if_configured_so(cli, folder, r
     refused(cli(["train", "--out", "short", "--resume", "--steps", "6"]),
             "may extend it, not shorten it")
     assert rundirs.digest(folder / "short") == before
+
+
+@pytest.mark.slow
+def test_a_run_stopped_while_extended_is_unfinished_and_its_study_continues_it(
+        cli, folder, rundirs, monkeypatch):
+    """A study's run extended 4 -> 8 steps and stopped at step 7 keeps the report of step 4
+    under a config.toml of 8 steps, with checkpoints to step 6: it is not finished, and the
+    study command continues it to step 8 as the extension would have gone on uninterrupted."""
+    from dhwt.runs import load_run
+    from dhwt.runs.run import is_finished
+    from dhwt.training.trainer import Trainer
+
+    update = Trainer._update
+
+    def stop_at_7(self):
+        if self.step == 7:
+            raise KeyboardInterrupt
+        update(self)
+
+    for out in ("st", "whole"):
+        assert cli(["study", "mystudy.toml", "--out", out])[0] == 0
+    assert cli(["train", "--out", "whole/runs/a", "--resume", "--steps", "8"])[0] == 0
+    run = folder / "st" / "runs" / "a"
+    monkeypatch.setattr(Trainer, "_update", stop_at_7)
+    assert cli(["train", "--out", run, "--resume", "--steps", "8"])[0] == 130
+    monkeypatch.setattr(Trainer, "_update", update)
+    assert "steps = 8" in (run / "config.toml").read_text() and (run / "report.md").is_file()
+    assert list_checkpoints(run / "checkpoints")[-1].name == "step_0000006.pt"
+    assert not is_finished(run) and not load_run(run).finished
+    code, _, err = cli(["study", "mystudy.toml", "--out", "st"])
+    assert code == 0, err
+    assert is_finished(run) and load_run(run).steps == [0, 2, 4, 6, 8]
+    for part in ("embeddings/step_0000008.safetensors", "metrics.jsonl"):
+        assert (run / part).read_bytes() == (folder / "whole/runs/a" / part).read_bytes(), part
 
 
 # -- a study is checked whole before it trains ------------------------------------------------
