@@ -140,9 +140,8 @@ def _train(runs: list[tuple[TrainConfig, Path]], task: Task | None, resume: bool
                 return done
             trainer = Trainer(runs, run_task(config, run_dir) if task is None else task, parallel)
             if extended[0]:
-                parallel.on_writer(lambda: atomic_write_bytes(
-                    run_paths(run_dir).config,
-                    saved[0].replace(steps=config.optim.steps).to_toml().encode()))
+                parallel.on_writer(lambda: _extend(run_dir, saved[0].replace(
+                    steps=config.optim.steps)))
         else:
             for _, d in runs:
                 layout.refuse_existing(d, overwrite, inputs)
@@ -249,6 +248,14 @@ def _check_extension(run_dir: Path, steps: object, saved: TrainConfig) -> None:
         raise DhwtError(f"cannot resume {run_dir} with steps = {steps}: the run is configured "
                         f"for {saved.optim.steps} steps, and --steps may extend it, not shorten "
                         "it")
+
+
+def _extend(run_dir: Path, config: TrainConfig) -> None:
+    """Record that the run in `run_dir` now trains to `config`'s steps (its config.toml), and
+    remove the report of the steps before: the run is unfinished until the new report is
+    written (dhwt.runs.run.is_finished), even if stopped after its new last checkpoint."""
+    atomic_write_bytes(run_paths(run_dir).config, config.to_toml().encode())
+    run_paths(run_dir).report.unlink(missing_ok=True)
 
 
 def _finished(run_dir: Path, saved: TrainConfig) -> RunResult | None:
