@@ -72,7 +72,7 @@ from dhwt.languages.splits import SPLIT_SEED, TEST_FRACTION, VALID_FRACTION
 from dhwt.filenames import DATA
 from dhwt.runs import layout
 from dhwt.runs.layout import run_paths
-from dhwt.runs.checkpoints import checkpoint_step, common_step, list_checkpoints
+from dhwt.runs.checkpoints import common_step, list_checkpoints
 from dhwt.runs.run import is_finished, load_config_text
 from dhwt.checks import split_init_from
 from dhwt.config.run import TrainConfig, overrides
@@ -306,9 +306,13 @@ def _run_claimed(study: Study, out: Path, language: Language | None, steps: int 
         configured = _configured_steps(run_dir)  # an extended run continues to its own steps
         if configured is not None and configured > config.optim.steps:
             config = config.replace(steps=configured)
-        if is_finished(run_dir) and not _extending(run_dir):
+        if is_finished(run_dir):
             continue
         resume = bool(list_checkpoints(run_paths(run_dir).checkpoints))
+        if not resume and run_paths(run_dir).report.is_file():
+            raise DhwtError(f"run {name!r} of {out} has its report but no checkpoint (deleted?), "
+                            "so it can be neither checked to have finished nor continued; put "
+                            "its checkpoints back, or pass --overwrite to train the study again")
         if run_dir.exists() and not resume:  # created but killed before its first checkpoint
             layout.refuse_existing(run_dir, overwrite=True)  # dhwt's own run, nothing else
             with lock(run_dir, f"run directory {run_dir}"):
@@ -398,15 +402,6 @@ def _configured_steps(run_dir: Path) -> int | None:
     """The steps of the run in `run_dir`'s config.toml (None: no run there yet)."""
     path = run_paths(run_dir).config
     return TrainConfig.from_toml(path).optim.steps if path.is_file() else None
-
-
-def _extending(run_dir: Path) -> bool:
-    """Whether the run in `run_dir` was being extended (config.toml's steps beyond its newest
-    checkpoint's, the report still of the steps before): killed during `--steps`."""
-    checkpoints = list_checkpoints(run_paths(run_dir).checkpoints)
-    configured = _configured_steps(run_dir)
-    return bool(checkpoints) and configured is not None and \
-        checkpoint_step(checkpoints[-1]) < configured
 
 
 def _check_steps(study: Study, out: Path | None, steps: int) -> None:

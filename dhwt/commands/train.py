@@ -58,7 +58,7 @@ from dhwt.languages.dataset import read_dataset
 from dhwt.languages.splits import SPLITS, split_of
 from dhwt.report.run_report import write_run_report
 from dhwt.runs import layout
-from dhwt.runs.checkpoints import checkpoint_step, latest_checkpoint, list_checkpoints
+from dhwt.runs.checkpoints import latest_checkpoint
 from dhwt.runs.history import check_history
 from dhwt.runs.layout import run_paths
 from dhwt.runs.metrics import read_metrics
@@ -140,9 +140,8 @@ def _train(runs: list[tuple[TrainConfig, Path]], task: Task | None, resume: bool
                 return done
             trainer = Trainer(runs, run_task(config, run_dir) if task is None else task, parallel)
             if extended[0]:
-                parallel.on_writer(lambda: atomic_write_bytes(
-                    run_paths(run_dir).config,
-                    saved[0].replace(steps=config.optim.steps).to_toml().encode()))
+                parallel.on_writer(lambda: _extend(run_dir, saved[0].replace(
+                    steps=config.optim.steps)))
         else:
             for _, d in runs:
                 layout.refuse_existing(d, overwrite, inputs)
@@ -251,14 +250,20 @@ def _check_extension(run_dir: Path, steps: object, saved: TrainConfig) -> None:
                         "it")
 
 
+def _extend(run_dir: Path, config: TrainConfig) -> None:
+    """Record that the run in `run_dir` now trains to `config`'s steps (its config.toml), and
+    remove the report of the steps before: the run is unfinished until the new report is
+    written (dhwt.runs.run.is_finished), even if stopped after its new last checkpoint."""
+    atomic_write_bytes(run_paths(run_dir).config, config.to_toml().encode())
+    run_paths(run_dir).report.unlink(missing_ok=True)
+
+
 def _finished(run_dir: Path, saved: TrainConfig) -> RunResult | None:
     """The result of a run that has finished (its report written after the checkpoint of its
     last step), read from disk; None if it has not, or if its record lost the snapshot of
     its last step (the trainer writes it again); DhwtError if it lost more
     (dhwt.runs.history)."""
-    checkpoints = list_checkpoints(run_paths(run_dir).checkpoints)
-    if not is_finished(run_dir) or not checkpoints or \
-            checkpoint_step(checkpoints[-1]) != saved.optim.steps:
+    if not is_finished(run_dir):
         return None
     path, _ = latest_checkpoint(run_paths(run_dir).checkpoints)  # a damaged one is an error
     if check_history(run_dir, saved, saved.optim.steps) is not None:

@@ -217,9 +217,17 @@ class Run:
 
 
 def is_finished(path: str | Path) -> bool:
-    """Whether `path` holds a run whose training finished: its report.md, written last, exists
-    (a study or an experiment skips such a run)."""
-    return layout.run_paths(path).report.is_file()
+    """Whether `path` holds a run whose training finished (a study, an experiment or `dhwt train
+    --resume` leaves it as it is): its report.md, written last, exists and its newest checkpoint
+    is of the last step its config.toml trains to (`steps`). A run stopped while `dhwt train
+    --resume --steps M` extended it has not finished: the extension raises config.toml's steps
+    to M before it trains, while the report is still the one of the steps before."""
+    paths = layout.run_paths(path)
+    if not paths.report.is_file() or not paths.config.is_file():
+        return False
+    checkpoints = list_checkpoints(paths.checkpoints)
+    return bool(checkpoints) and \
+        checkpoint_step(checkpoints[-1]) == TrainConfig.from_toml(paths.config).optim.steps
 
 
 def run_task(config: TrainConfig, run_dir: Path):  # noqa: ANN201 (see Run.task)

@@ -172,6 +172,19 @@ def test_a_study_continued_keeps_a_users_files(cli, folder, rundirs):
     assert (run / "report.md").is_file() and (folder / "st" / "NOTES.txt").is_file()
 
 
+def test_a_study_run_with_its_report_but_no_checkpoint_is_refused_not_retrained(cli, folder,
+                                                                                 rundirs):
+    """A finished run whose checkpoints were deleted (to save space) cannot be shown finished
+    (dhwt.runs.run.is_finished) nor resumed: the study says so and deletes nothing."""
+    assert cli(["study", "mystudy.toml", "--out", "st"])[0] == 0
+    for path in (folder / "st" / "runs" / "a" / "checkpoints").iterdir():
+        path.unlink()
+    before = rundirs.digest(folder)
+    refused(cli(["study", "mystudy.toml", "--out", "st"]),
+            "run 'a' of st has its report but no checkpoint (deleted?)", "--overwrite")
+    assert rundirs.digest(folder) == before
+
+
 def test_a_directory_of_another_kind_gets_no_hint_to_overwrite_it(cli, folder, rundirs):
     """F21: --overwrite would be refused, so the message never suggests it."""
     assert cli([*TRAIN, "--out", "run"])[0] == 0
@@ -341,6 +354,70 @@ def test_resume_with_more_steps_extends_a_run_as_if_configured_so(cli, folder, r
     refused(cli(["train", "--out", "short", "--resume", "--steps", "6"]),
             "may extend it, not shorten it")
     assert rundirs.digest(folder / "short") == before
+
+
+@pytest.mark.slow
+def test_a_run_stopped_while_extended_is_unfinished_and_its_study_continues_it(
+        cli, folder, rundirs, monkeypatch):
+    """A study's run extended 4 -> 8 steps and stopped at step 7 has a config.toml of 8 steps,
+    checkpoints to step 6 and no report (the extension removed the report of step 4; an
+    extension by earlier code left it): it is not finished, either way, and the study command
+    continues it to step 8 as the extension would have gone on uninterrupted."""
+    from dhwt.runs import load_run
+    from dhwt.runs.run import is_finished
+    from dhwt.training.trainer import Trainer
+
+    update = Trainer._update
+
+    def stop_at_7(self):
+        if self.step == 7:
+            raise KeyboardInterrupt
+        update(self)
+
+    for out in ("st", "whole"):
+        assert cli(["study", "mystudy.toml", "--out", out])[0] == 0
+    assert cli(["train", "--out", "whole/runs/a", "--resume", "--steps", "8"])[0] == 0
+    run = folder / "st" / "runs" / "a"
+    report = (run / "report.md").read_text()
+    monkeypatch.setattr(Trainer, "_update", stop_at_7)
+    assert cli(["train", "--out", run, "--resume", "--steps", "8"])[0] == 130
+    monkeypatch.setattr(Trainer, "_update", update)
+    assert "steps = 8" in (run / "config.toml").read_text() and not (run / "report.md").exists()
+    assert list_checkpoints(run / "checkpoints")[-1].name == "step_0000006.pt"
+    assert not is_finished(run)
+    (run / "report.md").write_text(report)
+    assert not is_finished(run) and not load_run(run).finished
+    code, _, err = cli(["study", "mystudy.toml", "--out", "st"])
+    assert code == 0, err
+    assert is_finished(run) and load_run(run).steps == [0, 2, 4, 6, 8]
+    for part in ("embeddings/step_0000008.safetensors", "metrics.jsonl"):
+        assert (run / part).read_bytes() == (folder / "whole/runs/a" / part).read_bytes(), part
+
+
+def test_an_extension_stopped_before_its_report_writes_the_report_on_resume(cli, folder,
+                                                                          monkeypatch):
+    """Stopped after the checkpoint of its new last step but before its report: the run is not
+    finished (the report of the steps before is gone), and --resume writes the new one."""
+    from importlib import import_module
+
+    from dhwt.runs.run import is_finished
+
+    train_module = import_module("dhwt.commands.train")  # the package's `train` is the function
+
+    assert cli([*TRAIN, "--out", "run"])[0] == 0
+    assert "- 4 steps," in (folder / "run" / "report.md").read_text()
+    write_run_report = train_module.write_run_report
+    monkeypatch.setattr(train_module, "write_run_report",
+                        lambda *args: (_ for _ in ()).throw(KeyboardInterrupt))
+    code, _, err = cli(["train", "--out", "run", "--resume", "--steps", "8"])
+    assert code == 130 and "training is done and --resume writes it" in err, err
+    assert list_checkpoints(folder / "run" / "checkpoints")[-1].name == "step_0000008.pt"
+    assert not is_finished(folder / "run")
+    monkeypatch.setattr(train_module, "write_run_report", write_run_report)
+    code, _, err = cli(["train", "--out", "run", "--resume"])
+    assert code == 0, err
+    assert "- 8 steps," in (folder / "run" / "report.md").read_text()
+    assert is_finished(folder / "run")
 
 
 # -- a study is checked whole before it trains ------------------------------------------------
