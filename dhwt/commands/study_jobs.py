@@ -6,8 +6,9 @@ Executor, so what the tests run with the local executor is what a cluster runs.
     local   at most N jobs at once (--jobs N; default: one per core), each a process that
             submitit starts, with C // N torch threads (at least 1) on the C cores this process
             may use, and the GPUs it sees (its CUDA_VISIBLE_DEVICES, where submitit would set
-            none for a job that asks for no GPU). A run's training uses the threads of its config (`threads`, default 1:
-            they change how floats are rounded, so a run trains the same in a job or not).
+            none for a job that asks for no GPU). A run's training uses the threads of its
+            config (`threads`, default 1: they change how floats are rounded, so a run trains
+            the same in a job or not).
     slurm   each job asks for one task on one node, with the settings given: partition, time
             limit (minutes), CPUs per task (the job's torch threads) and GPUs per node; at most
             N jobs queued or running at once (--jobs N; default: every group that is ready).
