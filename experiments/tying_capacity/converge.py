@@ -9,8 +9,8 @@ taken, unlike "cosine", which is recomputed over the extended length). The cell 
 own: dhwt extends runs one by one); after each segment from --min-steps on, the criterion
 (README.md, "Convergence-driven rerun") is read off the exact population fits of the last 20%
 of steps (with --mean-of M, the second protocol's: each seed's price averaged over the last M
-fits against its average over the M fits ending at 80% of the steps). The cell stops when it holds or at --cap, and CELL/stopped.json records which and
-the movements it read. A killed process continues where it stopped: stopped cells are
+fits against its average over the M fits ending at 80% of the steps). The cell stops when it
+holds or at --cap, and CELL/stopped.json records which and the movements it read. A killed process continues where it stopped: stopped cells are
 skipped, the others resume from their last checkpoint, which on the CPU ends exactly as an
 uninterrupted run would.
 
@@ -135,16 +135,19 @@ def converge_cell(out: Path, language: str, k: int, d: int, decay: float, bias: 
     timing = where / "segments.jsonl"
     schedule = {"lr": lr, "lr_min": lr_min}
     first = configs(*args, segment, segment, every, cap, **schedule)
-    if not all(list_checkpoints(run_paths(run).checkpoints) for _, run in first):
+    resumed = all(list_checkpoints(run_paths(run).checkpoints) for _, run in first)
+    if not resumed:
         start = time.time()
         train(first, task, overwrite=True)
         _note(timing, segment, time.time() - start)
     steps = max(trained_steps(run) for _, run in first)
     while True:
         start = time.time()
-        for config, run in configs(*args, steps, segment, every, cap, **schedule):
-            train(config, task, run, resume=True)
-        _note(timing, steps, time.time() - start)
+        if resumed:  # a process stopped mid-extension left a run short of `steps`
+            for config, run in configs(*args, steps, segment, every, cap, **schedule):
+                train(config, task, run, resume=True)
+            _note(timing, steps, time.time() - start)
+        resumed = True
         found = criterion(where, objective, mean_of) if steps >= min_steps else None
         met = None if found is None else found["shift_met" if mean_of > 1 else "price_met"]
         log(f"{where.name} step {steps}: "

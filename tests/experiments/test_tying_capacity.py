@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -112,7 +113,8 @@ def test_the_declared_rule():
 def test_a_cell_is_read_with_its_price_movement_and_t4s_bound(tmp_path):
     """A tiny sem cell and its control, trained: the bound at the tied rows lies between 0 and
     B(0), the pair's merged-row price (its contexts' weight 1/4 of the causal tokens, times
-    kl(0.1 || 0.5)); the control has no bound (its pair's ratio is 1)."""
+    kl(0.1 || 0.5)); the control has no bound (its pair's ratio is 1). A cell copied without
+    its data (gpu.sh's) is read the same, its truth computed."""
     run = _module("run")
     for language in ("sem-clm", "control-clm"):
         run.train_cell(tmp_path, language, 1, 2, 0.1, False, seeds=2, steps=20, every=10)
@@ -124,6 +126,12 @@ def test_a_cell_is_read_with_its_price_movement_and_t4s_bound(tmp_path):
     assert np.all(sem["closeness"]["delta"] > 0) and np.all(sem["closeness"]["h"] > 0)
     assert control["closeness"] is None
     assert sem["price_moved"].shape == (2,) and np.all(sem["price_moved"] >= 0)
+    shutil.rmtree(run.cell_dir(tmp_path, "sem-clm", 1, 2, 0.1, False) / "data")
+    again = analyse.read_cell(run.cell_dir(tmp_path, "sem-clm", 1, 2, 0.1, False))
+    # truth.json keeps 12 digits of the Bayes optimum
+    assert again["bayes"] == pytest.approx(sem["bayes"], abs=1e-11)
+    assert again["price"] == pytest.approx(sem["price"], abs=1e-11)
+    np.testing.assert_array_equal(again["input"], sem["input"])
 
 
 @pytest.mark.slow
@@ -148,6 +156,9 @@ def test_a_cell_trained_segment_by_segment_ends_as_one_run_and_stops_by_its_crit
     assert found["stopped"] in ("criterion", "cap") and found["step"] in (20, 30, 40)
     assert (found["stopped"] == "cap") == (found["step"] == 40 and not found["price_met"])
     assert found["window"] == [int(0.8 * found["step"]) // 5 * 5, found["step"]]
+    timed = [json.loads(line)["steps"] for line in
+             (where / "segments.jsonl").read_text().splitlines()]
+    assert timed == list(range(10, found["step"] + 1, 10))  # each segment once
     once = tmp_path / "once"
     task = load_task(where / "data", "clm")
     runs = converge.configs(once, "clm", 2, 0.1, False, 2, "cpu", found["step"], 10, 5, 40)
@@ -243,4 +254,5 @@ def test_the_figures_draw_a_grid_with_panels_missing(tmp_path):
     analyse.figure(cells, tmp_path / "price.png")
     analyse.share_figure(cells, tmp_path / "share.png")
     analyse.steps_figure(cells, tmp_path / "steps.png")
-    assert all((tmp_path / f"{name}.png").stat().st_size > 0 for name in ("price", "share", "steps"))
+    assert all((tmp_path / f"{name}.png").stat().st_size > 0
+               for name in ("price", "share", "steps"))
