@@ -43,16 +43,24 @@ def paired(first: dict[int, float], second: dict[int, float]) -> dict[int, float
     return {seed: first[seed] - second[seed] for seed in sorted(first)}
 
 
-def excess_by_seed(run: Path, bayes: float) -> tuple[dict[int, float], dict[int, float]]:
-    """{seed: excess} at the last and at 80% of the last population evaluation."""
+def excess_by_seed(run: Path, bayes: float, mean_of: int = 1
+                   ) -> tuple[dict[int, float], dict[int, float]]:
+    """{seed: excess} at the last and at 80% of the last population evaluation; with `mean_of`
+    M > 1, each averaged over the M evaluations ending there (the second convergence
+    protocol's smoothed excess)."""
     from dhwt.runs import load_run
 
     rows = [r for r in load_run(run).metrics() if r["split"] == "population"]
-    last = max(r["step"] for r in rows)
     steps = sorted({r["step"] for r in rows})
-    early = min(steps, key=lambda s: abs(s - 0.8 * last))
-    return ({r["seed"]: r["loss"] - bayes for r in rows if r["step"] == last},
-            {r["seed"]: r["loss"] - bayes for r in rows if r["step"] == early})
+    seeds = sorted({r["seed"] for r in rows})
+    table = {(r["step"], r["seed"]): r["loss"] - bayes for r in rows}
+
+    def at(end: int) -> dict[int, float]:
+        chosen = steps[max(end - mean_of + 1, 0):end + 1]
+        return {seed: sum(table[step, seed] for step in chosen) / len(chosen) for seed in seeds}
+
+    early = min(range(len(steps)), key=lambda i: abs(steps[i] - 0.8 * steps[-1]))
+    return at(len(steps) - 1), at(early)
 
 
 def price_curve(cell: Path, bayes: float) -> tuple[np.ndarray, np.ndarray]:
@@ -141,21 +149,27 @@ def finished(cell: Path) -> bool:
         not segmented or (cell / "stopped.json").is_file())
 
 
-def read_cell(cell: Path) -> dict[str, object]:
+def read_cell(cell: Path, mean_of: int = 1) -> dict[str, object]:
+    """A finished cell's prices, movements, distances and bounds; the excess of each member at
+    its last evaluation (averaged over the last `mean_of` evaluations, see excess_by_seed)."""
     match = CELL.match(cell.name)
     language, objective = match["language"], match["language"].split("-")[1]
-    truth = json.loads((cell / "data" / "truth.json").read_text())["objectives"][objective]
-    bayes = truth["bayes_cross_entropy_nats"]
-    tied, tied_early = excess_by_seed(cell / "tied", bayes)
-    untied, untied_early = excess_by_seed(cell / "untied", bayes)
     k = int(match["k"])
+    written = cell / "data" / "truth.json"
+    if written.is_file():  # a grid copied without its data (gpu.sh's) has the truth computed
+        truth = json.loads(written.read_text())["objectives"][objective]
+        bayes, vocab = truth["bayes_cross_entropy_nats"], truth["vocab"]
+    else:
+        bayes, vocab = _truth(language, k).bayes_cross_entropy, list(_truth(language, k).vocab)
+    tied, tied_early = excess_by_seed(cell / "tied", bayes, mean_of)
+    untied, untied_early = excess_by_seed(cell / "untied", bayes, mean_of)
     seeds = sorted(tied)
     change = np.array([max(abs(tied[s] - tied_early[s]), abs(untied[s] - untied_early[s]))
                        for s in seeds])
     price = paired(tied, untied)
     moved = np.abs(np.array(list(price.values()))
                    - np.array(list(paired(tied_early, untied_early).values())))
-    inside, outside = distances(cell / "untied", truth["vocab"], k)
+    inside, outside = distances(cell / "untied", vocab, k)
     bias = match["bias"] == "bias"
     stopped = cell / "stopped.json"
     return {"language": language, "objective": objective, "k": k, "d": int(match["d"]),
@@ -409,9 +423,15 @@ def main() -> None:
     parser.add_argument("grid", type=Path)
     parser.add_argument("--name", default="",
                         help="suffix of what it writes (results-NAME.md, figures/price-NAME.png)")
+    parser.add_argument("--mean-of", type=int, default=1,
+                        help="each member's excess averaged over its last N evaluations (the "
+                             "second convergence protocol's decisions: 5)")
     args = parser.parse_args()
-    cells = analyse([read_cell(cell) for cell in sorted(args.grid.iterdir())
-                     if CELL.match(cell.name) and finished(cell)])
+    found = [cell for cell in sorted(args.grid.iterdir()) if CELL.match(cell.name)]
+    cells = analyse([read_cell(cell, args.mean_of) for cell in found if finished(cell)])
+    if not cells:
+        sys.exit(f"nothing to analyse: none of the {len(found)} cells in {args.grid} has "
+                 "finished (a report per run; stopped.json where converge.py trains it)")
     suffix = f"-{args.name}" if args.name else ""
     write(cells, HERE / f"results{suffix}.md")
     figure(cells, HERE / "figures" / f"price{suffix}.png")

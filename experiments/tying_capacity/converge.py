@@ -8,8 +8,9 @@ taken, unlike "cosine", which is recomputed over the extended length). The cell 
 --segment steps as one ensemble, then is extended --segment steps at a time (each run on its
 own: dhwt extends runs one by one); after each segment from --min-steps on, the criterion
 (README.md, "Convergence-driven rerun") is read off the exact population fits of the last 20%
-of steps. The cell stops when it holds or at --cap, and CELL/stopped.json records which and
-the movements it read. A killed process continues where it stopped: stopped cells are
+of steps (with --mean-of M, the second protocol's: each seed's price averaged over the last M
+fits against its average over the M fits ending at 80% of the steps). The cell stops when it
+holds or at --cap, and CELL/stopped.json records which and the movements it read. A killed process continues where it stopped: stopped cells are
 skipped, the others resume from their last checkpoint, which on the CPU ends exactly as an
 uninterrupted run would.
 
@@ -64,36 +65,49 @@ def population(run: Path, bayes: float) -> dict[int, dict[int, float]]:
     return found
 
 
-def criterion(where: Path, objective: str) -> dict[str, object]:
+def criterion(where: Path, objective: str, mean_of: int = 1) -> dict[str, object]:
     """At the runs' last step N: each seed's price range and each member's excess range over
     the evaluations from the last one at or before (1 - WINDOW) N to N, and whether each is
-    within its tolerance."""
+    within its tolerance; with `mean_of` M > 1 also each seed's shift, |mean price over the
+    last M evaluations - mean over the M ending at that (1 - WINDOW) N one|, and whether it is
+    within PRICE_TOLERANCE (the second protocol's criterion)."""
     bayes = json.loads((where / "data" / "truth.json").read_text()
                        )["objectives"][objective]["bayes_cross_entropy_nats"]
     tied, untied = population(where / "tied", bayes), population(where / "untied", bayes)
     last = max(tied)
     early = max(s for s in tied if s <= (1 - WINDOW) * last)
-    steps = [s for s in sorted(tied) if s >= early]
+    every = sorted(tied)
+    steps = [s for s in every if s >= early]
     seeds = sorted(tied[last])
-    price = np.array([[tied[s][seed] - untied[s][seed] for seed in seeds] for s in steps])
+    price = np.array([[tied[s][seed] - untied[s][seed] for seed in seeds] for s in every])
     excess = np.array([[run[s][seed] for run in (tied, untied) for seed in seeds]
                        for s in steps])
-    price_range, excess_range = np.ptp(price, axis=0), np.ptp(excess, axis=0)
+    price_range = np.ptp(price[every.index(early):], axis=0)
+    excess_range = np.ptp(excess, axis=0)
+    shifted = {}
+    if mean_of > 1:
+        at = every.index(early) + 1
+        shift = np.abs(price[-mean_of:].mean(axis=0) - price[max(at - mean_of, 0):at].mean(axis=0))
+        shifted = {"mean_of": mean_of, "price_shift_max": float(shift.max()),
+                   "shift_met": bool((shift < PRICE_TOLERANCE).all()),
+                   "seeds_shift_met": int((shift < PRICE_TOLERANCE).sum())}
     return {"step": last, "window": [steps[0], last],
             "price_range_max": float(price_range.max()),
             "excess_range_max": float(excess_range.max()),
             "price_met": bool((price_range < PRICE_TOLERANCE).all()),
             "excess_met": bool((excess_range < EXCESS_TOLERANCE).all()),
             "seeds_price_met": int((price_range < PRICE_TOLERANCE).sum()),
-            "members_excess_met": int((excess_range < EXCESS_TOLERANCE).sum())}
+            "members_excess_met": int((excess_range < EXCESS_TOLERANCE).sum()), **shifted}
 
 
 def configs(where: Path, objective: str, d: int, decay: float, bias: bool, seeds: int,
-            device: str, steps: int, segment: int, every: int, cap: int
-            ) -> list[tuple[TrainConfig, Path]]:
-    """A cell's runs to `steps` on the fixed schedule of `cap` steps, saved every segment."""
+            device: str, steps: int, segment: int, every: int, cap: int, lr: float = 1e-2,
+            lr_min: float = 1e-3) -> list[tuple[TrainConfig, Path]]:
+    """A cell's runs to `steps` on the fixed schedule of `cap` steps (a cosine from `lr` to
+    `lr_min`), saved every segment."""
     return cell_configs(where, objective, d, decay, bias, seeds, steps, every, segment,
-                        lr_schedule="periodic-cosine", lr_period=cap, device=device)
+                        lr_schedule="periodic-cosine", lr_period=cap, device=device, lr=lr,
+                        lr_min=lr_min)
 
 
 def trained_steps(run: Path) -> int:
@@ -104,9 +118,10 @@ def trained_steps(run: Path) -> int:
 
 def converge_cell(out: Path, language: str, k: int, d: int, decay: float, bias: bool,
                   seeds: int, segment: int, min_steps: int, cap: int, every: int,
-                  device: str = "cpu", log=print) -> dict[str, object] | None:
-    """Train one cell until the criterion holds or `cap`; its stopped.json, None if it had
-    stopped already."""
+                  device: str = "cpu", log=print, lr: float = 1e-2, lr_min: float = 1e-3,
+                  mean_of: int = 1) -> dict[str, object] | None:
+    """Train one cell until the criterion holds (with `mean_of` > 1 the second protocol's) or
+    `cap`; its stopped.json, None if it had stopped already."""
     where = cell_dir(out, language, k, d, decay, bias)
     if (where / STOPPED).is_file():
         return None
@@ -118,24 +133,31 @@ def converge_cell(out: Path, language: str, k: int, d: int, decay: float, bias: 
     task = load_task(where / "data", objective)
     args = (where, objective, d, decay, bias, seeds, device)
     timing = where / "segments.jsonl"
-    first = configs(*args, segment, segment, every, cap)
-    if not all(list_checkpoints(run_paths(run).checkpoints) for _, run in first):
+    schedule = {"lr": lr, "lr_min": lr_min}
+    first = configs(*args, segment, segment, every, cap, **schedule)
+    resumed = all(list_checkpoints(run_paths(run).checkpoints) for _, run in first)
+    if not resumed:
         start = time.time()
         train(first, task, overwrite=True)
         _note(timing, segment, time.time() - start)
     steps = max(trained_steps(run) for _, run in first)
     while True:
         start = time.time()
-        for config, run in configs(*args, steps, segment, every, cap):
-            train(config, task, run, resume=True)
-        _note(timing, steps, time.time() - start)
-        found = criterion(where, objective) if steps >= min_steps else None
+        if resumed:  # a process stopped mid-extension left a run short of `steps`
+            for config, run in configs(*args, steps, segment, every, cap, **schedule):
+                train(config, task, run, resume=True)
+            _note(timing, steps, time.time() - start)
+        resumed = True
+        found = criterion(where, objective, mean_of) if steps >= min_steps else None
+        met = None if found is None else found["shift_met" if mean_of > 1 else "price_met"]
         log(f"{where.name} step {steps}: "
             + ("" if found is None else
                f"price range {found['price_range_max']:.4f}, excess range "
-               f"{found['excess_range_max']:.4f}") + f" ({time.time() - start:.0f} s)")
-        if found is not None and (found["price_met"] or steps >= cap):
-            found["stopped"] = "criterion" if found["price_met"] else "cap"
+               f"{found['excess_range_max']:.4f}"
+               + (f", price shift {found['price_shift_max']:.4f}" if mean_of > 1 else ""))
+            + f" ({time.time() - start:.0f} s)")
+        if found is not None and (met or steps >= cap):
+            found["stopped"] = "criterion" if met else "cap"
             found["seconds"] = round(sum(json.loads(line)["seconds"]
                                          for line in timing.read_text().splitlines()), 1)
             (where / f"{STOPPED}.tmp").write_text(json.dumps(found, indent=1) + "\n")
@@ -164,6 +186,11 @@ def main() -> None:
     parser.add_argument("--cap", type=int, default=6000,
                         help="the most steps, and the length of the cosine")
     parser.add_argument("--every", type=int, default=100)
+    parser.add_argument("--lr", type=float, default=1e-2, help="the cosine's peak")
+    parser.add_argument("--lr-min", type=float, default=1e-3, help="the cosine's floor")
+    parser.add_argument("--mean-of", type=int, default=1,
+                        help="the second protocol's criterion: each seed's price averaged over "
+                             "this many evaluations (1: the first protocol's range)")
     args = parser.parse_args()
     cells = [(language, int(k), int(d), float(decay), bias == "yes") for language, k, d, decay, bias
              in (cell.split(":") for cell in args.cell)] or PLAN[:args.cells]
@@ -171,7 +198,8 @@ def main() -> None:
         start = time.time()
         found = converge_cell(args.out, language, k, d, decay, bias, args.seeds, args.segment,
                               args.min_steps, args.cap, args.every, args.device,
-                              log=lambda line: print(line, flush=True))
+                              log=lambda line: print(line, flush=True), lr=args.lr,
+                              lr_min=args.lr_min, mean_of=args.mean_of)
         if found is not None:
             print(f"stopped {language} k={k} d={d} wd={decay:g} bias={bias} at step "
                   f"{found['step']} by the {found['stopped']} in {time.time() - start:.0f} s",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -112,7 +113,8 @@ def test_the_declared_rule():
 def test_a_cell_is_read_with_its_price_movement_and_t4s_bound(tmp_path):
     """A tiny sem cell and its control, trained: the bound at the tied rows lies between 0 and
     B(0), the pair's merged-row price (its contexts' weight 1/4 of the causal tokens, times
-    kl(0.1 || 0.5)); the control has no bound (its pair's ratio is 1)."""
+    kl(0.1 || 0.5)); the control has no bound (its pair's ratio is 1). A cell copied without
+    its data (gpu.sh's) is read the same, its truth computed."""
     run = _module("run")
     for language in ("sem-clm", "control-clm"):
         run.train_cell(tmp_path, language, 1, 2, 0.1, False, seeds=2, steps=20, every=10)
@@ -124,6 +126,12 @@ def test_a_cell_is_read_with_its_price_movement_and_t4s_bound(tmp_path):
     assert np.all(sem["closeness"]["delta"] > 0) and np.all(sem["closeness"]["h"] > 0)
     assert control["closeness"] is None
     assert sem["price_moved"].shape == (2,) and np.all(sem["price_moved"] >= 0)
+    shutil.rmtree(run.cell_dir(tmp_path, "sem-clm", 1, 2, 0.1, False) / "data")
+    again = analyse.read_cell(run.cell_dir(tmp_path, "sem-clm", 1, 2, 0.1, False))
+    # truth.json keeps 12 digits of the Bayes optimum
+    assert again["bayes"] == pytest.approx(sem["bayes"], abs=1e-11)
+    assert again["price"] == pytest.approx(sem["price"], abs=1e-11)
+    np.testing.assert_array_equal(again["input"], sem["input"])
 
 
 @pytest.mark.slow
@@ -148,6 +156,9 @@ def test_a_cell_trained_segment_by_segment_ends_as_one_run_and_stops_by_its_crit
     assert found["stopped"] in ("criterion", "cap") and found["step"] in (20, 30, 40)
     assert (found["stopped"] == "cap") == (found["step"] == 40 and not found["price_met"])
     assert found["window"] == [int(0.8 * found["step"]) // 5 * 5, found["step"]]
+    timed = [json.loads(line)["steps"] for line in
+             (where / "segments.jsonl").read_text().splitlines()]
+    assert timed == list(range(10, found["step"] + 1, 10))  # each segment once
     once = tmp_path / "once"
     task = load_task(where / "data", "clm")
     runs = converge.configs(once, "clm", 2, 0.1, False, 2, "cpu", found["step"], 10, 5, 40)
@@ -165,3 +176,83 @@ def test_a_cell_trained_segment_by_segment_ends_as_one_run_and_stops_by_its_crit
                                                           abs=1e-6)
     assert converge.converge_cell(tmp_path / "grid", "control-clm", 1, 2, 0.1, False, seeds=2,
                                   segment=10, min_steps=20, cap=40, every=5) is None
+
+
+class _Metrics:
+    """A run whose metrics are population fits at steps 0, 100, ..., 1,000 of two seeds."""
+
+    def __init__(self, loss):
+        self._loss = loss
+
+    def metrics(self):
+        return [{"split": "population", "step": step, "seed": seed, "loss": self._loss(step, seed)}
+                for step in range(0, 1001, 100) for seed in (0, 1)]
+
+
+def test_the_smoothed_excess_averages_the_last_evaluations(monkeypatch):
+    """--mean-of M: a member's excess at the last step (and at 80% of it) is the mean of the M
+    evaluations ending there; M = 1 is the evaluation itself."""
+    import dhwt.runs
+
+    monkeypatch.setattr(dhwt.runs, "load_run", lambda run: _Metrics(
+        lambda step, seed: 1.0 + step / 1000 + seed + (0.5 if step == 1000 else 0.0)))
+    last, early = analyse.excess_by_seed(Path("run"), bayes=1.0)
+    assert last == pytest.approx({0: 1.5, 1: 2.5}) and early == pytest.approx({0: 0.8, 1: 1.8})
+    last, early = analyse.excess_by_seed(Path("run"), bayes=1.0, mean_of=3)
+    # steps 800, 900, 1,000: (0.8 + 0.9 + 1.5) / 3; steps 600, 700, 800: 0.7
+    assert last == pytest.approx({0: 3.2 / 3, 1: 3.2 / 3 + 1})
+    assert early == pytest.approx({0: 0.7, 1: 1.7})
+
+
+def test_the_second_criterion_reads_each_seeds_price_averaged_over_evaluations(
+        tmp_path, monkeypatch):
+    """converge.py --mean-of M: a seed's price averaged over the last M evaluations against its
+    average over the M ending at 80% of the steps; one spike fails the first criterion (the
+    range) and moves the mean by spike / M."""
+    import json
+
+    converge = _module("converge")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "truth.json").write_text(json.dumps(
+        {"objectives": {"clm": {"bayes_cross_entropy_nats": 0.0}}}))
+    spike = {(900, 1): 0.004}
+    runs = {"tied": lambda step, seed: 0.1 + spike.get((step, seed), 0.0) - step * 1e-7,
+            "untied": lambda step, seed: 0.05}
+    monkeypatch.setattr(converge, "population", lambda run, bayes: {
+        step: {seed: runs[run.name](step, seed) for seed in (0, 1)}
+        for step in range(0, 1001, 100)})
+    found = converge.criterion(tmp_path, "clm")
+    assert found["window"] == [800, 1000] and not found["price_met"]
+    assert found["seeds_price_met"] == 1 and "mean_of" not in found
+    found = converge.criterion(tmp_path, "clm", mean_of=5)
+    # seed 0: the mean of steps 600-1,000 is 200 steps x 1e-7 below that of 400-800;
+    # seed 1: the spike / 5 above that
+    assert found["price_shift_max"] == pytest.approx(0.004 / 5 - 2e-5)
+    assert found["shift_met"] and found["seeds_shift_met"] == 2 and found["mean_of"] == 5
+
+
+def test_a_grid_with_no_finished_cell_says_so_in_one_line(tmp_path, monkeypatch):
+    """A grid whose cells were all killed before they stopped (no stopped.json) is reported,
+    not drawn: the figures have nothing to plot."""
+    cell = tmp_path / "control-clm-k64-d4-wd0.1-nobias"
+    (cell / "untied").mkdir(parents=True)
+    (cell / "segments.jsonl").write_text('{"steps": 1000, "seconds": 64.6}\n')
+    monkeypatch.setattr("sys.argv", ["analyse.py", str(tmp_path), "--name", "never-written"])
+    with pytest.raises(SystemExit, match="none of the 1 cells in .* has finished"):
+        analyse.main()
+    assert not (HERE / "results-never-written.md").exists()
+
+
+def test_the_figures_draw_a_grid_with_panels_missing(tmp_path):
+    """Cells of one setting and one objective, a control without its kind: every figure is
+    drawn (empty panels stay empty)."""
+    cells = analyse.analyse([
+        {"language": "control-clm", "objective": "clm", "k": 16, "d": 4, "decay": 0.1,
+         "bias": True, "price": {0: 0.01, 1: 0.02},
+         "curve": (np.array([0, 100, 200]), np.zeros((3, 2))),
+         "stopped": {"step": 200, "stopped": "cap"}}])
+    analyse.figure(cells, tmp_path / "price.png")
+    analyse.share_figure(cells, tmp_path / "share.png")
+    analyse.steps_figure(cells, tmp_path / "steps.png")
+    assert all((tmp_path / f"{name}.png").stat().st_size > 0
+               for name in ("price", "share", "steps"))
