@@ -120,8 +120,8 @@ def load_types(name: str, study: Path, step: int, corpus_dh: Path, cache: Path |
     ids = np.flatnonzero((valid >= MIN_VALID) & (train > 0) & ~np.isnan(excess))
     price_seeds = (found["tied"][:, ids] - found["untied"][:, ids]) / valid[ids]
     overlap_seeds = found["overlap"][:, ids]
-    return Types(f"{name} (step {step})", ids, valid[ids].astype(float), price_seeds, price_seeds.mean(0),
-                 overlap_seeds, overlap_seeds.mean(0), excess[ids],
+    return Types(f"{name} (step {step})", ids, valid[ids].astype(float), price_seeds,
+                 price_seeds.mean(0), overlap_seeds, overlap_seeds.mean(0), excess[ids],
                  np.log(train[ids] / train.sum()), vocab[ids])
 
 
@@ -281,8 +281,14 @@ def coefficients(types: Types, weighting: str) -> str:
 
 
 # -- the figure -------------------------------------------------------------------------------
-def bins(x: np.ndarray, count: int = 10) -> list[np.ndarray]:
-    """Rows of x cut at its type quantiles (ties kept together, so possibly fewer bins)."""
+def bins(x: np.ndarray, count: int = 8) -> list[np.ndarray]:
+    """Rows of x cut at its type quantiles (ties kept together); a value held by more than
+    1/count of the types (an overlap of 0) is a bin of its own and the rest is cut likewise."""
+    values, counts = np.unique(x, return_counts=True)
+    if counts.max() * count > len(x):
+        mode = values[counts.argmax()]
+        rest = np.flatnonzero(x != mode)
+        return [np.flatnonzero(x == mode)] + [rest[b] for b in bins(x[rest], count - 1)]
     edges = np.unique(np.quantile(x, np.linspace(0, 1, count + 1)[1:-1]))
     which = np.searchsorted(edges, x, side="left")
     return [np.flatnonzero(which == b) for b in np.unique(which)]
@@ -332,8 +338,9 @@ def figure(studies: list[Types], out: Path) -> None:
             grid = np.linspace(centres.min(), centres.max(), 200)
             ax.plot(grid, curve(grid), "--", color=f"C{1 - row}",
                     label=f"isotonic fit on {other.name} (token-weighted)")
-            span = max(highs) - min(lows)
-            ax.set_ylim(min(lows) - 0.15 * span, max(highs) + 0.15 * span)
+            shown = np.percentile(curve(grid), [5, 95])  # not the end blocks of a few types
+            low, high = min(min(lows), shown[0]), max(max(highs), shown[1])
+            ax.set_ylim(low - 0.1 * (high - low), high + 0.1 * (high - low))
             ax.axhline(types.valid @ types.price / types.valid.sum(), color="grey",
                        linewidth=0.8, linestyle=":", label=f"{types.name}: all types")
             rho = spearman(types.price, x, np.ones(len(x)))
