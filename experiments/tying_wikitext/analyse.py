@@ -125,13 +125,14 @@ def curves_figure(runs: dict[str, Path], out: Path) -> None:
     fig.savefig(out, dpi=110)
 
 
-def per_token_loss(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """(V,) summed cross-entropy on the valid tokens of each type, averaged over the run's
-    members, and (V,) how often each type is a valid target."""
+def member_token_loss(path: Path, step: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(members, V) summed cross-entropy on the valid tokens of each type, per member of the
+    run's model at the checkpoint of `step` (default: the final one), and (V,) how often each
+    type is a valid target."""
     run = load_run(path)
-    model, batch = run.model().eval(), run.task.eval_batch("valid")
+    model, batch = run.model(step).eval(), run.task.eval_batch("valid")
     vocab, members = len(run.task.vocab), model.members
-    sums = torch.zeros(vocab, dtype=torch.float64)
+    sums = torch.zeros(members, vocab, dtype=torch.float64)
     with torch.no_grad():
         for start in range(0, len(batch.inputs), CHUNK):
             inputs = batch.inputs[start:start + CHUNK]
@@ -141,22 +142,35 @@ def per_token_loss(path: Path) -> tuple[np.ndarray, np.ndarray]:
             for m in range(members):
                 ce = torch.nn.functional.cross_entropy(logits[m][keep], targets[keep],
                                                        reduction="none")
-                sums.index_add_(0, targets[keep], ce.double() / members)
+                sums[m].index_add_(0, targets[keep], ce.double())
     counts = np.bincount(batch.targets[batch.targets >= 0].numpy(), minlength=vocab)
     return sums.numpy(), counts
+
+
+def per_token_loss(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """(V,) summed cross-entropy on the valid tokens of each type, averaged over the run's
+    members, and (V,) how often each type is a valid target."""
+    sums, counts = member_token_loss(path)
+    return sums.mean(axis=0), counts
+
+
+def dh_per_member(path: Path, step: int | None = None) -> np.ndarray:
+    """(members, V) each untied member's per-token overlap of input and output neighbourhoods
+    (k 10, raw inner product, among tokens seen in training) at the snapshot of `step` (default:
+    the newest); nan for unseen tokens."""
+    run = load_run(path)
+    seen = np.flatnonzero(run.task.token_counts() > 0)
+    snapshot = run.embeddings(step)
+    result = np.full((snapshot.input.shape[0], len(run.task.vocab)), np.nan)
+    for m in range(snapshot.input.shape[0]):
+        result[m, seen] = knn_match(snapshot.input[m], snapshot.output[m], tokens=seen).overlap
+    return result
 
 
 def dh_per_token(path: Path) -> np.ndarray:
     """(V,) the untied members' mean per-token overlap of input and output neighbourhoods (k 10,
     raw inner product, among tokens seen in training); nan for unseen tokens."""
-    run = load_run(path)
-    seen = np.flatnonzero(run.task.token_counts() > 0)
-    snapshot = run.embeddings()
-    result = np.full(len(run.task.vocab), np.nan)
-    overlaps = [knn_match(snapshot.input[m], snapshot.output[m], tokens=seen).overlap
-                for m in range(snapshot.input.shape[0])]
-    result[seen] = np.mean(overlaps, axis=0)
-    return result
+    return dh_per_member(path).mean(axis=0)
 
 
 def where_tables(runs: dict[str, Path]) -> list[str]:
