@@ -28,7 +28,8 @@ import numpy as np
 
 from dhwt.analysis.intervals import summarise
 from dhwt.report.figures import save
-from dhwt.runs.metrics import metric_table, read_metrics
+from dhwt.runs import load_run
+from dhwt.runs.metrics import metric_table
 
 HERE = Path(__file__).parent
 SPLITS = ("valid", "train")
@@ -36,7 +37,7 @@ EVERY = 500  # steps between the rows of the tables
 
 
 @dataclass(frozen=True)
-class Run:
+class Arm:
     """One run's settings that the comparison needs and its (steps, loss (T, seeds)) per split."""
 
     name: str
@@ -50,19 +51,19 @@ class Run:
         return int(self.splits["valid"][0][-1])
 
 
-def read_study(study: Path) -> list[Run]:
+def read_study(study: Path) -> list[Arm]:
     """Every run of the study, by name."""
     runs = []
     for path in sorted((study / "runs").iterdir()):
-        config = tomllib.loads((path / "config.toml").read_text())
-        records = read_metrics(path / "metrics.jsonl")
-        runs.append(Run(path.name, config["optim"]["lr"], config["tying"]["tie_schedule"],
-                        config["model"]["d_model"],
+        run = load_run(path)
+        records = run.metrics()
+        runs.append(Arm(path.name, run.config.optim.lr, str(run.config.tying.tie_schedule),
+                        run.config.model.d_model,
                         {split: metric_table(records, split, "loss") for split in SPLITS}))
     return runs
 
 
-def comparisons(runs: list[Run]) -> list[tuple[Run, Run]]:
+def comparisons(runs: list[Arm]) -> list[tuple[Arm, Arm]]:
     """(run, reference) pairs: every run against the widest untied run of its rate, and every
     tied run against each narrower untied run of its rate."""
     pairs = []
@@ -76,7 +77,7 @@ def comparisons(runs: list[Run]) -> list[tuple[Run, Run]]:
     return pairs
 
 
-def write_csv(runs: list[Run], path: Path) -> None:
+def write_csv(runs: list[Arm], path: Path) -> None:
     with path.open("w", newline="") as handle:
         out = csv.writer(handle)
         out.writerow(["run", "lr", "tie", "d_model", "seed_index", "step", "split", "loss"])
@@ -92,7 +93,7 @@ def _ppl(row: np.ndarray) -> str:
     return " / ".join(f"{v:.1f}" for v in np.exp(row))
 
 
-def report(runs: list[Run], title: str) -> str:
+def report(runs: list[Arm], title: str) -> str:
     common = min(run.last for run in runs)
     lines = [f"# {title}\n",
              f"Valid perplexity (whole valid split) per seed every {EVERY} steps to step "
@@ -121,12 +122,12 @@ def report(runs: list[Run], title: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _kind(run: Run) -> str:
+def _kind(run: Arm) -> str:
     """The run's arm without its learning rate ("tied-lr1e-3" -> "tied"): one colour each."""
     return run.name.split("-lr")[0]
 
 
-def figure(runs: list[Run], path: Path, title: str) -> None:
+def figure(runs: list[Arm], path: Path, title: str) -> None:
     """Per rate: valid perplexity of each member (top), and each run - its reference per seed
     (bottom; the first comparison of each run)."""
     rates = sorted({run.lr for run in runs})
