@@ -92,9 +92,17 @@ def train(config, task, run_dir=None, *, resume=False, overwrite=False, inputs=(
     (or, with `overwrite`, be a dhwt run that holds none of `inputs`, the paths the caller
     reads); it is created with config.toml before any training, and a bad config leaves nothing
     behind. `resume`: continue from the newest checkpoint (a group's: the newest step every run
-    holds); the config must equal config.toml but may raise `steps` of a single run (see
-    dhwt.training.lr for what each lr schedule does then); a finished run is left untouched. A
-    run directory is locked while this writes (dhwt.directories). `parallel`: this process's
+    holds); the config must equal config.toml but may raise `steps` (an extension; see
+    dhwt.training.lr for what each lr schedule does then), a group's every run to the same
+    steps, extended as one ensemble; a finished run is left untouched. An extension first
+    rewrites each run's config.toml to the new steps and removes its report (all of the group's
+    runs), so a run stopped at any point after that is unfinished (dhwt.runs.run.is_finished).
+    A group stopped before every config.toml was rewritten holds runs at the new steps and runs
+    at the old: the same call extends it again (a run at the new steps that has not finished
+    them counts as one being extended) from the newest step every run holds. A group in which a
+    run has finished the new steps while another has not reached them (a run extended on its
+    own) is refused: extend the short run on its own. A run directory is locked while this
+    writes (dhwt.directories). `parallel`: this process's
     place in a torchrun launch and its device (dhwt.training.distributed.launch); only rank 0
     writes. None: one process, on the device the config asks for. A task given must be the
     data the config names, if it names any: the data is given once (dhwt.runs.run.check_task).
@@ -129,19 +137,19 @@ def _train(runs: list[tuple[TrainConfig, Path]], task: Task | None, resume: bool
         if resume:
             saved = [check_resumable(d, c) for c, d in runs]
             extended = [c.optim.steps != s.optim.steps for (c, _), s in zip(runs, saved)]
-            if len(runs) > 1 and any(extended):
-                raise DhwtError(f"cannot extend {runs[extended.index(True)][1]} as part of a "
-                                "group; resume it on its own with --steps")
             for _, d in runs:
                 stack.enter_context(held(parallel.on_writer(
                     lambda d=d: lock(d, f"run directory {d}"))))
+            if any(extended):
+                _check_group_extension(runs, extended)
             done = [] if any(extended) else [_finished(d, s) for (_, d), s in zip(runs, saved)]
             if done and all(r is not None for r in done):
                 return done
             trainer = Trainer(runs, run_task(config, run_dir) if task is None else task, parallel)
-            if extended[0]:
-                parallel.on_writer(lambda: _extend(run_dir, saved[0].replace(
-                    steps=config.optim.steps)))
+            if any(extended):
+                for (c, d), s in zip(runs, saved):
+                    parallel.on_writer(lambda c=c, d=d, s=s: _extend(d, s.replace(
+                        steps=c.optim.steps)))
         else:
             for _, d in runs:
                 layout.refuse_existing(d, overwrite, inputs)
@@ -248,6 +256,19 @@ def _check_extension(run_dir: Path, steps: object, saved: TrainConfig) -> None:
         raise DhwtError(f"cannot resume {run_dir} with steps = {steps}: the run is configured "
                         f"for {saved.optim.steps} steps, and --steps may extend it, not shorten "
                         "it")
+
+
+def _check_group_extension(runs: list[tuple[TrainConfig, Path]], extended: list[bool]) -> None:
+    """DhwtError unless extending the group `runs` (`extended`: whose config.toml has fewer
+    steps than asked) extends every run: a run whose config.toml has the new steps already must
+    not have finished them, as an extension of the group stopped before it rewrote every
+    config.toml leaves it."""
+    short = runs[extended.index(True)][1]
+    for (config, run_dir), grows in zip(runs, extended):
+        if not grows and is_finished(run_dir):
+            raise DhwtError(f"cannot extend {short} as part of a group: {run_dir} has finished "
+                            f"its {config.optim.steps} steps already; resume {short} on its own "
+                            "with --steps")
 
 
 def _extend(run_dir: Path, config: TrainConfig) -> None:

@@ -4,6 +4,7 @@ a killed group resumes bit for bit, and one run of a group resumes on its own.""
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 import torch
@@ -13,9 +14,12 @@ from dhwt.errors import DhwtError
 from dhwt.config import TrainConfig
 from dhwt.commands import train
 from dhwt.runs.checkpoints import latest_checkpoint, list_checkpoints
+from dhwt.runs.run import is_finished
 
 COMMON = dict(steps=240, eval_every=40, snapshot_every=80, checkpoint_every=80, lr=1e-2,
               lr_period=100, batch_size=8, grad_clip=0.5)
+#: The steps the group is extended to (from COMMON's 240).
+EXTENDED = 320
 #: Every kind of member: tied throughout, untied throughout, untied later, tied later (by "out").
 SCHEDULES = {"tied": ("tied", [3, 5]), "untied": ("untied", [3]),
              "late": ("untie@100", [5, 7]), "retie": ("untied,tie@130:out", [9])}
@@ -26,9 +30,9 @@ def task(make_task):
     return make_task()
 
 
-def _runs(root):
-    return [(TrainConfig(tie_schedule=schedule, seeds=seeds, **COMMON), root / name)
-            for name, (schedule, seeds) in SCHEDULES.items()]
+def _runs(root, steps=COMMON["steps"]):
+    return [(TrainConfig(tie_schedule=schedule, seeds=seeds, **{**COMMON, "steps": steps}),
+             root / name) for name, (schedule, seeds) in SCHEDULES.items()]
 
 
 def _close(name, a, b):
@@ -66,7 +70,12 @@ def grouped(task, tmp_path_factory):
 
 @pytest.mark.parametrize("name", SCHEDULES)
 def test_each_run_of_a_group_equals_the_run_trained_alone(name, alone, grouped):
-    solo, group = alone / name, grouped / name
+    _assert_equal_runs(alone / name, grouped / name)
+
+
+def _assert_equal_runs(solo, group):
+    """The run directory `group` (trained in a group) equals `solo` (trained alone) to float
+    tolerance: config.toml, every metric line, snapshot and the last checkpoint."""
     assert (solo / "config.toml").read_text() == (group / "config.toml").read_text()
     a, b = _metrics(solo), _metrics(group)
     assert [(r["step"], r["member"], r["seed"], r["split"], r["tied"]) for r in a] == \
@@ -170,3 +179,76 @@ def test_a_nan_in_one_run_stops_the_group_naming_that_run(task, tmp_path):
         assert all(torch.isfinite(v).all() for v in state["model"].values())
     steps = {latest_checkpoint(d / "checkpoints")[1]["step"] for _, d in runs}
     assert len(steps) == 1
+
+
+@pytest.fixture(scope="module")
+def extended(task, grouped, tmp_path_factory):
+    """The group trained uninterrupted to 240 steps, then extended to EXTENDED as one
+    ensemble."""
+    root = tmp_path_factory.mktemp("extended") / "runs"
+    shutil.copytree(grouped, root)
+    results = train(_runs(root, EXTENDED), task, resume=True)
+    assert [(r.step, r.start, r.touched) for r in results] == [(EXTENDED, 240, True)] * 4
+    return root
+
+
+@pytest.mark.parametrize("name", SCHEDULES)
+def test_a_group_extended_as_one_ensemble_equals_each_run_extended_alone(name, task, grouped,
+                                                                         extended, tmp_path):
+    solo = tmp_path / name
+    shutil.copytree(grouped / name, solo)
+    config = next(c for c, d in _runs(tmp_path, EXTENDED) if d == solo)
+    train(config, task, solo, resume=True)
+    _assert_equal_runs(solo, extended / name)
+    assert latest_checkpoint(extended / name / "checkpoints")[1]["step"] == EXTENDED
+    assert is_finished(extended / name)
+
+
+def test_a_group_is_extended_only_as_a_whole(task, grouped, tmp_path):
+    """A run of the group extended on its own first: the group's extension to its steps would
+    extend the others only, so it is refused, and nothing is written."""
+    shutil.copytree(grouped, tmp_path, dirs_exist_ok=True)
+    runs = _runs(tmp_path, EXTENDED)
+    train(runs[1][0], task, runs[1][1], resume=True)
+    before = _stamps(tmp_path)
+    with pytest.raises(DhwtError) as info:
+        train(runs, task, resume=True)
+    assert str(info.value) == (
+        f"cannot extend {runs[0][1]} as part of a group: {runs[1][1]} has finished its "
+        f"{EXTENDED} steps already; resume {runs[0][1]} on its own with --steps")
+    assert _stamps(tmp_path) == before
+
+
+def _stamps(root):
+    """When each file under `root` was last written, but the runs' lock files."""
+    return {p: p.stat().st_mtime_ns for p in root.rglob("[!.]*") if p.is_file()}
+
+
+def test_a_group_stopped_while_its_extension_rewrote_the_configs_is_extended_by_the_same_call(
+        task, grouped, extended, tmp_path, interrupt_at, assert_same):
+    """A stop inside the group's extension after run 0's config.toml was rewritten and its
+    report removed, and after run 1's config.toml was rewritten (its report, of step 240, still
+    there): the same call extends every run again, removing run 1's report before it trains
+    (stopped again at step 300, no run holds a report), and then ends bit for bit where the
+    uninterrupted extension did."""
+    shutil.copytree(grouped, tmp_path, dirs_exist_ok=True)
+    runs = _runs(tmp_path, EXTENDED)
+    for config, run_dir in runs[:2]:
+        (run_dir / "config.toml").write_text(config.to_toml())
+    (runs[0][1] / "report.md").unlink()
+    assert [is_finished(d) for _, d in runs] == [False, False, True, True]
+    interrupt_at(300)
+    with pytest.raises(KeyboardInterrupt):
+        train(runs, task, resume=True)
+    assert not any((d / "report.md").exists() for _, d in runs)
+    train(runs, task, resume=True)
+    for _, run_dir in runs:
+        _, a = latest_checkpoint(run_dir / "checkpoints")
+        _, b = latest_checkpoint(extended / run_dir.name / "checkpoints")
+        for part in ("model", "optimizer", "rng", "optimizer_params"):
+            assert_same(a[part], b[part])
+        for name in ("config.toml", "metrics.jsonl"):
+            assert (run_dir / name).read_text() == (extended / run_dir.name / name).read_text()
+        for snap in (extended / run_dir.name / "embeddings").iterdir():
+            assert (run_dir / "embeddings" / snap.name).read_bytes() == snap.read_bytes()
+        assert is_finished(run_dir)
