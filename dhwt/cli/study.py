@@ -19,8 +19,8 @@ from dhwt.cli.options import json_option
               help="Replace an existing study directory instead of continuing it (only a study "
                    "dhwt made that holds none of the study's inputs).")
 @click.option("--steps", type=int, metavar="M",
-              help="Then continue every run to M steps (each as `dhwt train --resume --steps "
-                   "M`), and analyse and report again.")
+              help="Then continue every run to M steps (as `dhwt train --resume --steps M`, "
+                   "a group's runs as one ensemble), and analyse and report again.")
 @click.option("--jobs", type=click.IntRange(min=1), metavar="N",
               help="Train the groups as jobs, at most N at once (local: processes on this "
                    "machine).  [default: local, one per core; slurm, every group that is "

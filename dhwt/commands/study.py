@@ -44,9 +44,10 @@ Nothing is lost when a study is killed: run again with the same file and DIR, an
 are kept, interrupted ones resume from their last checkpoint (bit for bit, see dhwt.training),
 missing ones start. A file that only adds runs (or changes [study] or [analysis]) continues
 the study with them; one that changes [data], [train] or a run already there is refused unless
-`overwrite`. `--steps M` then continues every run to M steps, each alone, as `dhwt train
---resume --steps M` does (a run extended so, or killed during an extension, is continued to its
-own steps by any later study command), and analyses and reports again.
+`overwrite`. `--steps M` then continues every run to M steps as `dhwt train --resume --steps
+M` does, the runs of a group as one ensemble (dhwt.commands.train extends a group together), and
+analyses and reports again. A run extended so, or killed during an extension, is continued to
+its own steps by any later study command (with its group, by `--steps M` of those steps).
 
 The groups (and runs trained alone) train one after another in this process, or, with `--jobs
 N` or `--executor slurm`, as jobs (dhwt.commands.study_jobs): each after the groups of the runs
@@ -257,8 +258,9 @@ def study_results(study: Study, out: str | Path, *, overwrite: bool = False,
     checked before anything is written, and `out` is locked while the study writes it
     (dhwt.directories: a second `dhwt study` on it is refused; `overwrite` replaces only a dhwt
     study directory that holds none of the study's inputs). `steps`: then continue every run
-    to that many steps (an extension, as `dhwt train --resume --steps`). `jobs`: train the
-    groups as jobs (dhwt.commands.study_jobs) rather than one after another in this process."""
+    to that many steps (an extension, as `dhwt train --resume --steps`; a group's runs as one
+    ensemble). `jobs`: train the groups as jobs (dhwt.commands.study_jobs) rather than one
+    after another in this process."""
     out = Path(out)
     resolve(out)  # DhwtError naming --out itself if a symbolic link in it loops
     if steps is not None:
@@ -305,6 +307,8 @@ def _run_claimed(study: Study, out: Path, language: Language | None, steps: int 
         run_dir.parent.mkdir(exist_ok=True)
         configured = _configured_steps(run_dir)  # an extended run continues to its own steps
         if configured is not None and configured > config.optim.steps:
+            if configured == steps:  # continued with its group below
+                continue
             config = config.replace(steps=configured)
         if is_finished(run_dir):
             continue
@@ -319,13 +323,12 @@ def _run_claimed(study: Study, out: Path, language: Language | None, steps: int 
                 shutil.rmtree(run_dir)
         pending.append(_Pending(config, run_dir, resume))
     data = None if text else data_dir
-    groups = _groups(pending) if study.group else [[p] for p in pending]
-    _train_all([Group(tuple((p.config, p.run_dir) for p in group), group[0].resume, data)
-                for group in groups], study, out, jobs)
-    if steps is not None:  # each run alone: dhwt.commands.train extends no group
-        _train_all([Group(((config.replace(steps=steps), run_dir),), True, data)
-                    for config, run_dir in _trained(out, study) if config.optim.steps < steps],
-                   study, out, jobs)
+    _train_all(_study_groups(study, pending, data), study, out, jobs)
+    if steps is not None:
+        _train_all(_study_groups(study, [
+            _Pending(config.replace(steps=steps), run_dir, True)
+            for config, run_dir in _trained(out, study)
+            if config.optim.steps < steps or not is_finished(run_dir)], data), study, out, jobs)
     if text:
         return _text_report(study, out)
     objective = study.runs[0][1].data.objective
@@ -423,6 +426,14 @@ class _Pending:
     config: TrainConfig
     run_dir: Path
     resume: bool
+
+
+def _study_groups(study: Study, pending: list[_Pending], data: Path | None) -> list[Group]:
+    """The groups in which `study` trains its `pending` runs (each run alone with [study]
+    group = false), reading a grammar study's dataset from `data`."""
+    groups = _groups(pending) if study.group else [[p] for p in pending]
+    return [Group(tuple((p.config, p.run_dir) for p in group), group[0].resume, data)
+            for group in groups]
 
 
 def _groups(pending: list[_Pending]) -> list[list[_Pending]]:

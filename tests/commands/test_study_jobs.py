@@ -1,14 +1,17 @@
 """`dhwt study` on a job engine, what needs no job process: the SLURM jobs it would submit
 (submitit's sbatch script, built without a cluster), the settings it refuses, a run another
-process trains, and `--steps M` (in this process: an extension of every run, equal to `dhwt
-train --resume --steps M` of each). The jobs themselves: tests/reliability/test_study_jobs.py."""
+process trains, and `--steps M` (in this process: an extension of each group as one ensemble,
+equal to `train` of the group with resume). The jobs themselves:
+tests/reliability/test_study_jobs.py."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 
 import pytest
+import torch
 
 from dhwt.commands import train
 from dhwt.commands.study import load_study, run_study
@@ -16,11 +19,17 @@ from dhwt.commands.study_jobs import JobSettings, job_parameters, make_executor
 from dhwt.config import TrainConfig
 from dhwt.directories import lock
 from dhwt.errors import DhwtError
+from dhwt.runs.snapshots import read_snapshot
 from tests.test_study import STUDY
 
 
 def one_error(code, out, err):
     return code == 2 and out == "" and err.startswith("error: ") and err.count("\n") == 1
+
+
+#: STUDY with three seeds a run: here a run extended in its group rounds apart from the run
+#: extended alone, so a run's bytes say which trained it.
+GROUP_STUDY = STUDY.replace('seeds = "1-2"', 'seeds = "1-3"')
 
 
 @pytest.fixture
@@ -106,21 +115,36 @@ def test_a_run_another_process_trains_is_refused_before_any_job(tmp_path, study_
 
 
 @pytest.mark.slow
-def test_steps_extends_every_run_as_train_resume_steps_does(tmp_path, study_file):
+def test_steps_extends_each_group_as_one_ensemble(tmp_path, study_file):
+    """--steps 30 extends the study's group (tied and untie) as `train` of the group with resume
+    does, bit for bit; each run equals, to float tolerance, the run extended on its own."""
+    study_file.write_text(GROUP_STUDY)
     out = tmp_path / "out"
     run_study(load_study(study_file), out)
-    alone = tmp_path / "alone"  # each run extended on its own by dhwt train --resume --steps
+    alone, group = tmp_path / "alone", []
     for name in ("tied", "untie"):
         shutil.copytree(out / "runs" / name, alone / name)
+        shutil.copytree(out / "runs" / name, tmp_path / "group" / name)
         config = TrainConfig.from_toml(alone / name / "config.toml").replace(steps=30)
         train(config, None, alone / name, resume=True)
+        group.append((config, tmp_path / "group" / name))
+    train(group, None, resume=True)
     report = run_study(load_study(study_file), out, steps=30).read_text()
     for name in ("tied", "untie"):
         run = out / "runs" / name
         assert TrainConfig.from_toml(run / "config.toml").optim.steps == 30
-        assert (run / "embeddings" / "step_0000030.safetensors").read_bytes() == \
-            (alone / name / "embeddings" / "step_0000030.safetensors").read_bytes()
-        assert (run / "metrics.jsonl").read_bytes() == (alone / name / "metrics.jsonl").read_bytes()
+        for part in ("embeddings/step_0000030.safetensors", "metrics.jsonl"):
+            assert (run / part).read_bytes() == (tmp_path / "group" / name / part).read_bytes()
+        snapshot = "embeddings/step_0000030.safetensors"
+        for key in ("input", "output"):
+            torch.testing.assert_close(getattr(read_snapshot(run / snapshot), key),
+                                       getattr(read_snapshot(alone / name / snapshot), key),
+                                       rtol=1e-4, atol=1e-5)
+        expected = [json.loads(line) for line in (alone / name / "metrics.jsonl").open()]
+        for x, y in zip(expected, [json.loads(line) for line in (run / "metrics.jsonl").open()],
+                        strict=True):
+            assert (y["step"], y["seed"], y["split"]) == (x["step"], x["seed"], x["split"])
+            assert y["loss"] == pytest.approx(x["loss"], rel=1e-5, abs=1e-6)
     assert "`tied` (`tied`, 30 steps" in report and "`untie` (`untie@10`, 30 steps" in report
     stamps = {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("*.safetensors")}
     run_study(load_study(study_file), out)  # the study file's 20 steps: nothing to train
@@ -128,6 +152,38 @@ def test_steps_extends_every_run_as_train_resume_steps_does(tmp_path, study_file
     assert stamps == {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("*.safetensors")}
     with pytest.raises(DhwtError, match="run 'tied' is configured for 30 steps"):
         run_study(load_study(study_file), out, steps=25)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("steps", [None, 30])
+def test_a_group_stopped_while_extended_is_continued_as_one_ensemble(tmp_path, study_file,
+                                                                      steps):
+    """A study's group stopped during --steps 30, in training (the tied run wrote its checkpoint
+    of step 30, the untie run not yet) or (steps 30) while the extension rewrote the config.toml
+    (the tied run's says 30 steps, its report removed; the untie run's is of 20 steps,
+    finished): the study command continues the group as one ensemble, bit for bit."""
+    study_file.write_text(GROUP_STUDY)
+    out = tmp_path / "out"
+    run_study(load_study(study_file), out)
+    shutil.copytree(out, tmp_path / "before")
+    run_study(load_study(study_file), out, steps=30)
+    parts = [f"{name}/{part}" for name in ("tied", "untie")
+             for part in ("embeddings/step_0000030.safetensors", "metrics.jsonl", "config.toml")]
+    reference = {part: (out / "runs" / part).read_bytes() for part in parts}
+    runs = out / "runs"
+    if steps is None:
+        for name in ("tied", "untie"):
+            (runs / name / "report.md").unlink()
+        (runs / "untie" / "checkpoints" / "step_0000030.pt").unlink()
+        (runs / "untie" / "embeddings" / "step_0000030.safetensors").unlink()
+    else:
+        shutil.rmtree(out)
+        (tmp_path / "before").rename(out)
+        config = TrainConfig.from_toml(runs / "tied" / "config.toml").replace(steps=30)
+        (runs / "tied" / "config.toml").write_text(config.to_toml())
+        (runs / "tied" / "report.md").unlink()
+    run_study(load_study(study_file), out, steps=steps)
+    assert {part: (runs / part).read_bytes() for part in parts} == reference
 
 
 def test_a_study_killed_while_extending_continues_to_the_extended_steps(tmp_path, study_file):

@@ -21,6 +21,7 @@ from dhwt.commands.study_jobs import Job, JobSettings, run_jobs
 from dhwt.directories import foreign, holder
 from dhwt.errors import DhwtError
 from dhwt.runs.checkpoints import list_checkpoints
+from tests.test_study import STUDY as GROUP_STUDY
 
 # three groups: a and b differ in lr (two ensembles), c starts from a's last step
 STUDY = """
@@ -77,12 +78,27 @@ def test_two_jobs_write_the_run_directories_one_job_writes(tmp_path, rundirs):
     assert len(list((out / "jobs").glob("*_0_result.pkl"))) == 3  # one job per group
     assert foreign(out, "study") == []  # jobs/ is dhwt's: --overwrite replaces the study
     run_study(_study(tmp_path), out, steps=30, jobs=JobSettings(jobs=2))
-    assert len(list((out / "jobs").glob("*_0_result.pkl"))) == 6  # one job per run
+    assert len(list((out / "jobs").glob("*_0_result.pkl"))) == 6  # one job per group again
     out.rename(tmp_path / "jobs")
     (tmp_path / "one").rename(out)
     run_study(_study(tmp_path), out, steps=30)
     _assert_same_runs(rundirs, out, tmp_path / "jobs")
     assert (out / "runs" / "c" / "embeddings" / "step_0000030.safetensors").is_file()
+
+
+@pytest.mark.slow
+def test_steps_with_jobs_extends_a_group_in_one_job(tmp_path, rundirs):
+    """A study of one group (tests/test_study.py: tied and untie) extended by --steps with jobs:
+    one job extends both runs, as the study in one process does."""
+    out = tmp_path / "out"
+    run_study(_study(tmp_path, GROUP_STUDY), out)
+    run_study(_study(tmp_path, GROUP_STUDY), out, steps=30, jobs=JobSettings(jobs=2))
+    assert len(list((out / "jobs").glob("*_0_result.pkl"))) == 1
+    out.rename(tmp_path / "jobs")
+    run_study(_study(tmp_path, GROUP_STUDY), out)
+    run_study(_study(tmp_path, GROUP_STUDY), out, steps=30)
+    for name in ("tied", "untie"):
+        rundirs.assert_identical_runs(out / "runs" / name, tmp_path / "jobs" / "runs" / name)
 
 
 def _wait_for(condition, proc, what, timeout=180.0):
