@@ -5,14 +5,17 @@ as one ensemble so that a seed's members share their initial input table), here 
 cosine from lr 1e-2 to 1e-3 over --cap steps ("periodic-cosine" with lr_period = --cap: its lr
 at a step does not depend on how long the run is, so extending a run changes no step it has
 taken, unlike "cosine", which is recomputed over the extended length). The cell trains
---segment steps as one ensemble, then is extended --segment steps at a time (each run on its
-own: dhwt extends runs one by one); after each segment from --min-steps on, the criterion
+--segment steps as one ensemble, then is extended --segment steps at a time as the same
+ensemble (dhwt.commands.train extends a group's runs together, so on the CPU the cell ends bit
+for bit as one uninterrupted run); after each segment from --min-steps on, the criterion
 (README.md, "Convergence-driven rerun") is read off the exact population fits of the last 20%
 of steps (with --mean-of M, the second protocol's: each seed's price averaged over the last M
 fits against its average over the M fits ending at 80% of the steps). The cell stops when it
 holds or at --cap, and CELL/stopped.json records which and the movements it read. A killed process continues where it stopped: stopped cells are
 skipped, the others resume from their last checkpoint, which on the CPU ends exactly as an
-uninterrupted run would.
+uninterrupted run would; a cell stopped mid-extension continues as one ensemble (extend), also
+one that an earlier converge.py, which extended the runs one by one, left with one run
+extended.
 
     python experiments/tying_capacity/converge.py --out runs/tying-capacity-converge
     python experiments/tying_capacity/analyse.py runs/tying-capacity-converge --name converge
@@ -30,10 +33,11 @@ import numpy as np
 
 from dhwt.commands.train import train
 from dhwt.config import TrainConfig
-from dhwt.languages import load_task, write_dataset
+from dhwt.languages import Task, load_task, write_dataset
 from dhwt.languages.language import language_from_spec
 from dhwt.runs.checkpoints import list_checkpoints
 from dhwt.runs.layout import run_paths
+from dhwt.runs.run import is_finished
 
 sys.path.insert(0, str(Path(__file__).parent))
 from languages import spec  # noqa: E402
@@ -143,9 +147,8 @@ def converge_cell(out: Path, language: str, k: int, d: int, decay: float, bias: 
     steps = max(trained_steps(run) for _, run in first)
     while True:
         start = time.time()
-        if resumed:  # a process stopped mid-extension left a run short of `steps`
-            for config, run in configs(*args, steps, segment, every, cap, **schedule):
-                train(config, task, run, resume=True)
+        if resumed:
+            extend(configs(*args, steps, segment, every, cap, **schedule), task)
             _note(timing, steps, time.time() - start)
         resumed = True
         found = criterion(where, objective, mean_of) if steps >= min_steps else None
@@ -164,6 +167,21 @@ def converge_cell(out: Path, language: str, k: int, d: int, decay: float, bias: 
             (where / f"{STOPPED}.tmp").replace(where / STOPPED)
             return found
         steps = min(steps + segment, cap)
+
+
+def extend(runs: list[tuple[TrainConfig, Path]], task: Task) -> None:
+    """Train a cell's runs to their configs' steps as one ensemble (an extension, or the
+    resume of one a process stopped); where one run has finished those steps and the other has
+    not (an earlier converge.py extended the runs one by one, and dhwt extends a group only as a
+    whole), the other trains on its own."""
+    finished = [is_finished(run) and trained_steps(run) == config.optim.steps
+                for config, run in runs]
+    if any(finished) and not all(finished):
+        for (config, run), done in zip(runs, finished):
+            if not done:
+                train(config, task, run, resume=True)
+    else:
+        train(runs, task, resume=True)
 
 
 def _note(timing: Path, steps: int, seconds: float) -> None:

@@ -139,9 +139,8 @@ def test_a_cell_trained_segment_by_segment_ends_as_one_run_and_stops_by_its_crit
         tmp_path):
     """converge.py's schedule does not depend on the run's length: a cell extended 10 steps at
     a time to its stop ends with the population fits of one run trained there at once; stopped.json holds the criterion read off the last fifth of its steps, and
-    a stopped cell is not trained again. The first segment trains the cell as one ensemble and
-    each extension one run alone, so the two agree as a group and its runs trained alone do
-    (the fused AdamW rounds a member's update by its place in the stacked tensor)."""
+    a stopped cell is not trained again. Every segment trains the cell as one ensemble, so on
+    the CPU the two agree bit for bit."""
     import json
 
     from dhwt.commands.train import train
@@ -170,12 +169,67 @@ def test_a_cell_trained_segment_by_segment_ends_as_one_run_and_stops_by_its_crit
                 if r["split"] == "population"]
 
     for name in ("tied", "untied"):
-        segmented, whole = fits(where / name), fits(once / name)
-        assert [f[:2] for f in segmented] == [f[:2] for f in whole]
-        assert [f[2] for f in segmented] == pytest.approx([f[2] for f in whole], rel=1e-5,
-                                                          abs=1e-6)
+        assert fits(where / name) == fits(once / name)
     assert converge.converge_cell(tmp_path / "grid", "control-clm", 1, 2, 0.1, False, seeds=2,
                                   segment=10, min_steps=20, cap=40, every=5) is None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("left", ["configs rewritten", "one run extended"])
+def test_a_cell_stopped_mid_extension_continues_as_one_ensemble(tmp_path, monkeypatch, left):
+    """A process stopped while it extended a cell from 20 to 30 steps, after dhwt rewrote the
+    tied run's config.toml (the untied run's still of 20 steps), or after an earlier
+    converge.py extended the tied run alone (the untied run not yet): converge.py trains the
+    cell to its 30 steps, bit for bit as the cell trained there at once where the group is
+    extended as one (to float tolerance where the tied run was extended alone)."""
+    import json
+
+    from dhwt.commands.train import train
+    from dhwt.config import TrainConfig
+    from dhwt.languages import load_task
+    from dhwt.runs import load_run
+
+    converge = _module("converge")
+    cell = dict(language="control-clm", k=1, d=2, decay=0.1, bias=False, seeds=2, segment=10,
+                min_steps=30, cap=30, every=5)
+    where = tmp_path / "stopped" / "control-clm-k1-d2-wd0.1-nobias"
+
+    def stop_at_30(runs, task, run=None, **options):
+        if (runs if run is not None else runs[0][0]).optim.steps == 30:
+            raise KeyboardInterrupt
+        return train(runs, task, run, **options)
+
+    monkeypatch.setattr(converge, "train", stop_at_30)
+    with pytest.raises(KeyboardInterrupt):
+        converge.converge_cell(tmp_path / "stopped", **cell)
+    monkeypatch.setattr(converge, "train", train)
+    tied = TrainConfig.from_toml(where / "tied" / "config.toml").replace(steps=30)
+    if left == "configs rewritten":
+        (where / "tied" / "config.toml").write_text(tied.to_toml())
+        (where / "tied" / "report.md").unlink()
+    else:
+        train(tied, load_task(where / "data", "clm"), where / "tied", resume=True)
+    found = converge.converge_cell(tmp_path / "stopped", **cell)
+    once = tmp_path / "once"
+    runs = converge.configs(once, "clm", 2, 0.1, False, 2, "cpu", 30, 10, 5, 30)
+    train([(config.replace(data=str(where / "data")), run) for config, run in runs],
+          load_task(where / "data", "clm"))
+
+    def fits(run):
+        return [(r["step"], r["seed"], r["loss"]) for r in load_run(run).metrics()
+                if r["split"] == "population"]
+
+    for run in ("tied", "untied"):
+        expected, got = fits(once / run), fits(where / run)
+        if left == "configs rewritten":
+            assert got == expected
+        else:
+            assert [f[:2] for f in got] == [f[:2] for f in expected]
+            assert [f[2] for f in got] == pytest.approx([f[2] for f in expected], rel=1e-5,
+                                                        abs=1e-6)
+    assert found["step"] == 30
+    assert [json.loads(line)["steps"] for line in
+            (where / "segments.jsonl").read_text().splitlines()] == [10, 20, 30]
 
 
 class _Metrics:
