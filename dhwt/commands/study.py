@@ -325,10 +325,7 @@ def _run_claimed(study: Study, out: Path, language: Language | None, steps: int 
     data = None if text else data_dir
     _train_all(_study_groups(study, pending, data), study, out, jobs)
     if steps is not None:
-        _train_all(_study_groups(study, [
-            _Pending(config.replace(steps=steps), run_dir, True)
-            for config, run_dir in _trained(out, study)
-            if config.optim.steps < steps or not is_finished(run_dir)], data), study, out, jobs)
+        _train_all(_extensions(study, out, steps, data), study, out, jobs)
     if text:
         return _text_report(study, out)
     objective = study.runs[0][1].data.objective
@@ -434,6 +431,24 @@ def _study_groups(study: Study, pending: list[_Pending], data: Path | None) -> l
     groups = _groups(pending) if study.group else [[p] for p in pending]
     return [Group(tuple((p.config, p.run_dir) for p in group), group[0].resume, data)
             for group in groups]
+
+
+def _extensions(study: Study, out: Path, steps: int, data: Path | None) -> list[Group]:
+    """The groups that continue the runs of `study` in `out` to `steps` (all its runs have
+    trained, and the only unfinished ones are configured for `steps`: an extension stopped part
+    way), each group as one ensemble, but a group whose finished runs stand at different steps
+    (one extended on its own, dhwt.commands.train): its runs alone."""
+    trained = [(config, run_dir, is_finished(run_dir)) for config, run_dir in _trained(out, study)]
+    standing = {run_dir: config.optim.steps for config, run_dir, finished in trained if finished}
+    groups = []
+    for group in _study_groups(study, [_Pending(config.replace(steps=steps), run_dir, True)
+                                       for config, run_dir, finished in trained
+                                       if config.optim.steps < steps or not finished], data):
+        if len({standing[d] for _, d in group.runs if d in standing}) > 1:
+            groups.extend(Group((run,), True, data) for run in group.runs)
+        else:
+            groups.append(group)
+    return groups
 
 
 def _groups(pending: list[_Pending]) -> list[list[_Pending]]:

@@ -99,13 +99,13 @@ def train(config, task, run_dir=None, *, resume=False, overwrite=False, inputs=(
     runs), so a run stopped at any point after that is unfinished (dhwt.runs.run.is_finished).
     A group stopped before every config.toml was rewritten holds runs at the new steps and runs
     at the old: the same call extends it again (a run at the new steps that has not finished
-    them counts as one being extended) from the newest step every run holds. A group in which a
-    run has finished the new steps while another has not reached them (a run extended on its
-    own) is refused: extend the short run on its own. A run directory is locked while this
-    writes (dhwt.directories). `parallel`: this process's
-    place in a torchrun launch and its device (dhwt.training.distributed.launch); only rank 0
-    writes. None: one process, on the device the config asks for. A task given must be the
-    data the config names, if it names any: the data is given once (dhwt.runs.run.check_task).
+    them counts as one being extended) from the newest step every run holds. A group whose runs
+    stand at different steps (one extended on its own: finished at the new steps, or configured
+    for more than the others) is refused: extend each run on its own. A run directory is locked
+    while this writes (dhwt.directories). `parallel`: this process's place in a torchrun launch
+    and its device (dhwt.training.distributed.launch); only rank 0 writes. None: one process,
+    on the device the config asks for. A task given must be the data the config names, if it
+    names any: the data is given once (dhwt.runs.run.check_task).
     """
     if isinstance(config, TrainConfig):
         if run_dir is None:
@@ -141,7 +141,7 @@ def _train(runs: list[tuple[TrainConfig, Path]], task: Task | None, resume: bool
                 stack.enter_context(held(parallel.on_writer(
                     lambda d=d: lock(d, f"run directory {d}"))))
             if any(extended):
-                _check_group_extension(runs, extended)
+                _check_group_extension(runs, saved)
             done = [] if any(extended) else [_finished(d, s) for (_, d), s in zip(runs, saved)]
             if done and all(r is not None for r in done):
                 return done
@@ -258,16 +258,25 @@ def _check_extension(run_dir: Path, steps: object, saved: TrainConfig) -> None:
                         "it")
 
 
-def _check_group_extension(runs: list[tuple[TrainConfig, Path]], extended: list[bool]) -> None:
-    """DhwtError unless extending the group `runs` (`extended`: whose config.toml has fewer
-    steps than asked) extends every run: a run whose config.toml has the new steps already must
-    not have finished them, as an extension of the group stopped before it rewrote every
-    config.toml leaves it."""
-    short = runs[extended.index(True)][1]
-    for (config, run_dir), grows in zip(runs, extended):
-        if not grows and is_finished(run_dir):
+def _check_group_extension(runs: list[tuple[TrainConfig, Path]], saved: list[TrainConfig]
+                           ) -> None:
+    """DhwtError unless extending the group `runs` (their config.toml: `saved`) extends every
+    run from one step: the runs extended (whose config.toml has fewer steps than asked) must be
+    configured for the same steps, and a run whose config.toml has the new steps already must
+    not have finished them (an extension of the group stopped before it rewrote every
+    config.toml leaves such a run)."""
+    extended = [(d, s.optim.steps) for (c, d), s in zip(runs, saved)
+                if s.optim.steps < c.optim.steps]
+    short, steps = extended[0]
+    for (config, run_dir), s in zip(runs, saved):
+        if s.optim.steps == config.optim.steps and is_finished(run_dir):
             raise DhwtError(f"cannot extend {short} as part of a group: {run_dir} has finished "
                             f"its {config.optim.steps} steps already; resume {short} on its own "
+                            "with --steps")
+    for run_dir, other in extended[1:]:
+        if other != steps:
+            raise DhwtError(f"cannot extend {short} and {run_dir} as one group: they are "
+                            f"configured for {steps} and {other} steps; resume each on its own "
                             "with --steps")
 
 

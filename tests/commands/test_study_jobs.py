@@ -186,6 +186,27 @@ def test_a_group_stopped_while_extended_is_continued_as_one_ensemble(tmp_path, s
     assert {part: (runs / part).read_bytes() for part in parts} == reference
 
 
+@pytest.mark.slow
+def test_steps_extends_alone_the_runs_of_a_group_that_stand_at_different_steps(tmp_path,
+                                                                               study_file):
+    """A run of the study's group extended on its own (dhwt train --resume --steps 30) stands
+    at other steps than the rest of its group: --steps 40 extends each run alone, as
+    `dhwt train --resume --steps 40` of each does."""
+    out = tmp_path / "out"
+    run_study(load_study(study_file), out)
+    tied = out / "runs" / "tied"
+    train(TrainConfig.from_toml(tied / "config.toml").replace(steps=30), None, tied, resume=True)
+    alone = tmp_path / "alone"
+    for name in ("tied", "untie"):
+        shutil.copytree(out / "runs" / name, alone / name)
+        config = TrainConfig.from_toml(alone / name / "config.toml").replace(steps=40)
+        train(config, None, alone / name, resume=True)
+    run_study(load_study(study_file), out, steps=40)
+    for name in ("tied", "untie"):
+        for part in ("embeddings/step_0000040.safetensors", "metrics.jsonl", "config.toml"):
+            assert (out / "runs" / name / part).read_bytes() == (alone / name / part).read_bytes()
+
+
 def test_a_study_killed_while_extending_continues_to_the_extended_steps(tmp_path, study_file):
     """Killed during --steps 30 (a run's config.toml says 30, its report is still of step 20):
     the study command, with --steps or without, finishes the extension."""

@@ -204,18 +204,23 @@ def test_a_group_extended_as_one_ensemble_equals_each_run_extended_alone(name, t
     assert is_finished(extended / name)
 
 
-def test_a_group_is_extended_only_as_a_whole(task, grouped, tmp_path):
-    """A run of the group extended on its own first: the group's extension to its steps would
-    extend the others only, so it is refused, and nothing is written."""
+@pytest.mark.parametrize("alone, message", [
+    (EXTENDED, "cannot extend {0} as part of a group: {1} has finished its 320 steps already; "
+               "resume {0} on its own with --steps"),
+    (280, "cannot extend {0} and {1} as one group: they are configured for 240 and 280 steps; "
+          "resume each on its own with --steps")])
+def test_a_group_is_extended_only_as_a_whole_from_one_step(task, grouped, tmp_path, alone,
+                                                            message):
+    """A run of the group extended on its own first, to the group's new steps (the group's
+    extension would extend the others only) or short of them (it would rewind that run to the
+    others' step): refused, and nothing is written."""
     shutil.copytree(grouped, tmp_path, dirs_exist_ok=True)
     runs = _runs(tmp_path, EXTENDED)
-    train(runs[1][0], task, runs[1][1], resume=True)
+    train(runs[1][0].replace(steps=alone), task, runs[1][1], resume=True)
     before = _stamps(tmp_path)
     with pytest.raises(DhwtError) as info:
         train(runs, task, resume=True)
-    assert str(info.value) == (
-        f"cannot extend {runs[0][1]} as part of a group: {runs[1][1]} has finished its "
-        f"{EXTENDED} steps already; resume {runs[0][1]} on its own with --steps")
+    assert str(info.value) == message.format(runs[0][1], runs[1][1])
     assert _stamps(tmp_path) == before
 
 
