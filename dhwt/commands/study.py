@@ -47,7 +47,8 @@ the study with them; one that changes [data], [train] or a run already there is 
 `overwrite`. `--steps M` then continues every run to M steps as `dhwt train --resume --steps
 M` does, the runs of a group as one ensemble (dhwt.commands.train extends a group together), and
 analyses and reports again. A run extended so, or killed during an extension, is continued to
-its own steps by any later study command (with its group, by `--steps M` of those steps).
+its own steps by any later study command; `--steps M` of those steps continues it with its
+group.
 
 The groups (and runs trained alone) train one after another in this process, or, with `--jobs
 N` or `--executor slurm`, as jobs (dhwt.commands.study_jobs): each after the groups of the runs
@@ -437,7 +438,8 @@ def _extensions(study: Study, out: Path, steps: int, data: Path | None) -> list[
     """The groups that continue the runs of `study` in `out` to `steps` (all its runs have
     trained, and the only unfinished ones are configured for `steps`: an extension stopped part
     way), each group as one ensemble, but a group whose finished runs stand at different steps
-    (one extended on its own, dhwt.commands.train): its runs alone."""
+    (one extended on its own, which dhwt.commands.train does not extend with the others): its
+    runs alone."""
     trained = [(config, run_dir, is_finished(run_dir)) for config, run_dir in _trained(out, study)]
     standing = {run_dir: config.optim.steps for config, run_dir, finished in trained if finished}
     groups = []
