@@ -21,15 +21,15 @@ its runs, dhwt.directories). A job that fails stops the study: no other job star
 running finish, and the first failure is one error line naming its runs; the same command then
 resumes what is left. Ctrl-C cancels the jobs (they resume from their last checkpoint).
 
-A job about to be preempted or to reach its time limit gets SLURM's signal (USR2, which
-submitit asks for 90 s before the limit) and submitit asks it to checkpoint (`_Attempt`): its
-training stops, its runs' locks are released as it exits, and submitit requeues it with the
-same work, which resumes from the runs' newest checkpoint (checkpoints are written atomically:
-one the signal cut short is not there, and the one before it is the newest), so the study goes
-on without a new command, the steps since that checkpoint trained again. A job is requeued at
-most --slurm-requeues times (default JOB_REQUEUES, submitit's own max_num_timeout, here
-counting preemptions too); once more fails the study with one line, and the same command
-resumes it.
+A job about to be preempted or to reach its time limit gets SLURM's signal (USR2: submitit asks
+for it 90 s before the limit) and submitit calls its `checkpoint` (`_Attempt`): its training
+stops where it is, its runs' locks go with its process, and submitit requeues it with the same
+work, which resumes from the runs' newest checkpoint (study.train_group), so the study goes on
+without a new command, the steps since that checkpoint trained again. Checkpoints are written
+atomically: one the signal cut short is not there, and the one before it is the newest. A job
+is requeued at most --slurm-requeues times (default JOB_REQUEUES, submitit's max_num_timeout,
+which counts time limits only; here preemptions count too); once more fails the study with one
+line, and the same command resumes it.
 
 submitit is an optional extra (pip install 'dhwt[cluster]'), imported only here, when a study
 asks for jobs.
