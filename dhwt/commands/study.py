@@ -356,11 +356,12 @@ class Group:
 def train_group(group: Group) -> None:
     """Train `group` on the device its config names (here, or in a job). A job requeued after
     preemption or its time limit (dhwt.commands.study_jobs) calls this again: the group then
-    resumes from its newest checkpoint, or starts again if it was stopped before its first."""
-    config, run_dir = group.runs[0]
+    resumes from its newest checkpoint, or starts again if it was stopped before every run had
+    its first."""
+    config = group.runs[0][0]
     task = load_config_text(config) if group.data is None else load_task(
         group.data, config.data.objective)
-    resume = group.resume or bool(list_checkpoints(run_paths(run_dir).checkpoints))
+    resume = group.resume or all(list_checkpoints(run_paths(d).checkpoints) for _, d in group.runs)
     train(list(group.runs), task, resume=resume, overwrite=not resume,
           parallel=Parallel(device=resolve_device(config.placement.device)))
 
