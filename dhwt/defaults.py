@@ -29,6 +29,9 @@ LR_SCHEDULES = ("constant", "cosine", "periodic-cosine")
 PRECISIONS = ("fp32", "bf16-mixed")
 #: Where a study's jobs run (dhwt.commands.study_jobs).
 EXECUTORS = ("local", "slurm")
+#: How many times a study's job is requeued when preempted or out of time (submitit's own
+#: max_num_timeout; dhwt.commands.study_jobs).
+JOB_REQUEUES = 3
 
 #: What `dhwt export` writes: a Hugging Face checkpoint (dhwt.commands.export).
 EXPORT_TARGETS = ("hf",)

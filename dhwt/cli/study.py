@@ -35,11 +35,15 @@ from dhwt.cli.options import json_option
               help="SLURM jobs' CPUs (cpus per task; the job's torch threads).")
 @click.option("--slurm-gpus", type=click.IntRange(min=0), metavar="N",
               help="SLURM jobs' GPUs per node (runs with device = \"cuda\").")
+@click.option("--slurm-requeues", type=click.IntRange(min=0), metavar="N",
+              help="How many times a SLURM job preempted or out of time is requeued; it "
+                   f"resumes from its last checkpoint.  [default: {defaults.JOB_REQUEUES}]")
 @json_option("Print the study's numbers as one JSON document (a grammar study: final fit and "
              "closeness of every run; a text study: each analysis) instead of the line.")
 def study_cmd(study_file: str, out: str, overwrite: bool, as_json: bool, steps: int | None,
               jobs: int | None, executor: str | None, slurm_partition: str | None,
-              slurm_time: int | None, slurm_cpus: int | None, slurm_gpus: int | None) -> None:
+              slurm_time: int | None, slurm_cpus: int | None, slurm_gpus: int | None,
+              slurm_requeues: int | None) -> None:
     """Run a whole study: build the dataset, train every run, analyse, report.
 
     \b
@@ -74,6 +78,9 @@ def study_cmd(study_file: str, out: str, overwrite: bool, as_json: bool, steps: 
     runs; the same command resumes what is left, and refuses while a run is still being trained
     by a job of an earlier one. Runs train with the threads of their config (`threads`,
     default 1: it changes rounding); a local job's other work gets cores // N torch threads.
+    A SLURM job about to be preempted or to reach its --slurm-time is requeued (at most
+    --slurm-requeues times) and resumes from its runs' last checkpoint, without a new command;
+    once more stops the study with one line, and the same command resumes it.
 
     \b
     Examples:
@@ -90,7 +97,8 @@ def study_cmd(study_file: str, out: str, overwrite: bool, as_json: bool, steps: 
 
     settings = None
     if jobs is not None or executor is not None or any(
-            v is not None for v in (slurm_partition, slurm_time, slurm_cpus, slurm_gpus)):
+            v is not None for v in (slurm_partition, slurm_time, slurm_cpus, slurm_gpus,
+                                    slurm_requeues)):
         settings = JobSettings(executor or "local", jobs, slurm_partition, slurm_time,
-                               slurm_cpus, slurm_gpus)
+                               slurm_cpus, slurm_gpus, slurm_requeues)
     click.echo(study_command(study_file, out, overwrite, as_json, steps=steps, jobs=settings))

@@ -355,11 +355,15 @@ class Group:
 
 
 def train_group(group: Group) -> None:
-    """Train `group` on the device its config names (here, or in a job)."""
+    """Train `group` on the device its config names (here, or in a job). A job requeued after
+    preemption or its time limit (dhwt.commands.study_jobs) calls this again: the group then
+    resumes from its newest checkpoint, or starts again if it was stopped before every run had
+    its first."""
     config = group.runs[0][0]
     task = load_config_text(config) if group.data is None else load_task(
         group.data, config.data.objective)
-    train(list(group.runs), task, resume=group.resume,
+    resume = group.resume or all(list_checkpoints(run_paths(d).checkpoints) for _, d in group.runs)
+    train(list(group.runs), task, resume=resume, overwrite=not resume,
           parallel=Parallel(device=resolve_device(config.placement.device)))
 
 

@@ -21,6 +21,16 @@ its runs, dhwt.directories). A job that fails stops the study: no other job star
 running finish, and the first failure is one error line naming its runs; the same command then
 resumes what is left. Ctrl-C cancels the jobs (they resume from their last checkpoint).
 
+A job about to be preempted or to reach its time limit gets SLURM's signal (USR2: submitit asks
+for it 90 s before the limit) and submitit calls its `checkpoint` (`_Attempt`): its training
+stops where it is, its runs' locks go with its process, and submitit requeues it with the same
+work, which resumes from the runs' newest checkpoint (study.train_group), so the study goes on
+without a new command, the steps since that checkpoint trained again. Checkpoints are written
+atomically: one the signal cut short is not there, and the one before it is the newest. A job
+is requeued at most --slurm-requeues times (default JOB_REQUEUES, submitit's max_num_timeout,
+which counts time limits only; here preemptions count too); once more fails the study with one
+line, and the same command resumes it.
+
 submitit is an optional extra (pip install 'dhwt[cluster]'), imported only here, when a study
 asks for jobs.
 """
@@ -33,13 +43,13 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from dhwt.defaults import EXECUTORS
+from dhwt.defaults import EXECUTORS, JOB_REQUEUES
 from dhwt.errors import DhwtError, Interrupted, brief
 
 #: The local executor's time limit per job: none to speak of (submitit's default is 2 minutes).
@@ -55,7 +65,8 @@ CONTROLLERS_LOG = "controllers.log"
 class JobSettings:
     """Where a study's groups run: `executor` "local" or "slurm", at most `jobs` at once (None:
     see the module docstring), and a SLURM job's `partition`, `time` (minutes), `cpus` (per
-    task) and `gpus` (per node), each None for the cluster's default."""
+    task) and `gpus` (per node), each None for the cluster's default, and how many times a job
+    is requeued at most (`requeues`; None: JOB_REQUEUES)."""
 
     executor: str = "local"
     jobs: int | None = None
@@ -63,11 +74,12 @@ class JobSettings:
     time: int | None = None
     cpus: int | None = None
     gpus: int | None = None
+    requeues: int | None = None
 
     def __post_init__(self) -> None:
         if self.executor not in EXECUTORS:
             raise DhwtError(f"executor must be one of {list(EXECUTORS)}, got {self.executor!r}")
-        given = [f"--slurm-{name}" for name in ("partition", "time", "cpus", "gpus")
+        given = [f"--slurm-{name}" for name in ("partition", "time", "cpus", "gpus", "requeues")
                  if getattr(self, name) is not None]
         if given and self.executor != "slurm":
             raise DhwtError(f"{given[0]} is a setting of SLURM jobs; give it with --executor "
@@ -85,6 +97,10 @@ class JobSettings:
         if self.jobs is not None:
             return self.jobs
         return _cores() if self.executor == "local" else max(waiting, 1)
+
+    def most_requeues(self) -> int:
+        """How many times a job is requeued at most (preempted, or out of time)."""
+        return JOB_REQUEUES if self.requeues is None else self.requeues
 
 
 def job_parameters(settings: JobSettings, name: str) -> dict[str, Any]:
@@ -127,7 +143,9 @@ def make_executor(settings: JobSettings, folder: Path, name: str) -> Any:
         raise DhwtError("a study's jobs (--jobs, --executor) run through submitit: pip install "
                         "'dhwt[cluster]'") from None
     try:
-        executor = submitit.AutoExecutor(folder=folder, cluster=settings.executor)
+        executor = submitit.AutoExecutor(folder=folder, cluster=settings.executor,
+                                         **{f"{settings.executor}_max_num_timeout":
+                                            settings.most_requeues()})
     except RuntimeError as exc:  # SLURM's srun is not on this machine
         raise DhwtError(f"--executor slurm submits with SLURM, which this machine does not have "
                         f"({exc}); run the study on a machine of the cluster") from None
@@ -160,7 +178,8 @@ def run_jobs(jobs: Sequence[Job], settings: JobSettings, folder: Path, name: str
             ready = [job for job in waiting if job.after <= finished] if not failures else []
             for job in ready[:max(0, settings.limit(len(waiting)) - len(running))]:
                 with _stderr_into(folder / CONTROLLERS_LOG) if local else nullcontext():
-                    running[executor.submit(_train, job.work, settings.threads())] = job
+                    attempt = _Attempt(job.work, settings.threads(), settings.most_requeues())
+                    running[executor.submit(attempt)] = job
                 waiting.remove(job)
             if not running:
                 break  # what still waits starts from a run that failed
@@ -181,20 +200,49 @@ def run_jobs(jobs: Sequence[Job], settings: JobSettings, folder: Path, name: str
     assert not waiting, "a job waits for a run that no job trains"
 
 
-def _train(work: Callable[[], None], threads: int | None) -> str | None:
-    """In the job: `work` with `threads` torch threads (None: the CPUs the job is given); the
-    message of a DhwtError or Ctrl-C it ends with, else None."""
-    torch.set_num_threads(threads or _cores())
-    try:
-        work()
-    except (DhwtError, Interrupted) as exc:
-        return str(exc)
-    return None
+@dataclass(frozen=True)
+class _Attempt:
+    """What a job runs: `work` with `threads` torch threads (None: the CPUs the job is given).
+    submitit's Checkpointable protocol: when the job is preempted or out of time, submitit calls
+    `checkpoint` and requeues the job with the submission it returns, the same work, which
+    resumes its runs (the module docstring); at most `requeues` times, of which `requeued` are
+    done."""
+
+    work: Callable[[], None]
+    threads: int | None
+    requeues: int
+    requeued: int = 0
+
+    def __call__(self) -> str | None:
+        """How the job failed (after "job N of run 'a' "), else None."""
+        from submitit import JobEnvironment
+        from submitit.core.utils import UncompletedJobError
+
+        torch.set_num_threads(self.threads or _cores())
+        try:
+            self.work()
+        except (DhwtError, Interrupted) as exc:
+            return f"failed: {exc}"
+        except UncompletedJobError:  # preempted or out of time once more than `requeues` allows
+            return (f"ended without finishing (preempted, or out of time) after {self.requeued} "
+                    f"requeues, the most --slurm-requeues allows (log: "
+                    f"{JobEnvironment().paths.stderr}); the same command resumes it")
+        return None
+
+    def checkpoint(self) -> Any:
+        """The submission that requeues this job (its work resumes from its runs' newest
+        checkpoint), or None once it has been requeued `requeues` times."""
+        from submitit.helpers import DelayedSubmission
+
+        if self.requeued == self.requeues:
+            return None
+        return DelayedSubmission(replace(self, requeued=self.requeued + 1))
 
 
 def _failure(handle: Any) -> str | None:
-    """How the finished job `handle` failed (its DhwtError, the last line of its traceback, or
-    its end without a result: killed, or out of time), else None."""
+    """How the finished job `handle` failed (what its _Attempt says: a DhwtError, or requeued
+    too often; the last line of its traceback; or its end without a result: killed, or out of
+    time), else None."""
     from submitit.core.utils import FailedJobError, UncompletedJobError
 
     log = f"log: {handle.paths.stderr}"
@@ -207,7 +255,7 @@ def _failure(handle: Any) -> str | None:
     except UncompletedJobError:
         return (f"ended without finishing (killed, or out of time; {log}); the same command "
                 "resumes it")
-    return None if message is None else f"failed: {message}"
+    return message
 
 
 def _cancel(running: dict[Any, Job], wait: bool) -> None:

@@ -4,8 +4,9 @@
         --study bpe:2048 runs/tw-gpt2 1600 runs/cdh-bpe2048-o2 \
         --study bpe:8192 runs/tw-gpt2-bpe8192 1600 runs/cdh-bpe8192-o2
 
-Each --study: a name, a study directory with runs "untied" and "tied" (the same seeds), the
-step whose checkpoints and snapshots are read, and the --out folder of `dhwt corpus-dh --order
+Each --study: a name, a study directory with runs "untied" and "tied" (the same seeds; more
+seeds of the same setting in further directories of that layout, joined by commas, are pooled
+with it), the step whose checkpoints and snapshots are read, and the --out folder of `dhwt corpus-dh --order
 2` on the same corpus and tokenizer. Per type: the price
 of tying (tied minus untied valid cross-entropy per valid token, each arm averaged over its
 seeds; analyse.py's member_token_loss), the untied members' input/output neighbour overlap
@@ -78,9 +79,22 @@ class Types:
         return getattr(self, key)
 
 
+def pooled(studies: list[Path], step: int, cache: Path | None, name: str
+           ) -> dict[str, np.ndarray]:
+    """evaluate() of each study directory, their members stacked (the same tokenizer and
+    corpus: the counts and vocabulary must agree)."""
+    found = [evaluate(study, step, cache, name + (f"-{study.name}" if i else ""))
+             for i, study in enumerate(studies)]
+    for study, more in zip(studies[1:], found[1:]):
+        if any(not np.array_equal(more[k], found[0][k]) for k in ("valid", "train", "vocab")):
+            sys.exit(f"error: {study} and {studies[0]} are not on the same tokens")
+    return {k: (np.concatenate([f[k] for f in found]) if k in ("untied", "tied", "overlap")
+                else found[0][k]) for k in found[0]}
+
+
 def evaluate(study: Path, step: int, cache: Path | None, name: str) -> dict[str, np.ndarray]:
     """The per-type arrays of a study's untied and tied runs at `step` (models evaluated
-    again)."""
+    again); `name` names the cache file."""
     file = cache / f"{name.replace(':', '')}-step{step}.npz" if cache else None
     if file is not None and file.exists():
         return dict(np.load(file, allow_pickle=True))
@@ -106,10 +120,11 @@ def evaluate(study: Path, step: int, cache: Path | None, name: str) -> dict[str,
     return found
 
 
-def load_types(name: str, study: Path, step: int, corpus_dh: Path, cache: Path | None
+def load_types(name: str, studies: list[Path], step: int, corpus_dh: Path, cache: Path | None
                ) -> Types:
     """Everything section 6 needs of one tokenizer at `step`, on the declared types."""
-    found = evaluate(study, step, cache, name)
+    found = pooled(studies, step, cache, name)
+    study = studies[0]
     corpus = read_per_token(corpus_dh)
     vocab = found["vocab"]
     if (vocab[corpus["id"]] != corpus["token"]).any():
@@ -219,7 +234,8 @@ def correlations(types: Types, weighting: str, generator: np.random.Generator, d
             "partial(price, corpus | freq)": partial_of(
                 rho("price", "corpus"), rho("price", "freq"), rho("corpus", "freq")),
             "rho(price, freq)": rho("price", "freq"),
-            "rho(price seed 1, price seed 2)": rho("price0", f"price{seeds - 1}"),
+            "rho(price of one seed, of another)": float(np.mean(
+                [rho(f"price{s}", f"price{t}") for s in range(seeds) for t in range(s)])),
             "rho(overlap, corpus)": rho("overlap", "corpus"),
         }
 
@@ -346,7 +362,8 @@ def figure(studies: list[Types], out: Path) -> None:
             rho = spearman(types.price, x, np.ones(len(x)))
             ax.set_title(f"{types.name}: price vs {MEASURES[key]} (type rho {rho:+.2f})",
                          fontsize=9)
-            ax.set_xlabel({"overlap": "untied model's input/output overlap (k 10, 2 seeds)",
+            ax.set_xlabel({"overlap": "untied model's input/output overlap (k 10, "
+                           f"{types.overlap_seeds.shape[0]} seeds)",
                            "corpus": "corpus-dh order 2 overlap - frequency-matched null",
                            "freq": "log(train count / train tokens)"}[key], fontsize=8)
             ax.set_ylabel("tied - untied loss, nats per valid token", fontsize=8)
@@ -413,8 +430,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--study", nargs=4, action="append", required=True,
                         metavar=("NAME", "STUDY_DIR", "STEP", "CORPUS_DH_DIR"),
-                        help="a tokenizer's study, the step of its checkpoints to read, and "
-                        "its corpus-dh folder")
+                        help="a tokenizer's study (more seeds in further directories, "
+                        "comma-separated), the step of its checkpoints to read, and its "
+                        "corpus-dh folder")
     parser.add_argument("--cache", type=Path, help="folder for the evaluated per-type arrays")
     parser.add_argument("--out", type=Path, default=HERE)
     parser.add_argument("--bootstrap", type=int, default=BOOTSTRAP,
@@ -422,7 +440,8 @@ def main() -> None:
     args = parser.parse_args()
     if len(args.study) > 2:
         parser.error("at most two --study (the held-out pair)")
-    studies = [load_types(name, Path(study), int(step), Path(cdh), args.cache)
+    studies = [load_types(name, [Path(d) for d in study.split(",")], int(step), Path(cdh),
+                          args.cache)
                for name, study, step, cdh in args.study]
     text = report(studies, args.bootstrap)
     (args.out / "where_tying_hurts.md").write_text("\n".join(text))

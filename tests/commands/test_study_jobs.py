@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from dhwt.commands import train
-from dhwt.commands.study import load_study, run_study
+from dhwt.commands.study import Group, load_study, run_study, train_group
 from dhwt.commands.study_jobs import JobSettings, job_parameters, make_executor
 from dhwt.config import TrainConfig
 from dhwt.directories import lock
@@ -63,6 +63,17 @@ def test_local_jobs_share_the_cores_and_have_no_time_limit(monkeypatch):
     assert job_parameters(JobSettings(jobs=2), "x")["timeout_min"] >= 60 * 24 * 365
 
 
+def test_submitits_own_timeout_cap_is_slurm_requeues(tmp_path, monkeypatch):
+    """submitit stops requeuing a job that timed out more than its max_num_timeout times; it is
+    --slurm-requeues, which also counts preemptions, so that it is never the lower cap."""
+    slurm = pytest.importorskip("submitit.slurm.slurm")
+    monkeypatch.setattr(slurm.SlurmExecutor, "affinity", classmethod(lambda cls: 2))
+    for requeues, expected in ((None, 3), (0, 0), (7, 7)):
+        settings = JobSettings("slurm", requeues=requeues)
+        assert make_executor(settings, tmp_path, "x")._executor.max_num_timeout == expected
+    assert make_executor(JobSettings(jobs=1), tmp_path, "x")._executor.max_num_timeout == 3
+
+
 def test_slurm_where_there_is_none_is_one_line(tmp_path, cli, study_file, monkeypatch):
     slurm = pytest.importorskip("submitit.slurm.slurm")
     monkeypatch.setattr(slurm.SlurmExecutor, "affinity", classmethod(lambda cls: -1))  # no srun
@@ -83,6 +94,9 @@ def test_without_submitit_jobs_name_the_extra(tmp_path, cli, study_file, monkeyp
     (["--jobs", "2", "--slurm-time", "60"], "--slurm-time is a setting of SLURM jobs"),
     (["--jobs", "0"], "--jobs"),
     (["--executor", "pbs"], "--executor"),
+    (["--jobs", "2", "--slurm-requeues", "2"], "--slurm-requeues is a setting of SLURM jobs"),
+    (["--executor", "slurm", "--slurm-requeues", "-1"], "'--slurm-requeues': -1 is not in the "
+                                                        "range x>=0"),
     (["--steps", "10"], "cannot continue the study with steps = 10: run 'tied' is configured for "
                         "20 steps, and --steps may extend a study's runs, not shorten them"),
 ])
@@ -98,6 +112,32 @@ def _kill_after_step_10(run):
     (run / "report.md").unlink()
     (run / "checkpoints" / "step_0000020.pt").unlink()
     (run / "embeddings" / "step_0000020.safetensors").unlink()
+
+
+def test_a_requeued_job_resumes_its_group_or_starts_it_again(tmp_path, study_file):
+    """What a job requeued after preemption or its time limit runs: train_group again, on the
+    group it was submitted with (a fresh one here). The group resumes from its newest
+    checkpoint, or, stopped before each of its runs had one, starts again; its runs equal the
+    study's."""
+    out = tmp_path / "out"
+    run_study(load_study(study_file), out)
+    runs = [out / "runs" / name for name in ("tied", "untie")]
+    last = {run: (run / "embeddings" / "step_0000020.safetensors").read_bytes() for run in runs}
+    group = Group(tuple((TrainConfig.from_toml(run / "config.toml"), run) for run in runs),
+                  False, out / "data")
+    for run in runs:
+        _kill_after_step_10(run)
+    kept = (runs[0] / "embeddings" / "step_0000010.safetensors").stat().st_ino
+    train_group(group)
+    assert (runs[0] / "embeddings" / "step_0000010.safetensors").stat().st_ino == kept  # resumed
+    for run in runs:
+        assert (run / "embeddings" / "step_0000020.safetensors").read_bytes() == last[run]
+        (run / "report.md").unlink()
+    shutil.rmtree(runs[1] / "checkpoints")  # stopped before every run had its first: anew
+    train_group(group)
+    for run in runs:
+        assert (run / "embeddings" / "step_0000020.safetensors").read_bytes() == last[run]
+        assert (run / "checkpoints" / "step_0000020.pt").is_file()
 
 
 def test_a_run_another_process_trains_is_refused_before_any_job(tmp_path, study_file):

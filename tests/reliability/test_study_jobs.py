@@ -1,7 +1,9 @@
 """`dhwt study --jobs N`: the groups trained as processes of submitit's local executor (the code
 path a SLURM cluster runs) write the run directories the study writes in one process, in the
 order init_from asks; a job killed mid-run fails the study with one line, and the same command
-resumes it bit for bit; a second `dhwt study` on the study while its jobs run is refused.
+resumes it bit for bit; a job preempted or out of time (SLURM's signal, USR2) is requeued and
+resumes in the same command, at most --slurm-requeues times; a second `dhwt study` on the study
+while its jobs run is refused.
 
 Every study here is written at one path (tmp/out) and compared after the other is moved aside,
 since a run's config.toml records where its data and init_from run lie."""
@@ -136,6 +138,53 @@ def test_a_killed_job_fails_the_study_in_one_line_and_the_same_command_resumes_i
     code, stdout, err = cli(["study", study_file, "--out", out, "--jobs", "2"])
     assert code == 0 and stdout.startswith("study report: "), err
     _assert_same_runs(rundirs, tmp_path / "reference", out)
+
+
+@pytest.mark.slow
+def test_a_preempted_job_is_requeued_and_resumes_in_the_same_command(tmp_path, spawn, rundirs):
+    """SLURM's signal before preemption or the time limit (USR2, to the job's process; submitit
+    handles it as on a cluster): the job is requeued, resumes its runs from their newest
+    checkpoint, and the study finishes as an uninterrupted one, bit for bit."""
+    text = STUDY.replace("steps = 20", "steps = 400").replace("eval_every = 10",
+                                                              "eval_every = 100")
+    out = tmp_path / "out"
+    run_study(_study(tmp_path, text), out)  # the reference, in one process, uninterrupted
+    out.rename(tmp_path / "reference")
+    proc = spawn(["study", tmp_path / "study.toml", "--out", out, "--jobs", "2"])
+    run = out / "runs" / "a"
+    _wait_for(lambda: holder(run) is not None and len(
+        list_checkpoints(run / "checkpoints")) >= 2, proc, "a checkpoint of run a")
+    pid = int(holder(run).split()[-1])  # the job's process, which holds its run's lock
+    kept = (run / "embeddings" / "step_0000010.safetensors").stat().st_ino
+    os.kill(pid, signal.SIGUSR2)
+    stdout, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0 and stdout.startswith("study report: "), err
+    _assert_same_runs(rundirs, tmp_path / "reference", out)
+    assert (run / "embeddings" / "step_0000010.safetensors").stat().st_ino == kept  # resumed
+    logs = "".join(p.read_text() for p in (out / "jobs").glob("*_0_log.out"))
+    assert logs.count("Requeued job") == 1
+
+
+def _signal_itself(record):
+    """A job's work that notes its process and gets SLURM's signal before preemption."""
+    with record.open("a") as file:
+        file.write(f"{os.getpid()}\n")
+    os.kill(os.getpid(), signal.SIGUSR2)
+    time.sleep(60)
+
+
+@pytest.mark.slow
+def test_a_job_preempted_once_more_than_slurm_requeues_allows_fails_in_one_line(
+        tmp_path, monkeypatch):
+    monkeypatch.setattr("dhwt.commands.study_jobs.JOB_REQUEUES", 1)  # local jobs: the default
+    record = tmp_path / "pids.txt"
+    with pytest.raises(DhwtError) as info:
+        run_jobs([Job(partial(_signal_itself, record), ("a",))], JobSettings(jobs=1),
+                 tmp_path / "jobs", "test")
+    assert re.fullmatch(r"job \d+ of run 'a' ended without finishing \(preempted, or out of "
+                        r"time\) after 1 requeues, the most --slurm-requeues allows \(log: "
+                        r".*jobs/\d+_0_log\.err\); the same command resumes it", str(info.value))
+    assert len(set(record.read_text().split())) == 2  # the job, then once requeued
 
 
 @pytest.mark.slow
