@@ -35,6 +35,7 @@ from functools import partial
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+from matplotlib.ticker import ScalarFormatter
 import numpy as np
 from scipy import stats
 
@@ -294,6 +295,8 @@ def difference_figure(runs: list[Arm], path: Path, title: str, margin: float | N
                   label=f"{run.name} (seeds {', '.join(map(str, run.seeds))})")
     left.set(xlabel="step", ylabel="valid perplexity (mean over seeds)", yscale="log",
              title="valid perplexity")
+    for axis in (left.yaxis.set_major_formatter, left.yaxis.set_minor_formatter):
+        axis(ScalarFormatter())
     left.legend(fontsize=7)
     left.grid(alpha=0.3)
     rows = [(run, reference, *paired(run, reference, common))
