@@ -12,9 +12,9 @@ studies of section 8 (conventions.toml with gpt2_convention.toml's runs):
 writes results-STEM[-NAME].md (the tables), .csv (every evaluation of every member: the data
 the tables come from) and figures/STEM[-NAME].png (STEM "word-gpu" unless named) in
 experiments/tying_wikitext (or --out). Runs of one name in several studies are one run, their members joined by seed
-(e.g. seeds 1-2 of one study and seed 3 of another), at the steps all of them evaluated. The
-comparison runs to the last step every run reached (a run cut by a budget ends early; the lr is
-constant, so a cut run is the same as a shorter one). Each run is compared with the widest
+(e.g. seeds 1-2 of one study and seed 3 of another), at the steps all of them evaluated. A
+comparison runs to the last step both of its runs reached (a run cut by a budget ends early;
+the lr is constant, so a cut run is the same as a shorter one). Each run is compared with the widest
 untied run of its rate (of any rate where its rate has none), and a tied run also with each
 narrower untied run (the parameter-matched arm). Per seed the paired difference of log valid
 perplexity (a seed pairs the data order; tied and untied members of a seed share every weight
@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import sys
 import tomllib
 from dataclasses import dataclass
 from functools import partial
@@ -64,11 +65,16 @@ class Arm:
 
     @property
     def last(self) -> int:
-        return int(self.splits["valid"][0][-1])
+        """The last step every member evaluated (-1 for none)."""
+        steps = self.splits["valid"][0]
+        return int(steps[-1]) if len(steps) else -1
 
 
-def _complete(steps: np.ndarray, table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The steps at which every member has a value."""
+def _complete(steps: np.ndarray, table: np.ndarray,
+              members: int) -> tuple[np.ndarray, np.ndarray]:
+    """The steps at which each of the run's `members` has a value."""
+    if table.shape[1] < members:
+        return steps[:0], np.empty((0, members))
     keep = ~np.isnan(table).any(axis=1)
     return steps[keep], table[keep]
 
@@ -92,16 +98,21 @@ def _join(first: Arm, second: Arm) -> Arm:
 
 
 def read_study(*studies: Path) -> list[Arm]:
-    """Every run of the studies, by name (runs of one name joined by seed)."""
+    """Every run of the studies, by name (runs of one name joined by seed); a run with no
+    evaluation after step 0 (one just started) is left out, and said so on stderr."""
     runs: dict[str, Arm] = {}
     for study in studies:
         for path in sorted((study / "runs").iterdir()):
             run = load_run(path)
-            records = run.metrics()
+            records, seeds = run.metrics(), tuple(run.config.members.seeds)
             arm = Arm(path.name, run.config.optim.lr, str(run.config.tying.tie_schedule),
-                      run.config.model.d_model, tuple(run.config.members.seeds),
-                      {split: _complete(*metric_table(records, split, "loss"))
+                      run.config.model.d_model, seeds,
+                      {split: _complete(*metric_table(records, split, "loss"), len(seeds))
                        for split in SPLITS})
+            if arm.last <= 0:
+                print(f"left out {path}: no evaluation after step 0 in every member",
+                      file=sys.stderr)
+                continue
             runs[arm.name] = _join(runs[arm.name], arm) if arm.name in runs else arm
     return list(runs.values())
 
@@ -174,9 +185,9 @@ def _kind(run: Arm) -> str:
     return run.name.split("-lr")[0]
 
 
-def rate_table(runs: list[Arm], step: int) -> list[str]:
-    """Valid perplexity at `step` of each arm run at several rates, at the seeds all its rates
-    have (their mean), the best marked."""
+def rate_table(runs: list[Arm]) -> list[str]:
+    """Valid perplexity of each arm run at several rates, at the last step and the seeds all
+    its rates have (their mean), the best marked."""
     kinds: dict[str, list[Arm]] = {}
     for run in runs:
         kinds.setdefault(_kind(run), []).append(run)
@@ -185,40 +196,41 @@ def rate_table(runs: list[Arm], step: int) -> list[str]:
         if len({run.lr for run in arms}) < 2:
             continue
         seeds = sorted(set.intersection(*(set(run.seeds) for run in arms)))
+        step = min(run.last for run in arms)
         cells = {}
         for run in sorted(arms, key=lambda r: r.lr):
             steps, table = run.splits["valid"]
             row = table[list(steps).index(step)]
             cells[run.lr] = float(np.exp(np.mean([row[run.seeds.index(s)] for s in seeds])))
         best = min(cells, key=cells.get)
-        lines.append(f"| {kind} | {', '.join(map(str, seeds))} | " + " | ".join(
+        lines.append(f"| {kind} | {step} | {', '.join(map(str, seeds))} | " + " | ".join(
             (f"**{lr:g}: {v:.2f}**" if lr == best else f"{lr:g}: {v:.2f}")
             for lr, v in cells.items()) + " |")
     if not lines:
         return []
-    return ([f"Valid perplexity at step {step} by learning rate (mean over the seeds every rate "
-             "of the arm has; best in bold):", "", "| arm | seeds | rates |", "|---|---|---|"]
+    return (["Valid perplexity by learning rate at the last step and the seeds every rate of "
+             "the arm has (their mean; best in bold):", "", "| arm | step | seeds | rates |",
+             "|---|---:|---|---|"]
             + lines + [""])
 
 
 def report(runs: list[Arm], title: str, every: int = EVERY,
            margin: float | None = None) -> str:
-    common = min(run.last for run in runs)
     rule = "" if margin is None else (
         f"; verdict: the sign where the 95% interval excludes 0, within ±{margin:g} where the "
         "90% t interval lies inside the margin (TOST at 5%), else undecided")
     lines = [f"# {title}\n",
-             f"Valid perplexity (whole valid split) per seed every {every} steps to step "
-             f"{common}, the last step every run reached; run - reference in log perplexity, "
+             f"Valid perplexity (whole valid split) per seed every {every} steps to the last "
+             "step both runs of a comparison reached; run - reference in log perplexity, "
              f"paired by seed (the seeds both have){rule}.\n",
              "| run | against | step | seeds | run | reference | difference (mean, 95% t) "
              "| 90% t | seeds lower |" + (" verdict |" if margin is not None else ""),
              "|---|---|---:|---|---|---|---|---|---:|" + ("---|" if margin is not None else "")]
     for run, reference in comparisons(runs):
-        their_steps = reference.splits["valid"][0]
+        their_steps, last = reference.splits["valid"][0], min(run.last, reference.last)
         for step in run.splits["valid"][0]:
-            if step == 0 or step > common or step not in their_steps or (
-                    step % every and step != common):
+            if step == 0 or step > last or step not in their_steps or (
+                    step % every and step != last):
                 continue
             seeds, diff = paired(run, reference, int(step))
             n = len(diff)
@@ -230,14 +242,14 @@ def report(runs: list[Arm], title: str, every: int = EVERY,
                          f"{summarise(diff, bimodal=False).text(4)} | {ninety} | "
                          f"{int((diff < 0).sum())} of {n} |"
                          + (f" {verdict(diff, margin)} |" if margin is not None else ""))
-    lines += ["", *rate_table(runs, common),
-              f"Train minus valid loss at step {common} (nats per seed; the fixed train "
+    lines += ["", *rate_table(runs),
+              "Train minus valid loss at each run's last step (nats per seed; the fixed train "
               "windows; more negative: the model fits its training windows further below "
-              "valid):", "", "| run | seeds | train - valid |", "|---|---|---|"]
+              "valid):", "", "| run | seeds | step | train - valid |", "|---|---|---:|---|"]
     for run in runs:
-        (vs, valid), (ts, train) = run.splits["valid"], run.splits["train"]
-        gap = train[list(ts).index(common)] - valid[list(vs).index(common)]
-        lines.append(f"| {run.name} | {', '.join(map(str, run.seeds))} | "
+        gap = (at(run, run.last, list(run.seeds), "train")
+               - at(run, run.last, list(run.seeds)))
+        lines.append(f"| {run.name} | {', '.join(map(str, run.seeds))} | {run.last} | "
                      f"{' / '.join(f'{g:+.3f}' for g in gap)} |")
     return "\n".join(lines) + "\n"
 
@@ -283,9 +295,8 @@ def figure(runs: list[Arm], path: Path, title: str) -> None:
 
 def difference_figure(runs: list[Arm], path: Path, title: str, margin: float | None) -> None:
     """Left: valid perplexity by step, each run's mean over its seeds (runs of one seed dotted).
-    Right: each comparison of at least 2 seeds at the last common step: the seeds' paired
-    differences (dots), their mean and 95% t interval, the margin shaded."""
-    common = min(run.last for run in runs)
+    Right: each comparison of at least 2 seeds at the last step both runs reached: the seeds'
+    paired differences (dots), their mean and 95% t interval, the margin shaded."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5), width_ratios=(1, 1.2))
     for index, run in enumerate(runs):
         steps, table = run.splits["valid"]
@@ -299,10 +310,11 @@ def difference_figure(runs: list[Arm], path: Path, title: str, margin: float | N
         axis(ScalarFormatter())
     left.legend(fontsize=7)
     left.grid(alpha=0.3)
-    rows = [(run, reference, *paired(run, reference, common))
-            for run, reference in comparisons(runs)]
-    rows = [row for row in rows if len(row[2]) >= 2]
-    for y, (run, reference, seeds, diff) in enumerate(rows):
+    rows = [(run, reference, step, *paired(run, reference, step))
+            for run, reference in comparisons(runs)
+            for step in [min(run.last, reference.last)]]
+    rows = [row for row in rows if len(row[3]) >= 2]
+    for y, (run, reference, step, seeds, diff) in enumerate(rows):
         n = len(diff)
         half = diff.std(ddof=1) / np.sqrt(n) * stats.t.ppf(0.975, n - 1)
         right.errorbar(diff.mean(), y, xerr=half, fmt="s", color="k", capsize=3)
@@ -311,10 +323,11 @@ def difference_figure(runs: list[Arm], path: Path, title: str, margin: float | N
         right.axvspan(-margin, margin, color="C2", alpha=0.15, label=f"±{margin:g} (declared)")
         right.legend(fontsize=7, loc="lower right")
     right.axvline(0, color="grey", lw=0.8)
-    right.set_yticks(range(len(rows)), [f"{r.name} - {ref.name}" for r, ref, *_ in rows],
-                     fontsize=8)
+    right.set_yticks(range(len(rows)), [f"{r.name} - {ref.name}\n(step {step}, seeds "
+                                        f"{', '.join(map(str, seeds))})"
+                                        for r, ref, step, seeds, _ in rows], fontsize=8)
     right.invert_yaxis()
-    right.set(xlabel=f"valid loss difference at step {common}, nats (> 0: the first is worse)",
+    right.set(xlabel="valid loss difference, nats (> 0: the first is worse)",
               title="paired by seed: seeds (dots), mean and 95% t interval")
     right.grid(alpha=0.3, axis="x")
     fig.suptitle(title)
