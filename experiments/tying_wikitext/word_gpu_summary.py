@@ -203,13 +203,13 @@ def rate_table(runs: list[Arm]) -> list[str]:
             row = table[list(steps).index(step)]
             cells[run.lr] = float(np.exp(np.mean([row[run.seeds.index(s)] for s in seeds])))
         best = min(cells, key=cells.get)
-        lines.append(f"| {kind} | {step} | {', '.join(map(str, seeds))} | " + " | ".join(
+        lines.append(f"| {kind} | {step} | {', '.join(map(str, seeds))} | " + ", ".join(
             (f"**{lr:g}: {v:.2f}**" if lr == best else f"{lr:g}: {v:.2f}")
             for lr, v in cells.items()) + " |")
     if not lines:
         return []
     return (["Valid perplexity by learning rate at the last step and the seeds every rate of "
-             "the arm has (their mean; best in bold):", "", "| arm | step | seeds | rates |",
+             "the arm has (their mean; best in bold):", "", "| arm | step | seeds | lr: valid perplexity |",
              "|---|---:|---|---|"]
             + lines + [""])
 
