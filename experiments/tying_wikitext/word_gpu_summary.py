@@ -1,30 +1,44 @@
-"""Read a word-level GPU study (word_gpu.toml, word_gpu_conventions.toml; runs trained on a GPU,
-brought back without checkpoints): valid perplexity per run and step, and each run against the
-untied run of its learning rate at the full width, paired by seed.
+"""Read WikiText-2 tying studies by run: valid perplexity per run and step, and each run against
+an untied run paired by seed. Written for the word-level GPU studies (word_gpu.toml,
+word_gpu_conventions.toml; runs brought back without checkpoints), also reads the bpe:2048 CPU
+studies of section 8 (conventions.toml with gpt2_convention.toml's runs):
 
     python experiments/tying_wikitext/word_gpu_summary.py runs/word-gpu
     python experiments/tying_wikitext/word_gpu_summary.py runs/word-conv --name conventions
+    python experiments/tying_wikitext/word_gpu_summary.py runs/tw-gpt2 runs/tw-conv \
+        runs/tw-conv-untie --stem conventions --every 400 --margin 0.02 --figure differences \
+        --title "WikiText-2 bpe:2048, d 64, 2 layers (CPU)"
 
-writes experiments/tying_wikitext/results-word-gpu[-NAME].md (the tables), .csv (every
-evaluation of every member: the data the tables come from) and figures/word-gpu[-NAME].png. The
-comparison runs to the last step every run reached (a run cut by the device call's budget ends
-early; the lr is constant, so a cut run is the same as a shorter one). Per seed the paired
-difference of log valid perplexity (a seed pairs the data order; tied and untied members of a
-seed share every weight but the output matrix); over seeds the mean with a Student-t interval
-(dhwt.analysis.intervals) and the count of seeds where the run is lower. A tied run is also
-compared with a narrower untied run of its rate, where there is one (the parameter-matched arm).
+writes results-STEM[-NAME].md (the tables), .csv (every evaluation of every member: the data
+the tables come from) and figures/STEM[-NAME].png (STEM "word-gpu" unless named) in
+experiments/tying_wikitext (or --out). Runs of one name in several studies are one run, their members joined by seed
+(e.g. seeds 1-2 of one study and seed 3 of another), at the steps all of them evaluated. A
+comparison runs to the last step both of its runs reached (a run cut by a budget ends early;
+the lr is constant, so a cut run is the same as a shorter one). Each run is compared with the widest
+untied run of its rate (of any rate where its rate has none), and a tied run also with each
+narrower untied run (the parameter-matched arm). Per seed the paired difference of log valid
+perplexity (a seed pairs the data order; tied and untied members of a seed share every weight
+but the output matrix); over seeds the mean with a Student-t interval
+(dhwt.analysis.intervals), the count of seeds where the run is lower, and with `--margin M` the
+verdict of the declared rule: above or below 0 where the 95% interval excludes 0, "within ±M"
+where the 90% interval lies inside (-M, M) (two one-sided tests at 5%), else undecided. A
+table of each arm's learning rates (runs named ARM-lrRATE) at the seeds every rate has.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import sys
 import tomllib
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+from matplotlib.ticker import ScalarFormatter
 import numpy as np
+from scipy import stats
 
 from dhwt.analysis.intervals import summarise
 from dhwt.report.figures import save
@@ -34,42 +48,85 @@ from dhwt.runs.metrics import metric_table
 HERE = Path(__file__).parent
 SPLITS = ("valid", "train")
 EVERY = 500  # steps between the rows of the tables
+WORD_TITLE = "WikiText-2 word level, d 256, 2 layers, seeds 1-3 (H100, bf16-mixed)"
 
 
 @dataclass(frozen=True)
 class Arm:
-    """One run's settings that the comparison needs and its (steps, loss (T, seeds)) per split."""
+    """One run's settings that the comparison needs, its seeds and its (steps, loss (T, seeds))
+    per split, members in the order of `seeds`."""
 
     name: str
     lr: float
     tie: str
     d_model: int
+    seeds: tuple[int, ...]
     splits: dict[str, tuple[np.ndarray, np.ndarray]]
 
     @property
     def last(self) -> int:
-        return int(self.splits["valid"][0][-1])
+        """The last step every member evaluated (-1 for none)."""
+        steps = self.splits["valid"][0]
+        return int(steps[-1]) if len(steps) else -1
 
 
-def read_study(study: Path) -> list[Arm]:
-    """Every run of the study, by name."""
-    runs = []
-    for path in sorted((study / "runs").iterdir()):
-        run = load_run(path)
-        records = run.metrics()
-        runs.append(Arm(path.name, run.config.optim.lr, str(run.config.tying.tie_schedule),
-                        run.config.model.d_model,
-                        {split: metric_table(records, split, "loss") for split in SPLITS}))
-    return runs
+def _complete(steps: np.ndarray, table: np.ndarray,
+              members: int) -> tuple[np.ndarray, np.ndarray]:
+    """The steps at which each of the run's `members` has a value."""
+    if table.shape[1] < members:
+        return steps[:0], np.empty((0, members))
+    keep = ~np.isnan(table).any(axis=1)
+    return steps[keep], table[keep]
+
+
+def _join(first: Arm, second: Arm) -> Arm:
+    """One run from two studies' runs of one name: their members by seed, at common steps."""
+    if (first.lr, first.tie, first.d_model) != (second.lr, second.tie, second.d_model):
+        raise SystemExit(f"error: the runs named {first.name} differ in lr, tie schedule or d")
+    if set(first.seeds) & set(second.seeds):
+        raise SystemExit(f"error: the runs named {first.name} share a seed")
+    seeds = first.seeds + second.seeds
+    order = np.argsort(seeds)
+    splits = {}
+    for split in SPLITS:
+        (a_steps, a), (b_steps, b) = first.splits[split], second.splits[split]
+        steps = np.intersect1d(a_steps, b_steps)
+        table = np.concatenate([a[np.isin(a_steps, steps)], b[np.isin(b_steps, steps)]], axis=1)
+        splits[split] = steps, table[:, order]
+    return Arm(first.name, first.lr, first.tie, first.d_model,
+               tuple(np.array(seeds)[order].tolist()), splits)
+
+
+def read_study(*studies: Path) -> list[Arm]:
+    """Every run of the studies, by name (runs of one name joined by seed); a run with no
+    evaluation after step 0 (one just started) is left out, and said so on stderr."""
+    runs: dict[str, Arm] = {}
+    for study in studies:
+        for path in sorted((study / "runs").iterdir()):
+            run = load_run(path)
+            records, seeds = run.metrics(), tuple(run.config.members.seeds)
+            arm = Arm(path.name, run.config.optim.lr, str(run.config.tying.tie_schedule),
+                      run.config.model.d_model, seeds,
+                      {split: _complete(*metric_table(records, split, "loss"), len(seeds))
+                       for split in SPLITS})
+            if arm.last <= 0:
+                print(f"left out {path}: no evaluation after step 0 in every member",
+                      file=sys.stderr)
+                continue
+            runs[arm.name] = _join(runs[arm.name], arm) if arm.name in runs else arm
+    return list(runs.values())
 
 
 def comparisons(runs: list[Arm]) -> list[tuple[Arm, Arm]]:
-    """(run, reference) pairs: every run against the widest untied run of its rate, and every
-    tied run against each narrower untied run of its rate."""
+    """(run, reference) pairs: every run against the widest untied run of its rate (of any rate
+    where its rate has none), and every tied run against each narrower untied run of that
+    reference's rate."""
     pairs = []
     for run in runs:
-        untied = [r for r in runs if r.lr == run.lr and r.tie == "untied"]
+        untied = ([r for r in runs if r.lr == run.lr and r.tie == "untied"]
+                  or [r for r in runs if r.tie == "untied"])
         reference = max(untied, key=lambda r: r.d_model)
+        untied = [r for r in untied if r.lr == reference.lr]
         if run is not reference:
             pairs.append((run, reference))
         if run.tie == "tied":
@@ -77,54 +134,124 @@ def comparisons(runs: list[Arm]) -> list[tuple[Arm, Arm]]:
     return pairs
 
 
+def at(run: Arm, step: int, seeds: list[int], split: str = "valid") -> np.ndarray:
+    """(len(seeds),) the run's loss of `split` at `step`, by seed."""
+    steps, table = run.splits[split]
+    return table[list(steps).index(step), [run.seeds.index(s) for s in seeds]]
+
+
+def paired(run: Arm, reference: Arm, step: int) -> tuple[list[int], np.ndarray]:
+    """The seeds both runs have, and run - reference valid loss at `step` for each."""
+    seeds = [s for s in run.seeds if s in reference.seeds]
+    return seeds, at(run, step, seeds) - at(reference, step, seeds)
+
+
+def verdict(diff: np.ndarray, margin: float) -> str:
+    """The declared rule on paired differences: the sign where the 95% t interval excludes 0,
+    'within ±margin' where the 90% one lies inside (-margin, margin) (TOST at 5%), else
+    'undecided'; '' with fewer than 3 seeds."""
+    n = len(diff)
+    if n < 3:
+        return ""
+    mean, error = diff.mean(), diff.std(ddof=1) / np.sqrt(n)
+    wide, narrow = (error * stats.t.ppf(q, n - 1) for q in (0.975, 0.95))
+    if mean - wide > 0:
+        return "above 0"
+    if mean + wide < 0:
+        return "below 0"
+    if -margin < mean - narrow and mean + narrow < margin:
+        return f"within ±{margin:g}"
+    return "undecided"
+
+
 def write_csv(runs: list[Arm], path: Path) -> None:
     with path.open("w", newline="") as handle:
         out = csv.writer(handle)
-        out.writerow(["run", "lr", "tie", "d_model", "seed_index", "step", "split", "loss"])
+        out.writerow(["run", "lr", "tie", "d_model", "seed", "step", "split", "loss"])
         for run in runs:
             for split, (steps, table) in run.splits.items():
                 for t, step in enumerate(steps):
                     for member, loss in enumerate(table[t]):
-                        out.writerow([run.name, run.lr, run.tie, run.d_model, member, int(step),
-                                      split, f"{loss:.6f}"])
+                        out.writerow([run.name, run.lr, run.tie, run.d_model, run.seeds[member],
+                                      int(step), split, f"{loss:.6f}"])
 
 
 def _ppl(row: np.ndarray) -> str:
     return " / ".join(f"{v:.1f}" for v in np.exp(row))
 
 
-def report(runs: list[Arm], title: str) -> str:
-    common = min(run.last for run in runs)
-    lines = [f"# {title}\n",
-             f"Valid perplexity (whole valid split) per seed every {EVERY} steps to step "
-             f"{common}, the last step every run reached; run - reference in log perplexity, "
-             "paired by seed.\n",
-             "| run | against | step | run | reference | difference (mean, 95% t) "
-             "| seeds lower |", "|---|---|---:|---|---|---|---:|"]
-    for run, reference in comparisons(runs):
-        steps, mine = run.splits["valid"]
-        their_steps, theirs = reference.splits["valid"]
-        for t, step in enumerate(steps):
-            if step == 0 or step > common or (step % EVERY and step != common):
-                continue
-            other = theirs[list(their_steps).index(step)]
-            diff = mine[t] - other
-            lines.append(f"| {run.name} | {reference.name} | {int(step)} | {_ppl(mine[t])} | "
-                         f"{_ppl(other)} | {summarise(diff, bimodal=False).text(4)} | "
-                         f"{int((diff < 0).sum())} of {len(diff)} |")
-    lines += ["", f"Train minus valid loss at step {common} (nats per seed; the fixed train "
-              "windows; more negative: the model fits its training windows further below "
-              "valid):", "", "| run | train - valid |", "|---|---|"]
-    for run in runs:
-        (vs, valid), (ts, train) = run.splits["valid"], run.splits["train"]
-        gap = train[list(ts).index(common)] - valid[list(vs).index(common)]
-        lines.append(f"| {run.name} | {' / '.join(f'{g:+.3f}' for g in gap)} |")
-    return "\n".join(lines) + "\n"
-
-
 def _kind(run: Arm) -> str:
     """The run's arm without its learning rate ("tied-lr1e-3" -> "tied"): one colour each."""
     return run.name.split("-lr")[0]
+
+
+def rate_table(runs: list[Arm]) -> list[str]:
+    """Valid perplexity of each arm run at several rates, at the last step and the seeds all
+    its rates have (their mean), the best marked."""
+    kinds: dict[str, list[Arm]] = {}
+    for run in runs:
+        kinds.setdefault(_kind(run), []).append(run)
+    lines = []
+    for kind, arms in kinds.items():
+        if len({run.lr for run in arms}) < 2:
+            continue
+        seeds = sorted(set.intersection(*(set(run.seeds) for run in arms)))
+        step = min(run.last for run in arms)
+        cells = {}
+        for run in sorted(arms, key=lambda r: r.lr):
+            steps, table = run.splits["valid"]
+            row = table[list(steps).index(step)]
+            cells[run.lr] = float(np.exp(np.mean([row[run.seeds.index(s)] for s in seeds])))
+        best = min(cells, key=cells.get)
+        lines.append(f"| {kind} | {step} | {', '.join(map(str, seeds))} | " + ", ".join(
+            (f"**{lr:g}: {v:.2f}**" if lr == best else f"{lr:g}: {v:.2f}")
+            for lr, v in cells.items()) + " |")
+    if not lines:
+        return []
+    return (["Valid perplexity by learning rate at the last step and the seeds every rate of "
+             "the arm has (their mean; best in bold):", "", "| arm | step | seeds | lr: valid perplexity |",
+             "|---|---:|---|---|"]
+            + lines + [""])
+
+
+def report(runs: list[Arm], title: str, every: int = EVERY,
+           margin: float | None = None) -> str:
+    rule = "" if margin is None else (
+        f"; verdict: the sign where the 95% interval excludes 0, within ±{margin:g} where the "
+        "90% t interval lies inside the margin (TOST at 5%), else undecided")
+    lines = [f"# {title}\n",
+             f"Valid perplexity (whole valid split) per seed every {every} steps to the last "
+             "step both runs of a comparison reached; run - reference in log perplexity, "
+             f"paired by seed (the seeds both have){rule}.\n",
+             "| run | against | step | seeds | run | reference | difference (mean, 95% t) "
+             "| 90% t | seeds lower |" + (" verdict |" if margin is not None else ""),
+             "|---|---|---:|---|---|---|---|---|---:|" + ("---|" if margin is not None else "")]
+    for run, reference in comparisons(runs):
+        their_steps, last = reference.splits["valid"][0], min(run.last, reference.last)
+        for step in run.splits["valid"][0]:
+            if step == 0 or step > last or step not in their_steps or (
+                    step % every and step != last):
+                continue
+            seeds, diff = paired(run, reference, int(step))
+            n = len(diff)
+            ninety = "" if n < 3 else "[{:+.4f}, {:+.4f}]".format(*stats.t.interval(
+                0.90, n - 1, loc=diff.mean(), scale=diff.std(ddof=1) / np.sqrt(n)))
+            lines.append(f"| {run.name} | {reference.name} | {int(step)} | "
+                         f"{', '.join(map(str, seeds))} | {_ppl(at(run, int(step), seeds))} | "
+                         f"{_ppl(at(reference, int(step), seeds))} | "
+                         f"{summarise(diff, bimodal=False).text(4)} | {ninety} | "
+                         f"{int((diff < 0).sum())} of {n} |"
+                         + (f" {verdict(diff, margin)} |" if margin is not None else ""))
+    lines += ["", *rate_table(runs),
+              "Train minus valid loss at each run's last step (nats per seed; the fixed train "
+              "windows; more negative: the model fits its training windows further below "
+              "valid):", "", "| run | seeds | step | train - valid |", "|---|---|---:|---|"]
+    for run in runs:
+        gap = (at(run, run.last, list(run.seeds), "train")
+               - at(run, run.last, list(run.seeds)))
+        lines.append(f"| {run.name} | {', '.join(map(str, run.seeds))} | {run.last} | "
+                     f"{' / '.join(f'{g:+.3f}' for g in gap)} |")
+    return "\n".join(lines) + "\n"
 
 
 def figure(runs: list[Arm], path: Path, title: str) -> None:
@@ -144,18 +271,15 @@ def figure(runs: list[Arm], path: Path, title: str) -> None:
             for seed in range(table.shape[1]):
                 top.plot(steps[keep], np.exp(table[keep, seed]), color=colours[_kind(run)], lw=1,
                          label=_kind(run) if seed == 0 else None)
-        for run, reference in comparisons([r for r in runs if r.lr == lr]):
-            if run.name in shown:
+        for run, reference in comparisons(runs):
+            if run.lr != lr or run.name in shown:
                 continue
             shown.add(run.name)
-            steps, mine = run.splits["valid"]
-            their_steps, theirs = reference.splits["valid"]
-            at = [list(their_steps).index(s) for s in steps if s in their_steps]
-            keep = [i for i, s in enumerate(steps) if s in their_steps and s > 0]
-            diff = mine[keep] - theirs[[at[i] for i in keep]]
+            steps = [s for s in run.splits["valid"][0] if s in reference.splits["valid"][0]
+                     and s > 0]
+            diff = np.array([paired(run, reference, s)[1] for s in steps])
             for seed in range(diff.shape[1]):
-                bottom.plot(steps[keep], diff[:, seed], color=colours[_kind(run)], lw=1,
-                            alpha=0.8)
+                bottom.plot(steps, diff[:, seed], color=colours[_kind(run)], lw=1, alpha=0.8)
         bottom.axhline(0, color="grey", lw=0.8)
         top.set(title=f"lr {lr:g}", yscale="log")
         top.legend(fontsize=7)
@@ -169,19 +293,68 @@ def figure(runs: list[Arm], path: Path, title: str) -> None:
     save(fig, path)
 
 
+def difference_figure(runs: list[Arm], path: Path, title: str, margin: float | None) -> None:
+    """Left: valid perplexity by step, each run's mean over its seeds (runs of one seed dotted).
+    Right: each comparison of at least 2 seeds at the last step both runs reached: the seeds'
+    paired differences (dots), their mean and 95% t interval, the margin shaded."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5), width_ratios=(1, 1.2))
+    for index, run in enumerate(runs):
+        steps, table = run.splits["valid"]
+        keep = steps > 0
+        left.plot(steps[keep], np.exp(table[keep].mean(axis=1)), color=f"C{index % 10}",
+                  ls="-" if len(run.seeds) > 1 else ":", marker="o", ms=3,
+                  label=f"{run.name} (seeds {', '.join(map(str, run.seeds))})")
+    left.set(xlabel="step", ylabel="valid perplexity (mean over seeds)", yscale="log",
+             title="valid perplexity")
+    for axis in (left.yaxis.set_major_formatter, left.yaxis.set_minor_formatter):
+        axis(ScalarFormatter())
+    left.legend(fontsize=7)
+    left.grid(alpha=0.3)
+    rows = [(run, reference, step, *paired(run, reference, step))
+            for run, reference in comparisons(runs)
+            for step in [min(run.last, reference.last)]]
+    rows = [row for row in rows if len(row[3]) >= 2]
+    for y, (run, reference, step, seeds, diff) in enumerate(rows):
+        n = len(diff)
+        half = diff.std(ddof=1) / np.sqrt(n) * stats.t.ppf(0.975, n - 1)
+        right.errorbar(diff.mean(), y, xerr=half, fmt="s", color="k", capsize=3)
+        right.scatter(diff, [y] * n, color="C3", s=14, zorder=3)
+    if margin is not None:
+        right.axvspan(-margin, margin, color="C2", alpha=0.15, label=f"±{margin:g} (declared)")
+        right.legend(fontsize=7, loc="lower right")
+    right.axvline(0, color="grey", lw=0.8)
+    right.set_yticks(range(len(rows)), [f"{r.name} - {ref.name}\n(step {step}, seeds "
+                                        f"{', '.join(map(str, seeds))})"
+                                        for r, ref, step, seeds, _ in rows], fontsize=8)
+    right.invert_yaxis()
+    right.set(xlabel="valid loss difference, nats (> 0: the first is worse)",
+              title="paired by seed: seeds (dots), mean and 95% t interval")
+    right.grid(alpha=0.3, axis="x")
+    fig.suptitle(title)
+    fig.tight_layout()
+    save(fig, path)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("study", type=Path)
+    parser.add_argument("studies", type=Path, nargs="+", metavar="STUDY")
     parser.add_argument("--name", default="", help="suffix of the files written")
+    parser.add_argument("--stem", default="word-gpu", help="stem of the files written")
+    parser.add_argument("--title", default=WORD_TITLE, help="start of the tables' title")
+    parser.add_argument("--every", type=int, default=EVERY, help="steps between table rows")
+    parser.add_argument("--margin", type=float, help="declared equivalence margin, nats")
+    parser.add_argument("--figure", choices=("curves", "differences"), default="curves")
+    parser.add_argument("--out", type=Path, default=HERE, help="where the files go")
     args = parser.parse_args()
-    runs = read_study(args.study)
-    suffix = f"-{args.name}" if args.name else ""
-    title = ("WikiText-2 word level, d 256, 2 layers, seeds 1-3 (H100, bf16-mixed): "
-             + tomllib.loads((args.study / "study.toml").read_text())["study"]["name"])
-    write_csv(runs, HERE / f"results-word-gpu{suffix}.csv")
-    text = report(runs, title)
-    (HERE / f"results-word-gpu{suffix}.md").write_text(text)
-    figure(runs, HERE / "figures" / f"word-gpu{suffix}.png", title)
+    runs = read_study(*args.studies)
+    stem = args.stem + (f"-{args.name}" if args.name else "")
+    title = (f"{args.title}: "
+             + tomllib.loads((args.studies[-1] / "study.toml").read_text())["study"]["name"])
+    write_csv(runs, args.out / f"results-{stem}.csv")
+    text = report(runs, title, args.every, args.margin)
+    (args.out / f"results-{stem}.md").write_text(text)
+    draw = figure if args.figure == "curves" else partial(difference_figure, margin=args.margin)
+    draw(runs, args.out / "figures" / f"{stem}.png", title)
     print(text)
 
 
