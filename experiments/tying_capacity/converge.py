@@ -5,17 +5,17 @@ as one ensemble so that a seed's members share their initial input table), here 
 cosine from lr 1e-2 to 1e-3 over --cap steps ("periodic-cosine" with lr_period = --cap: its lr
 at a step does not depend on how long the run is, so extending a run changes no step it has
 taken, unlike "cosine", which is recomputed over the extended length). The cell trains
---segment steps as one ensemble, then is extended --segment steps at a time as the same
-ensemble (dhwt.commands.train extends a group's runs together, so on the CPU the cell ends bit
-for bit as one uninterrupted run); after each segment from --min-steps on, the criterion
-(README.md, "Convergence-driven rerun") is read off the exact population fits of the last 20%
-of steps (with --mean-of M, the second protocol's: each seed's price averaged over the last M
-fits against its average over the M fits ending at 80% of the steps). The cell stops when it
-holds or at --cap, and CELL/stopped.json records which and the movements it read. A killed process continues where it stopped: stopped cells are
-skipped, the others resume from their last checkpoint, which on the CPU ends exactly as an
-uninterrupted run would; a cell stopped mid-extension continues as one ensemble (extend), also
-one that an earlier converge.py, which extended the runs one by one, left with one run
-extended.
+--segment steps as one ensemble, then is extended --segment steps at a time as the same ensemble
+(dhwt.commands.train extends a group's runs together, so on the CPU the cell ends bit for bit as
+one uninterrupted run); after each segment from --min-steps on, the criterion (README.md,
+"Convergence-driven rerun") is read off the exact population fits of the last 20% of steps (with
+--mean-of M, the second protocol's: each seed's price averaged over the last M fits against its
+average over the M fits ending at 80% of the steps). The cell stops when it holds or at --cap,
+and CELL/stopped.json records which and the movements it read. A killed process continues where
+it stopped: stopped cells are skipped, the others resume from their last checkpoint, which on
+the CPU ends exactly as an uninterrupted run would; a cell stopped mid-extension continues as
+one ensemble (extend), also one that an earlier converge.py, which extended the runs one by one,
+left with one run extended.
 
     python experiments/tying_capacity/converge.py --out runs/tying-capacity-converge
     python experiments/tying_capacity/analyse.py runs/tying-capacity-converge --name converge

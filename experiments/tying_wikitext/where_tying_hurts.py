@@ -6,12 +6,12 @@
 
 Each --study: a name, a study directory with runs "untied" and "tied" (the same seeds; more
 seeds of the same setting in further directories of that layout, joined by commas, are pooled
-with it), the step whose checkpoints and snapshots are read, and the --out folder of `dhwt corpus-dh --order
-2` on the same corpus and tokenizer. Per type: the price
-of tying (tied minus untied valid cross-entropy per valid token, each arm averaged over its
-seeds; analyse.py's member_token_loss), the untied members' input/output neighbour overlap
-(analyse.py's dh_per_member: dhwt's knn_match, k 10, raw inner product), corpus-dh's overlap
-minus its frequency-matched null (per_token.csv), and the log share of train tokens. Writes
+with it), the step whose checkpoints and snapshots are read, and the --out folder of `dhwt
+corpus-dh --order 2` on the same corpus and tokenizer. Per type: the price of tying (tied minus
+untied valid cross-entropy per valid token, each arm averaged over its seeds; analyse.py's
+member_token_loss), the untied members' input/output neighbour overlap (analyse.py's
+dh_per_member: dhwt's knn_match, k 10, raw inner product), corpus-dh's overlap minus its
+frequency-matched null (per_token.csv), and the log share of train tokens. Writes
 where_tying_hurts.md (every number of section 6) and figures/where_tying_hurts.png; --cache
 keeps the evaluated per-type arrays (an .npz per study) so that a second call skips the models.
 

@@ -9,20 +9,20 @@ studies of section 8 (conventions.toml with gpt2_convention.toml's runs):
         runs/tw-conv-untie --stem conventions --every 400 --margin 0.02 --figure differences \
         --title "WikiText-2 bpe:2048, d 64, 2 layers (CPU)"
 
-writes results-STEM[-NAME].md (the tables), .csv (every evaluation of every member: the data
-the tables come from) and figures/STEM[-NAME].png (STEM "word-gpu" unless named) in
-experiments/tying_wikitext (or --out). Runs of one name in several studies are one run, their members joined by seed
-(e.g. seeds 1-2 of one study and seed 3 of another), at the steps all of them evaluated. A
-comparison runs to the last step both of its runs reached (a run cut by a budget ends early;
-the lr is constant, so a cut run is the same as a shorter one). Each run is compared with the widest
-untied run of its rate (of any rate where its rate has none), and a tied run also with each
-narrower untied run (the parameter-matched arm). Per seed the paired difference of log valid
-perplexity (a seed pairs the data order; tied and untied members of a seed share every weight
-but the output matrix); over seeds the mean with a Student-t interval
+writes results-STEM[-NAME].md (the tables), .csv (every evaluation of every member: the data the
+tables come from) and figures/STEM[-NAME].png (STEM "word-gpu" unless named) in
+experiments/tying_wikitext (or --out). Runs of one name in several studies are one run, their
+members joined by seed (e.g. seeds 1-2 of one study and seed 3 of another), at the steps all of
+them evaluated. A comparison runs to the last step both of its runs reached (a run cut by a
+budget ends early; the lr is constant, so a cut run is the same as a shorter one). Each run is
+compared with the widest untied run of its rate (of any rate where its rate has none), and a
+tied run also with each narrower untied run (the parameter-matched arm). Per seed the paired
+difference of log valid perplexity (a seed pairs the data order; tied and untied members of a
+seed share every weight but the output matrix); over seeds the mean with a Student-t interval
 (dhwt.analysis.intervals), the count of seeds where the run is lower, and with `--margin M` the
 verdict of the declared rule: above or below 0 where the 95% interval excludes 0, "within ±M"
-where the 90% interval lies inside (-M, M) (two one-sided tests at 5%), else undecided. A
-table of each arm's learning rates (runs named ARM-lrRATE) at the seeds every rate has.
+where the 90% interval lies inside (-M, M) (two one-sided tests at 5%), else undecided. A table
+of each arm's learning rates (runs named ARM-lrRATE) at the seeds every rate has.
 """
 
 from __future__ import annotations
@@ -209,8 +209,8 @@ def rate_table(runs: list[Arm]) -> list[str]:
     if not lines:
         return []
     return (["Valid perplexity by learning rate at the last step and the seeds every rate of "
-             "the arm has (their mean; best in bold):", "", "| arm | step | seeds | lr: valid perplexity |",
-             "|---|---:|---|---|"]
+             "the arm has (their mean; best in bold):", "",
+             "| arm | step | seeds | lr: valid perplexity |", "|---|---:|---|---|"]
             + lines + [""])
 
 

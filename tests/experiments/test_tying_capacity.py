@@ -137,10 +137,11 @@ def test_a_cell_is_read_with_its_price_movement_and_t4s_bound(tmp_path):
 @pytest.mark.slow
 def test_a_cell_trained_segment_by_segment_ends_as_one_run_and_stops_by_its_criterion(
         tmp_path):
-    """converge.py's schedule does not depend on the run's length: a cell extended 10 steps at
-    a time to its stop ends with the population fits of one run trained there at once; stopped.json holds the criterion read off the last fifth of its steps, and
-    a stopped cell is not trained again. Every segment trains the cell as one ensemble, so on
-    the CPU the two agree bit for bit."""
+    """converge.py's schedule does not depend on the run's length: a cell extended 10 steps at a
+    time to its stop ends with the population fits of one run trained there at once;
+    stopped.json holds the criterion read off the last fifth of its steps, and a stopped cell is
+    not trained again. Every segment trains the cell as one ensemble, so on the CPU the two
+    agree bit for bit."""
     import json
 
     from dhwt.commands.train import train

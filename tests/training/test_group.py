@@ -1,5 +1,6 @@
-"""Runs trained as one ensemble (one `train` call over several runs): each run directory equals the run trained alone,
-a killed group resumes bit for bit, and one run of a group resumes on its own."""
+"""Runs trained as one ensemble (one `train` call over several runs): each run directory equals
+the run trained alone, a killed group resumes bit for bit, and one run of a group resumes on its
+own."""
 
 from __future__ import annotations
 
