@@ -89,6 +89,8 @@ def main(argv: list[str] | None = None) -> None:
             message = "interrupted"
         newline = "\n" if sys.stderr.isatty() else ""  # after the terminal's "^C", not a blank line
         click.echo(f"{newline}error: {message}", err=True)
+        if not debug:  # objects the interrupt left half-built (a ZipFile) complain when freed
+            sys.unraisablehook = _ignore
         sys.exit(130)
     except OSError as exc:  # a full disk or a path that cannot be written: say which, briefly
         if debug:
@@ -103,6 +105,10 @@ def main(argv: list[str] | None = None) -> None:
         click.echo(f"error: {message} (see `dhwt {_command_of(args)}--help`)", err=True)
         sys.exit(2)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _ignore(unraisable: object) -> None:
+    """An unraisable exception's report, dropped: after Ctrl-C the one error line says it all."""
 
 
 def _debug_first(args: list[str]) -> tuple[list[str], bool]:
