@@ -38,7 +38,7 @@ def cpu_model() -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="1,40,120", help="ensemble sizes, comma separated")
     parser.add_argument("--steps", type=int, default=200, help="steps timed per size")
     args = parser.parse_args()

@@ -64,7 +64,7 @@ def study_text(steps: int, seeds: int) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=8000, help="steps of every run")
     parser.add_argument("--seeds", type=int, default=5, help="seeds of every run")
     args = parser.parse_args()

@@ -72,7 +72,7 @@ def seconds(way: Callable[[Path], None]) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=2000, help="steps per run (long timing)")
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds (median reported)")
     args = parser.parse_args()

@@ -230,7 +230,7 @@ def report(rows: list[dict], grid: Path) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("grid", type=Path)
     parser.add_argument("--table", action="store_true",
                         help="read the members from capacity.csv (written by an earlier run on "

@@ -197,7 +197,7 @@ def text(values, digits: int = 3) -> str:  # noqa: ANN001
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out", type=Path)
     parser.add_argument("--name", default="results", help="results file name (no .md)")
     parser.add_argument("--to", type=Path, default=HERE, help="where results and figures go")

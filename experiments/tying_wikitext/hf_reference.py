@@ -61,7 +61,7 @@ def valid_loss(model: torch.nn.Module, batch, rows: int = 256) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("study")
     parser.add_argument("--tie", choices=["tied", "untied"], required=True)
     parser.add_argument("--seed", type=int, required=True)

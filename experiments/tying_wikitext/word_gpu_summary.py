@@ -336,7 +336,7 @@ def difference_figure(runs: list[Arm], path: Path, title: str, margin: float | N
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("studies", type=Path, nargs="+", metavar="STUDY")
     parser.add_argument("--name", default="", help="suffix of the files written")
     parser.add_argument("--stem", default="word-gpu", help="stem of the files written")
