@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dhwt.analysis.knn import (Neighbours, choose_k, match_neighbours, nearest_neighbours,
-                               norm_matched_random)
+from dhwt.analysis.knn import (BLOCK, Neighbours, choose_k, match_neighbours, nearest_neighbours,
+                               norm_matched_random, query_stand_in)
 from dhwt.analysis.frequency import check_counts, count_span, frequency_groups
 from dhwt.analysis.knn.sample import Estimate, mean_estimate, sample_queries, sampled_neighbours
 from dhwt.analysis.similarity import copy_residue, whole_space
@@ -36,6 +36,9 @@ if TYPE_CHECKING:
 #: the float32 bound of each other, so with the usual 4 some rows fail the certificate and are
 #: searched again in float64 (52 of 512 queries of a 131,072 x 4,096 stand-in; none with 32).
 CHANCE_SLACK = 32
+#: Chance queries per stand-in of their own when they are a sample (_chance_neighbours): its
+#: width is this + 1, its n (this + 1) normal draws shared by this many queries.
+CHANCE_BATCH = 64
 #: Rows of the whole-space measures (CKA, Procrustes) in sampled mode: at least this, and 4 d.
 WHOLE_ROWS = 8192
 #: Frequency buckets of the tokens seen (equal-size groups by count), beside a never-seen one.
@@ -173,15 +176,36 @@ def diagnose(e_in: np.ndarray, e_out: np.ndarray, *, k: int | None = None, metri
 
 def _chance(e_in: np.ndarray, e_out: np.ndarray, k: int, metric: str, queries: int, seed: int,
             progress: bool | None, device: str) -> Estimate:
-    """The KNN match of norm-matched random stand-ins, estimated from `queries` query tokens."""
+    """The KNN match of norm-matched random stand-ins, estimated from `queries` query tokens
+    (_chance_neighbours)."""
     n = e_in.shape[0]
     generator = np.random.default_rng([seed, 1])
     ids = sample_queries(n, queries, seed + 1)
-    near = [sampled_neighbours(norm_matched_random(e, generator), ids, k, metric,
-                               slack=CHANCE_SLACK, progress=progress, name=f"chance {side}",
-                               device=device)
+    near = [_chance_neighbours(e, ids, k, metric, generator, progress, f"chance {side}", device)
             for e, side in ((e_in, "input"), (e_out, "output"))]
     return mean_estimate(match_neighbours(*near, tokens=ids).overlap, n)
+
+
+def _chance_neighbours(e: np.ndarray, ids: np.ndarray, k: int, metric: str,
+                       generator: np.random.Generator, progress: bool | None, name: str,
+                       device: str) -> Neighbours:
+    """The exact neighbours of the query rows `ids` in a norm-matched random stand-in of e. All
+    rows queried, or e at most CHANCE_BATCH + 1 wide: one stand-in (norm_matched_random).
+    Else each CHANCE_BATCH queries in a stand-in of their own as they see it
+    (query_stand_in, CHANCE_BATCH + 1 wide): each query's neighbours have the same law as in one
+    stand-in for all, the batches are independent, and the cost falls from n d normal draws and
+    a q n d product (q queries) to n q draws and a q n (CHANCE_BATCH + 1) product, in blocks of
+    as many entries as the full search's (few calls: each has its own overhead)."""
+    settings = dict(slack=CHANCE_SLACK, progress=progress, name=name, device=device)
+    n, d = e.shape
+    if len(ids) == n or d <= CHANCE_BATCH + 1:
+        return sampled_neighbours(norm_matched_random(e, generator), ids, k, metric, **settings)
+    norms = np.sqrt(np.einsum("ij,ij->i", e, e, dtype=np.float64))
+    batches = [sampled_neighbours(query_stand_in(norms, d, batch, generator), batch, k, metric,
+                                  block_size=BLOCK * BLOCK // CHANCE_BATCH, **settings)
+               for batch in np.split(ids, range(CHANCE_BATCH, len(ids), CHANCE_BATCH))]
+    return Neighbours(metric, np.concatenate([b.indices for b in batches]),
+                      np.concatenate([b.scores for b in batches]))
 
 
 def frequency_buckets(overlap: np.ndarray, tokens: np.ndarray,

@@ -25,7 +25,7 @@ neighbours of a sample of query rows, and the estimate of a mean over them).
 
 from dhwt.analysis.knn.candidates import TILE
 from dhwt.analysis.knn.exact import (WIDE_SLACK, chance_baseline, knn_match, nearest_neighbours,
-                                     norm_matched_random, phase_times)
+                                     norm_matched_random, phase_times, query_stand_in)
 from dhwt.analysis.knn.gram import BLOCK, PRECISIONS, candidate_precision
 from dhwt.analysis.knn.neighbours import (DEFAULT_K, METRICS, KnnMatch, Neighbours,
                                           average_weights, check_k, choose_k, default_k,
@@ -36,4 +36,5 @@ from dhwt.checks import check_matrix
 __all__ = ["BLOCK", "DEFAULT_K", "METRICS", "PRECISIONS", "SLACK", "TILE", "WIDE_SLACK",
            "KnnMatch", "Neighbours", "average_weights", "candidate_precision", "chance_baseline",
            "check_k", "check_matrix", "choose_k", "default_k", "knn_match", "match_neighbours",
-           "nearest_neighbours", "norm_matched_random", "phase_times", "select_tokens"]
+           "nearest_neighbours", "norm_matched_random", "phase_times", "query_stand_in",
+           "select_tokens"]
