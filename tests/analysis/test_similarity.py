@@ -122,7 +122,7 @@ def test_float32_blocks_stay_within_their_stated_bound(case):
     """whole_space(..., float32=True) against the float64 blocks, within the bounds of its
     docstring: CKA's relative bound and the Procrustes residual's 4 sqrt(d) eps ||X|| ||Y||."""
     rng = np.random.default_rng(21)
-    n, d = 5000, 48  # several chunks of GRAM_ROWS rows and a partial one
+    n, d = 2 * similarity.GRAM_ROWS + 1000, 48  # several chunks of GRAM_ROWS rows, one partial
     x = rng.standard_normal((n, d))
     y = 0.5 * x @ rng.standard_normal((d, 40 if case.startswith("widths") else d))
     y += rng.standard_normal(y.shape)
