@@ -54,8 +54,8 @@ class WholeSpace:
     procrustes: Procrustes
 
 
-def whole_space(x: np.ndarray, y: np.ndarray, *, rotation: bool = True,
-                float32: bool = False) -> WholeSpace:
+def whole_space(x: np.ndarray, y: np.ndarray, *, rotation: bool = True, float32: bool = False,
+                traces: tuple[float, float] | None = None) -> WholeSpace:
     """CKA and Procrustes of x (n, d_x) and y (n, d_y) from the uncentred float64 Gram blocks
     X^T X, Y^T Y, X^T Y (three n d^2 products, streamed over row chunks).
 
@@ -71,6 +71,8 @@ def whole_space(x: np.ndarray, y: np.ndarray, *, rotation: bool = True,
     widths d each Procrustes residual within 4 sqrt(d) eps ||X||_F ||Y||_F (the singular values'
     sum moves at most sqrt(d) ||dG||_F; the traces ||X||_F^2 and ||Y||_F^2 are float64 sums).
     Centring first keeps that bound relative to the spread of the rows, not to their mean.
+    traces: ||x||_F^2 and ||y||_F^2 in float64 where the caller has them (the float32 mode then
+    does not sum them again).
 
     Centring is a rank-one correction, G - s s^T / n with s the column sums (a space whose
     centred block is below 1e-12 of its uncentred one counts as constant: CKA nan); the Procrustes
@@ -84,7 +86,7 @@ def whole_space(x: np.ndarray, y: np.ndarray, *, rotation: bool = True,
     x, y = _pair(x, y)
     n = x.shape[0]
     if float32 and not rotation and x.dtype == y.dtype == np.float32:
-        (gxx, gyy, gxy), (cxx, cyy, cxy), traces = _float32_blocks(x, y)
+        (gxx, gyy, gxy), (cxx, cyy, cxy), traces = _float32_blocks(x, y, traces)
     else:
         gxx, gyy, gxy = (np.zeros((a, b)) for a, b in
                          ((x.shape[1],) * 2, (y.shape[1],) * 2, (x.shape[1], y.shape[1])))
@@ -136,23 +138,23 @@ def _singular_values(g: np.ndarray) -> np.ndarray:
         torch.set_num_threads(threads)
 
 
-def _float32_blocks(x: np.ndarray,
-                    y: np.ndarray) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...],
-                                            tuple[float, float]]:
+def _float32_blocks(x: np.ndarray, y: np.ndarray, traces: tuple[float, float] | None
+                    ) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...], tuple[float, float]]:
     """The uncentred Gram blocks (X^T X, Y^T Y, X^T Y), the centred ones, and the float64
-    traces ||X||_F^2, ||Y||_F^2, from float32 products of centred row chunks (whole_space's
-    float32 mode and its bound): all three blocks as one symmetric product Z^T Z of Z = [X' Y']
-    per chunk (numpy's syrk: 1.3-1.5x three separate products here)."""
+    traces ||X||_F^2, ||Y||_F^2 (summed here unless given), from float32 products of centred row
+    chunks (whole_space's float32 mode and its bound): all three blocks as one symmetric product
+    Z^T Z of Z = [X' Y'] per chunk (numpy's syrk: 1.3-1.5x three separate products here)."""
     n, dx = x.shape
     mu, nu = (np.asarray(side.mean(axis=0, dtype=np.float64), np.float32) for side in (x, y))
     z = np.empty((min(GRAM_ROWS, n), dx + y.shape[1]), np.float32)
     gram = np.zeros((z.shape[1], z.shape[1]))
     sums = np.zeros(z.shape[1])
-    traces = [0.0, 0.0]
+    summed = [0.0, 0.0]
     for s in range(0, n, GRAM_ROWS):
         a, b = x[s:s + GRAM_ROWS], y[s:s + GRAM_ROWS]
-        traces[0] += float(np.einsum("ij,ij->", a, a, dtype=np.float64))
-        traces[1] += float(np.einsum("ij,ij->", b, b, dtype=np.float64))
+        if traces is None:
+            summed[0] += float(np.einsum("ij,ij->", a, a, dtype=np.float64))
+            summed[1] += float(np.einsum("ij,ij->", b, b, dtype=np.float64))
         chunk = z[:len(a)]
         np.subtract(a, mu, out=chunk[:, :dx])
         np.subtract(b, nu, out=chunk[:, dx:])
@@ -163,7 +165,7 @@ def _float32_blocks(x: np.ndarray,
     uncentred = gram + np.outer(sums, means) + np.outer(means, sums) + n * np.outer(means, means)
     parts = (np.s_[:dx, :dx], np.s_[dx:, dx:], np.s_[:dx, dx:])
     return (tuple(uncentred[p] for p in parts), tuple(centred[p] for p in parts),
-            (traces[0], traces[1]))
+            (summed[0], summed[1]) if traces is None else traces)
 
 
 def linear_cka(x: np.ndarray, y: np.ndarray) -> float:

@@ -194,12 +194,9 @@ def query_stand_in(norms: np.ndarray, width: int, queries: np.ndarray,
         raise DhwtError(f"a stand-in seen from its queries needs 1 to {width - 1} of them (fewer "
                         f"than its {width} dimensions), got {b}")
     torch_generator = torch.Generator().manual_seed(int(generator.integers(2**63 - 1)))
-    drawn = torch.randn(len(norms), b, generator=torch_generator).numpy()
-    rest = np.sqrt(generator.chisquare(width - b, len(norms)))
-    scale = norms / np.sqrt(_row_norms(drawn) ** 2 + rest**2)
-    out = np.empty((len(norms), b + 1), np.float32)
-    np.multiply(drawn, scale[:, None], out=out[:, :b], casting="unsafe")
-    out[:, b] = rest * scale
+    out = torch.randn(len(norms), b + 1, generator=torch_generator).numpy()  # (h_j, unused)
+    out[:, b] = np.sqrt(generator.chisquare(width - b, len(norms)))
+    out *= (norms / _row_norms(out)).astype(np.float32)[:, None]
     spanned = np.tril(torch.randn(b, b, generator=torch_generator, dtype=torch.float64).numpy(),
                       -1)
     spanned[np.diag_indices(b)] = np.sqrt(generator.chisquare(width - np.arange(b)))
