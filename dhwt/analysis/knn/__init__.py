@@ -17,7 +17,8 @@ rows 1e15 times longer) are ordered by their rounded values, which another float
 with another summation order may round otherwise (a fuzz of 300 such matrices found only these).
 
 Modules: neighbours (the result types and argument checks), exact (the blocked search of every
-row: nearest_neighbours, knn_match, chance_baseline), candidates (its filter: the best
+row: nearest_neighbours, knn_match, chance_baseline and its stand-ins, norm_matched_random and
+query_stand_in), candidates (its filter: the best
 candidates so far and the block entries that can enter them), gram (the Gram blocks' products
 and their precision), rerank (the float64 re-rank both searches end with), sample (exact
 neighbours of a sample of query rows, and the estimate of a mean over them).
