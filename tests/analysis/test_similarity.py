@@ -122,7 +122,7 @@ def test_float32_blocks_stay_within_their_stated_bound(case):
     """whole_space(..., float32=True) against the float64 blocks, within the bounds of its
     docstring: CKA's relative bound and the Procrustes residual's 4 sqrt(d) eps ||X|| ||Y||."""
     rng = np.random.default_rng(21)
-    n, d = 5000, 48  # several chunks of GRAM_ROWS rows and a partial one
+    n, d = 2 * similarity.GRAM_ROWS + 1000, 48  # several chunks of GRAM_ROWS rows, one partial
     x = rng.standard_normal((n, d))
     y = 0.5 * x @ rng.standard_normal((d, 40 if case.startswith("widths") else d))
     y += rng.standard_normal(y.shape)
@@ -161,3 +161,27 @@ def test_float32_blocks_keep_constant_spaces_and_float64_inputs_exact():
     x64 = x.astype(np.float64) + 1e-9 * rng.standard_normal(x.shape)  # float64: not rounded
     assert (whole_space(x64, 2 * x64, rotation=False, float32=True)
             == whole_space(x64, 2 * x64, rotation=False))
+
+
+def test_copy_residue_against_float64_differences():
+    """float32 differences: exact for a copy after an untie (entries within a factor 2 of each
+    other), else within a relative 2^-24 of the float64 residue."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((3000, 40)).astype(np.float32)
+    for y, rel in ((x + np.float32(1e-3) * rng.standard_normal(x.shape).astype(np.float32), 0),
+                   (rng.standard_normal(x.shape).astype(np.float32), 2.0**-24)):
+        d = x.astype(np.float64) - y.astype(np.float64)
+        exact = np.sqrt((d * d).sum() / (y.astype(np.float64) ** 2).sum())
+        assert abs(similarity.copy_residue(x, y) - exact) <= (rel + 1e-12) * exact  # + sums
+
+
+def test_given_traces_stand_for_the_summed_ones():
+    rng = np.random.default_rng(5)
+    x, y = (rng.standard_normal((3000, 16)).astype(np.float32) for _ in range(2))
+    traces = tuple(float((side.astype(np.float64) ** 2).sum()) for side in (x, y))
+    given = whole_space(x, y, rotation=False, float32=True, traces=traces)
+    summed = whole_space(x, y, rotation=False, float32=True)
+    assert given.cka == summed.cka
+    assert given.procrustes.error == pytest.approx(summed.procrustes.error, rel=1e-12)
+    wrong = whole_space(x, y, rotation=False, float32=True, traces=(traces[0] * 2, traces[1]))
+    assert wrong.procrustes.error > 1.1 * summed.procrustes.error  # the given ones are used

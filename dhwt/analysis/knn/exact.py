@@ -155,12 +155,59 @@ def norm_matched_random(x: np.ndarray, generator: np.random.Generator) -> np.nda
     torch_generator = torch.Generator().manual_seed(int(generator.integers(2**63 - 1)))
     out = torch.empty(x.shape)
     for s in range(0, len(x), _CHUNK):
-        rows = torch.from_numpy(np.asarray(x[s:s + _CHUNK], np.float32))
+        rows = np.asarray(x[s:s + _CHUNK], np.float32)
         torch.randn(rows.shape, generator=torch_generator, out=out[s:s + _CHUNK])
-        out[s:s + _CHUNK] *= (torch.linalg.vector_norm(rows, dim=1, dtype=torch.float64)
+        out[s:s + _CHUNK] *= (torch.from_numpy(_row_norms(rows))
                               / torch.linalg.vector_norm(out[s:s + _CHUNK], dim=1)
                               ).float()[:, None]
     return out.numpy()
+
+
+def query_stand_in(norms: np.ndarray, width: int, queries: np.ndarray,
+                   generator: np.random.Generator) -> np.ndarray:
+    """The norm-matched random stand-in (norm_matched_random) of an (n, width) matrix with row
+    norms `norms`, as its rows `queries` (b of them, b < width) see it: an (n, b + 1) float32
+    matrix whose rows have those norms and whose scores between each query and every row have
+    the joint law of the stand-in's (inner products, so cosines and distances too). n b normal
+    draws and a b + 1 wide search instead of n width of each.
+
+    Why: the stand-in's rows are |x_j| g_j / |g_j|, g_j independent standard normal. Rotate the
+    space so that the queries' g_i span the first b axes (the rotation depends on them alone):
+    they become (l_i, 0) with L L^T = G_Q G_Q^T, a b x b Wishart matrix with width degrees of
+    freedom, whose Cholesky factor L is drawn by Bartlett's decomposition (L_ii^2 chi-square
+    with width - i degrees, i = 0..b-1, L_ij standard normal below the diagonal); every other
+    g_j stays standard normal and independent of them: its first b coordinates h_j are b normal
+    draws and the squared norm of the rest c_j^2 a chi-square draw with width - b degrees. So row j is |x_j| (h_j, c_j) / |(h_j, c_j)| and query row i is |x_i| (l_i, 0) /
+    |l_i|; the scores between two rows that are not queries are not the stand-in's (unused).
+
+    Examples:
+        >>> import numpy as np
+        >>> norms = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
+        >>> s = query_stand_in(norms, 100, np.array([1, 3]), np.random.default_rng(0))
+        >>> s.shape, np.allclose(np.linalg.norm(s, axis=1), norms)
+        ((5, 3), True)
+    """
+    norms, queries = np.asarray(norms, np.float64), np.asarray(queries)
+    b = len(queries)
+    if not 0 < b < width:
+        raise DhwtError(f"a stand-in seen from its queries needs 1 to {width - 1} of them (fewer "
+                        f"than its {width} dimensions), got {b}")
+    torch_generator = torch.Generator().manual_seed(int(generator.integers(2**63 - 1)))
+    out = torch.randn(len(norms), b + 1, generator=torch_generator).numpy()  # (h_j, unused)
+    out[:, b] = np.sqrt(generator.chisquare(width - b, len(norms)))
+    out *= (norms / _row_norms(out)).astype(np.float32)[:, None]
+    spanned = np.tril(torch.randn(b, b, generator=torch_generator, dtype=torch.float64).numpy(),
+                      -1)
+    spanned[np.diag_indices(b)] = np.sqrt(generator.chisquare(width - np.arange(b)))
+    out[queries, :b] = spanned * (norms[queries] / np.linalg.norm(spanned, axis=1))[:, None]
+    out[queries, b] = 0
+    return out
+
+
+def _row_norms(x: np.ndarray) -> np.ndarray:
+    """The float64 norm of each row of x (numpy's einsum: 4x torch's float64 vector_norm of
+    float32 rows here)."""
+    return np.sqrt(np.einsum("ij,ij->i", x, x, dtype=np.float64))
 
 
 #: Rows per chunk of norm_matched_random.

@@ -128,10 +128,12 @@ def _cpu_candidates(q: torch.Tensor, right: torch.Tensor, queries: np.ndarray, m
     block = max(block_size - block_size % TILE, TILE)
     best = Best(len(q), m, columns=n)
     buffer = torch.empty(len(q) * min(block, -(-n // TILE) * TILE))
-    starts = range(0, n, block)
-    for first, start in enumerate(tqdm(starts, desc=f"{name} queries",
-                                       disable=None if progress else True)):
-        stop = min(start + block, n)
+    starts = list(range(0, n, block))
+    if (n - starts[-1]) % TILE and n - starts[-1] > TILE:  # whole tiles, then what is padded
+        starts.append(n - (n - starts[-1]) % TILE)
+    for first, (start, stop) in enumerate(tqdm(list(zip(starts, [*starts[1:], n])),
+                                               desc=f"{name} queries",
+                                               disable=None if progress else True)):
         width = -(-(stop - start) // TILE) * TILE
         rows = right[start:stop]
         if width > stop - start:  # zero rows up to whole tiles, never candidates
