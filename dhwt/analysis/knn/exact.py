@@ -177,8 +177,9 @@ def query_stand_in(norms: np.ndarray, width: int, queries: np.ndarray,
     freedom, whose Cholesky factor L is drawn by Bartlett's decomposition (L_ii^2 chi-square
     with width - i degrees, i = 0..b-1, L_ij standard normal below the diagonal); every other
     g_j stays standard normal and independent of them: its first b coordinates h_j are b normal
-    draws and the squared norm of the rest c_j^2 a chi-square draw with width - b degrees. So row j is |x_j| (h_j, c_j) / |(h_j, c_j)| and query row i is |x_i| (l_i, 0) /
-    |l_i|; the scores between two rows that are not queries are not the stand-in's (unused).
+    draws and the squared norm of the rest c_j^2 a chi-square draw with width - b degrees. So
+    row j is |x_j| (h_j, c_j) / |(h_j, c_j)| and query row i is |x_i| (l_i, 0) / |l_i|; the
+    scores between two rows that are not queries are not the stand-in's (unused).
 
     Examples:
         >>> import numpy as np
