@@ -89,26 +89,27 @@ def batch(shape: Shape, device: torch.device) -> tuple[torch.Tensor, torch.Tenso
     return tokens[:, :-1].contiguous().to(device), tokens[:, 1:].contiguous().to(device)
 
 
-def dhwt_step(shape: Shape, dropout: float, precision: str,
-              device: torch.device) -> tuple[Callable[[], float], int]:
+def dhwt_step(shape: Shape, dropout: float, precision: str, device: torch.device,
+              compiled: bool = False) -> tuple[Callable[[], float], int]:
     config = ModelConfig(
         vocab_size=shape.vocab, max_len=shape.context, d_model=shape.d, n_layers=shape.layers,
         n_heads=shape.heads, d_ff=shape.d_ff, dropout=dropout, ff_dropout=False,
         activation=shape.activation, norm="pre", final_norm=True, positions="sinusoidal",
         causal=True, emb_init="xavier", emb_scale=True, init="xavier")
     model = Transformer(config, [1], tied=False).to(device)
+    net = torch.compile(model) if compiled else model  # as the trainer's `compile = true`
     inputs, targets = (t[None] for t in batch(shape, device))
     weights = torch.full(targets.shape, 1.0 / targets.numel(), device=device)  # mean CE
 
     def loss() -> torch.Tensor:
         with autocast(precision, device):
-            return model(inputs, targets=targets, weights=weights).sum()
+            return net(inputs, targets=targets, weights=weights).sum()
 
     return _step(model, loss, model.parameters()), _dense_params(model)
 
 
-def hf_step(shape: Shape, dropout: float, precision: str,
-            device: torch.device) -> tuple[Callable[[], float], int]:
+def hf_step(shape: Shape, dropout: float, precision: str, device: torch.device,
+            compiled: bool = False) -> tuple[Callable[[], float], int]:
     from transformers import GPT2Config, GPT2LMHeadModel
 
     config = GPT2Config(
@@ -120,11 +121,12 @@ def hf_step(shape: Shape, dropout: float, precision: str,
     torch.manual_seed(0)
     model = GPT2LMHeadModel(config).to(device)
     model.train()
+    net = torch.compile(model) if compiled else model
     inputs, targets = batch(shape, device)
 
     def loss() -> torch.Tensor:
         with autocast(precision, device):
-            logits = model(input_ids=inputs).logits
+            logits = net(input_ids=inputs).logits
         return F.cross_entropy(logits.float().reshape(-1, shape.vocab), targets.reshape(-1))
 
     return _step(model, loss, model.parameters()), _dense_params(model)
@@ -190,13 +192,24 @@ def _sync(device: torch.device) -> None:
 
 
 def measure(shape_name: str, dropout: float, rounds: int, steps: int, precision: str,
-            device: torch.device) -> dict[str, float]:
+            device: torch.device, compiled: bool = False) -> dict[str, float]:
+    """Tokens/s, MFU and parameters of each runner (dhwt, hf; with `compiled` also "dhwt
+    compiled" and "hf compiled"), keyed "<runner>_<what>", and the measured peak. A compiled
+    runner's compile time (its two warm-up steps less two timed steps) is "<runner>_compile_s",
+    outside its tokens/s."""
     shape = SHAPES[shape_name]
     tokens = shape.batch * shape.context
     runners = {"dhwt": dhwt_step(shape, dropout, precision, device),
                "hf": hf_step(shape, dropout, precision, device)}
-    for run, _ in runners.values():  # warm-up: allocator, threads, first AdamW state
+    if compiled:
+        runners["dhwt compiled"] = dhwt_step(shape, dropout, precision, device, compiled=True)
+        runners["hf compiled"] = hf_step(shape, dropout, precision, device, compiled=True)
+    warm_up = {}
+    for name, (run, _) in runners.items():  # allocator, threads, first AdamW state, compiling
+        start = time.perf_counter()
         run()
+        run()
+        warm_up[name] = time.perf_counter() - start
     times: dict[str, list[float]] = {name: [] for name in runners}
     peaks = []
     for _ in range(rounds):
@@ -209,10 +222,11 @@ def measure(shape_name: str, dropout: float, rounds: int, steps: int, precision:
     peak = statistics.median(peaks)
     result = {"peak_gflops": peak}
     for name, values in times.items():
-        rate = tokens / statistics.median(values)
-        result[f"{name}_tokens_s"] = rate
-        result[f"{name}_mfu"] = rate * flops_per_token(shape) / (peak * 1e9)
+        step = statistics.median(values)
+        result[f"{name}_tokens_s"] = tokens / step
+        result[f"{name}_mfu"] = tokens / step * flops_per_token(shape) / (peak * 1e9)
         result[f"{name}_params"] = runners[name][1]
+        result[f"{name}_compile_s"] = warm_up[name] - 2 * step
     result["ratio"] = result["dhwt_tokens_s"] / result["hf_tokens_s"]
     return result
 
@@ -277,6 +291,8 @@ def main() -> None:
     parser.add_argument("--dropout", type=float, action="append")
     parser.add_argument("--precision", action="append", choices=["fp32", "bf16-mixed"])
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--compile", action="store_true",
+                        help="also time both models through torch.compile (compile time apart)")
     parser.add_argument("--profile", action="store_true",
                         help="where the time of a step goes, instead of the throughput (CPU, "
                              "fp32)")
@@ -301,8 +317,9 @@ def main() -> None:
 
 def report(shape_name: str, dropout: float, precision: str, device: torch.device,
            args: argparse.Namespace) -> None:
-    """Measure one shape, dropout and precision, and print its line."""
-    r = measure(shape_name, dropout, args.rounds, args.steps, precision, device)
+    """Measure one shape, dropout and precision, and print its line (and with --compile a
+    second one, of the compiled models)."""
+    r = measure(shape_name, dropout, args.rounds, args.steps, precision, device, args.compile)
     s = SHAPES[shape_name]
     print(f"{shape_name} (d {s.d}, {s.layers} layers, batch {s.batch} x {s.context}, "
           f"V {s.vocab}), dropout {dropout}, {precision}: dhwt {r['dhwt_tokens_s']:.0f} tok/s "
@@ -310,6 +327,14 @@ def report(shape_name: str, dropout: float, precision: str, device: torch.device
           f"{r['hf_mfu']:.1%}), ratio {r['ratio']:.3f} (target >= 1.1); matmul peak "
           f"{r['peak_gflops']:.0f} GFLOP/s; dense params dhwt {r['dhwt_params']:,} "
           f"HF {r['hf_params']:,}; load {_load()}", flush=True)
+    if args.compile:
+        dhwt, hf = r["dhwt compiled_tokens_s"], r["hf compiled_tokens_s"]
+        print(f"  torch.compile: dhwt {dhwt:.0f} tok/s (MFU {r['dhwt compiled_mfu']:.1%}, "
+              f"compiling {r['dhwt compiled_compile_s']:.0f} s), HF GPT-2 {hf:.0f} tok/s (MFU "
+              f"{r['hf compiled_mfu']:.1%}, compiling {r['hf compiled_compile_s']:.0f} s); "
+              f"ratio compiled/compiled {dhwt / hf:.3f}, dhwt compiled / HF eager "
+              f"{dhwt / r['hf_tokens_s']:.3f}; compiled/eager dhwt "
+              f"{dhwt / r['dhwt_tokens_s']:.3f}, HF {hf / r['hf_tokens_s']:.3f}", flush=True)
 
 
 def _load() -> str:
