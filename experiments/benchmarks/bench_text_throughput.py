@@ -30,7 +30,7 @@ QK^T and AV, forward and backward). Peak: median GFLOP/s of a 2048^3 float32 tor
     nice -n 10 .venv/bin/python experiments/benchmarks/bench_text_throughput.py \\
         [--shape cpu] [--shape small] [--shape blog] [--rounds 5] [--steps 5] [--threads 2] \\
         [--dropout 0.1] [--precision fp32] [--precision bf16-mixed] [--device cpu|cuda] \\
-        [--profile]
+        [--compile] [--profile]
 
 `--profile` instead times single steps under torch.profiler (alternating, `--rounds` of them)
 and prints where each step's time goes: matmuls of the layers and of the output layer, the
@@ -44,6 +44,12 @@ and the loss of its float32-cast logits), fp32 everything in float32; each preci
 timed. `--device cuda` times on the GPU (steps end with a read of the loss, so each timed step is
 complete), with the peak a 8192^3 product in the step's precision (bfloat16 for bf16-mixed, TF32
 off for fp32).
+
+`--compile` also times both models through torch.compile (dhwt's as the trainer's `compile =
+true` does it: the model, its loss path included; HF's model), alternating with the eager ones
+in the same rounds, and prints a second line: the compiled rates, each model's compile time (its
+two warm-up steps less two timed steps; outside the tokens/s), and the ratios compiled/compiled,
+dhwt compiled / HF eager and compiled/eager per model. On the CPU it needs a C++ compiler.
 
 Needs the bench extra (`pip install -e '.[bench]'`) for transformers, imported lazily.
 """
