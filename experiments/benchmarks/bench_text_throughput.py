@@ -51,6 +51,10 @@ in the same rounds, and prints a second line: the compiled rates, each model's c
 two warm-up steps less two timed steps; outside the tokens/s), and the ratios compiled/compiled,
 dhwt compiled / HF eager and compiled/eager per model. On the CPU it needs a C++ compiler.
 
+`--floor` also times the Skeleton: the same matmuls (HF's layout), embedding lookup and fused
+AdamW with nothing else, and prints its tokens/s over HF's: the most that any change to the
+other ops (LayerNorm, activation, softmax, dropout, loss) could make of the ratio.
+
 Needs the bench extra (`pip install -e '.[bench]'`) for transformers, imported lazily.
 """
 
@@ -138,6 +142,67 @@ def hf_step(shape: Shape, dropout: float, precision: str, device: torch.device,
     return _step(model, loss, model.parameters()), _dense_params(model)
 
 
+class Skeleton(torch.nn.Module):
+    """The step's matmuls alone (HF's token-major layout): embedding lookup, per layer the
+    in-projection, QK^T and AV of every head, the out-projection and the two feed-forward
+    products with the residual adds, then the output layer; no LayerNorm, activation, softmax,
+    dropout or loss (the logits' backward starts from a fixed gradient)."""
+
+    def __init__(self, shape: Shape):
+        super().__init__()
+        s = shape
+        self.shape = s
+        draw = torch.Generator().manual_seed(0)
+
+        def weight(*size: int) -> torch.nn.Parameter:
+            return torch.nn.Parameter(torch.randn(*size, generator=draw) * 0.02)
+
+        self.embedding, self.output = weight(s.vocab, s.d), weight(s.vocab, s.d)
+        self.layers = torch.nn.ParameterList(
+            weight(*size) for _ in range(s.layers) for size in (
+                (3 * s.d, s.d), (3 * s.d,), (s.d, s.d), (s.d,), (s.d_ff, s.d), (s.d_ff,),
+                (s.d, s.d_ff), (s.d,)))
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        s = self.shape
+        x = F.embedding(inputs.reshape(-1), self.embedding)  # (T, d)
+        for i in range(s.layers):
+            w_in, b_in, w_out, b_out, w_1, b_1, w_2, b_2 = self.layers[8 * i:8 * i + 8]
+            q, k, v = F.linear(x, w_in, b_in).view(
+                s.batch, s.context, 3, s.heads, s.d // s.heads).permute(2, 0, 3, 1, 4)
+            heads = ((q @ k.transpose(-2, -1)) @ v).transpose(1, 2).reshape(-1, s.d)
+            x = x + F.linear(heads, w_out, b_out)
+            x = x + F.linear(F.linear(x, w_1, b_1), w_2, b_2)
+        return F.linear(x, self.output)
+
+
+def skeleton_step(shape: Shape, device: torch.device) -> tuple[Callable[[], float], int]:
+    """A training step of the Skeleton, with the same fused AdamW: the floor of both models'
+    steps (see --floor)."""
+    model = Skeleton(shape).to(device)
+    inputs = batch(shape, device)[0]
+    grad = torch.randn(inputs.numel(), shape.vocab, device=device) / inputs.numel()
+
+    def loss() -> torch.Tensor:
+        return _Seeded.apply(model(inputs), grad)
+
+    return _step(model, loss, model.parameters()), _dense_params(model)
+
+
+class _Seeded(torch.autograd.Function):
+    """A zero whose backward hands `grad` to the logits: their backward starts there without a
+    pass over them."""
+
+    @staticmethod
+    def forward(ctx, logits, grad):  # type: ignore[override]
+        ctx.grad = grad
+        return logits.new_zeros(())
+
+    @staticmethod
+    def backward(ctx, _):  # type: ignore[override]
+        return ctx.grad, None
+
+
 def _step(model: torch.nn.Module, loss: Callable[[], torch.Tensor],
           params) -> Callable[[], float]:
     params = list(params)
@@ -159,7 +224,7 @@ def _step(model: torch.nn.Module, loss: Callable[[], torch.Tensor],
 def _dense_params(model: torch.nn.Module) -> int:
     """Parameters every token touches: all but the input embedding and position tables."""
     skip = ("embeddings.input_weight", "transformer.wte.weight", "transformer.wpe.weight",
-            "positions")
+            "positions", "embedding")
     total = 0
     for name, p in model.named_parameters():
         if name.endswith(skip):
@@ -198,11 +263,12 @@ def _sync(device: torch.device) -> None:
 
 
 def measure(shape_name: str, dropout: float, rounds: int, steps: int, precision: str,
-            device: torch.device, compiled: bool = False) -> dict[str, float]:
+            device: torch.device, compiled: bool = False,
+            floor: bool = False) -> dict[str, float]:
     """Tokens/s, MFU and parameters of each runner (dhwt, hf; with `compiled` also "dhwt
     compiled" and "hf compiled"), keyed "<runner>_<what>", and the measured peak. A compiled
     runner's compile time (its two warm-up steps less two timed steps) is "<runner>_compile_s",
-    outside its tokens/s."""
+    outside its tokens/s. With `floor` also "skeleton" (Skeleton, in float32)."""
     shape = SHAPES[shape_name]
     tokens = shape.batch * shape.context
     runners = {"dhwt": dhwt_step(shape, dropout, precision, device),
@@ -210,6 +276,8 @@ def measure(shape_name: str, dropout: float, rounds: int, steps: int, precision:
     if compiled:
         runners["dhwt compiled"] = dhwt_step(shape, dropout, precision, device, compiled=True)
         runners["hf compiled"] = hf_step(shape, dropout, precision, device, compiled=True)
+    if floor:
+        runners["skeleton"] = skeleton_step(shape, device)
     warm_up = {}
     for name, (run, _) in runners.items():  # allocator, threads, first AdamW state, compiling
         start = time.perf_counter()
@@ -297,6 +365,8 @@ def main() -> None:
     parser.add_argument("--dropout", type=float, action="append")
     parser.add_argument("--precision", action="append", choices=["fp32", "bf16-mixed"])
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--floor", action="store_true",
+                        help="also time a step of the matmuls and AdamW alone (Skeleton)")
     parser.add_argument("--compile", action="store_true",
                         help="also time both models through torch.compile (compile time apart)")
     parser.add_argument("--profile", action="store_true",
@@ -325,7 +395,8 @@ def report(shape_name: str, dropout: float, precision: str, device: torch.device
            args: argparse.Namespace) -> None:
     """Measure one shape, dropout and precision, and print its line (and with --compile a
     second one, of the compiled models)."""
-    r = measure(shape_name, dropout, args.rounds, args.steps, precision, device, args.compile)
+    r = measure(shape_name, dropout, args.rounds, args.steps, precision, device, args.compile,
+                args.floor)
     s = SHAPES[shape_name]
     print(f"{shape_name} (d {s.d}, {s.layers} layers, batch {s.batch} x {s.context}, "
           f"V {s.vocab}), dropout {dropout}, {precision}: dhwt {r['dhwt_tokens_s']:.0f} tok/s "
@@ -333,6 +404,11 @@ def report(shape_name: str, dropout: float, precision: str, device: torch.device
           f"{r['hf_mfu']:.1%}), ratio {r['ratio']:.3f} (target >= 1.1); matmul peak "
           f"{r['peak_gflops']:.0f} GFLOP/s; dense params dhwt {r['dhwt_params']:,} "
           f"HF {r['hf_params']:,}; load {_load()}", flush=True)
+    if args.floor:
+        print(f"  floor: the matmuls, embedding lookup and AdamW alone "
+              f"{r['skeleton_tokens_s']:.0f} tok/s; floor / HF GPT-2 "
+              f"{r['skeleton_tokens_s'] / r['hf_tokens_s']:.3f} (the largest ratio a change "
+              f"outside them can give)", flush=True)
     if args.compile:
         dhwt, hf = r["dhwt compiled_tokens_s"], r["hf compiled_tokens_s"]
         print(f"  torch.compile: dhwt {dhwt:.0f} tok/s (MFU {r['dhwt compiled_mfu']:.1%}, "
