@@ -30,7 +30,7 @@ QK^T and AV, forward and backward). Peak: median GFLOP/s of a 2048^3 float32 tor
     nice -n 10 .venv/bin/python experiments/benchmarks/bench_text_throughput.py \\
         [--shape cpu] [--shape small] [--shape blog] [--rounds 5] [--steps 5] [--threads 2] \\
         [--dropout 0.1] [--precision fp32] [--precision bf16-mixed] [--device cpu|cuda] \\
-        [--compile] [--profile]
+        [--compile] [--floor] [--profile]
 
 `--profile` instead times single steps under torch.profiler (alternating, `--rounds` of them)
 and prints where each step's time goes: matmuls of the layers and of the output layer, the
