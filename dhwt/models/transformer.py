@@ -53,6 +53,20 @@ def causal_mask(length: int, device: torch.device) -> torch.Tensor:
     return torch.ones(length, length, dtype=torch.bool, device=device).tril()
 
 
+def _score_bias(allowed: torch.Tensor | None, heads: int, dtype: torch.dtype,
+                device: torch.device) -> torch.Tensor:
+    """What the attention scores (N * heads, L, L) start from: 0 where a query may attend to a
+    key, -inf elsewhere; allowed (L, L) or (N, 1, L, L) bool, or None (every key: a zero that
+    broadcasts)."""
+    if allowed is None:
+        return torch.zeros(1, 1, 1, dtype=dtype, device=device)
+    bias = torch.zeros(allowed.shape, dtype=dtype, device=device).masked_fill_(
+        ~allowed, float("-inf"))
+    if bias.dim() == 2:
+        return bias.unsqueeze(0)
+    return bias.expand(-1, heads, -1, -1).flatten(0, 1)
+
+
 Draw = Callable[[tuple[int, int], torch.Generator], torch.Tensor]
 
 
@@ -143,12 +157,13 @@ class Block(nn.Module):
             heads = sdpa.member_dropout_attention(q, k, v, allowed, c.causal, c.dropout,
                                                   generators)
         elif drop is not None:
-            scores = (q @ k.transpose(-2, -1)) / math.sqrt(c.head_dim)
             if allowed is None and c.causal:
                 allowed = causal_mask(length, qkv.device)
-            if allowed is not None:
-                scores = scores.masked_fill(~allowed, float("-inf"))
-            weights = scores.softmax(dim=-1, dtype=torch.float32 if q.dtype in HALF else None)
+            scores = torch.baddbmm(  # the scale and the mask in the product: no passes of their own
+                _score_bias(allowed, c.n_heads, q.dtype, q.device), q.flatten(0, 1),
+                k.flatten(0, 1).mT, alpha=c.head_dim**-0.5)
+            weights = scores.view(members * batch, c.n_heads, length, length).softmax(
+                dim=-1, dtype=torch.float32 if q.dtype in HALF else None)
             heads = drop(weights) @ v
         elif allowed is None:
             heads = F.scaled_dot_product_attention(q, k, v, is_causal=c.causal)

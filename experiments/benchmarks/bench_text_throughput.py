@@ -30,7 +30,7 @@ QK^T and AV, forward and backward). Peak: median GFLOP/s of a 2048^3 float32 tor
     nice -n 10 .venv/bin/python experiments/benchmarks/bench_text_throughput.py \\
         [--shape cpu] [--shape small] [--shape blog] [--rounds 5] [--steps 5] [--threads 2] \\
         [--dropout 0.1] [--precision fp32] [--precision bf16-mixed] [--device cpu|cuda] \\
-        [--profile]
+        [--compile] [--floor] [--profile]
 
 `--profile` instead times single steps under torch.profiler (alternating, `--rounds` of them)
 and prints where each step's time goes: matmuls of the layers and of the output layer, the
@@ -44,6 +44,16 @@ and the loss of its float32-cast logits), fp32 everything in float32; each preci
 timed. `--device cuda` times on the GPU (steps end with a read of the loss, so each timed step is
 complete), with the peak a 8192^3 product in the step's precision (bfloat16 for bf16-mixed, TF32
 off for fp32).
+
+`--compile` also times both models through torch.compile (dhwt's as the trainer's `compile =
+true` does it: the model, its loss path included; HF's model), alternating with the eager ones
+in the same rounds, and prints a second line: the compiled rates, each model's compile time (its
+two warm-up steps less two timed steps; outside the tokens/s), and the ratios compiled/compiled,
+dhwt compiled / HF eager and compiled/eager per model. On the CPU it needs a C++ compiler.
+
+`--floor` also times the Skeleton: the same matmuls (HF's layout), embedding lookup and fused
+AdamW with nothing else, and prints its tokens/s over HF's: the most that any change to the
+other ops (LayerNorm, activation, softmax, dropout, loss) could make of the ratio.
 
 Needs the bench extra (`pip install -e '.[bench]'`) for transformers, imported lazily.
 """
@@ -89,26 +99,27 @@ def batch(shape: Shape, device: torch.device) -> tuple[torch.Tensor, torch.Tenso
     return tokens[:, :-1].contiguous().to(device), tokens[:, 1:].contiguous().to(device)
 
 
-def dhwt_step(shape: Shape, dropout: float, precision: str,
-              device: torch.device) -> tuple[Callable[[], float], int]:
+def dhwt_step(shape: Shape, dropout: float, precision: str, device: torch.device,
+              compiled: bool = False) -> tuple[Callable[[], float], int]:
     config = ModelConfig(
         vocab_size=shape.vocab, max_len=shape.context, d_model=shape.d, n_layers=shape.layers,
         n_heads=shape.heads, d_ff=shape.d_ff, dropout=dropout, ff_dropout=False,
         activation=shape.activation, norm="pre", final_norm=True, positions="sinusoidal",
         causal=True, emb_init="xavier", emb_scale=True, init="xavier")
     model = Transformer(config, [1], tied=False).to(device)
+    net = torch.compile(model) if compiled else model  # as the trainer's `compile = true`
     inputs, targets = (t[None] for t in batch(shape, device))
     weights = torch.full(targets.shape, 1.0 / targets.numel(), device=device)  # mean CE
 
     def loss() -> torch.Tensor:
         with autocast(precision, device):
-            return model(inputs, targets=targets, weights=weights).sum()
+            return net(inputs, targets=targets, weights=weights).sum()
 
     return _step(model, loss, model.parameters()), _dense_params(model)
 
 
-def hf_step(shape: Shape, dropout: float, precision: str,
-            device: torch.device) -> tuple[Callable[[], float], int]:
+def hf_step(shape: Shape, dropout: float, precision: str, device: torch.device,
+            compiled: bool = False) -> tuple[Callable[[], float], int]:
     from transformers import GPT2Config, GPT2LMHeadModel
 
     config = GPT2Config(
@@ -120,14 +131,76 @@ def hf_step(shape: Shape, dropout: float, precision: str,
     torch.manual_seed(0)
     model = GPT2LMHeadModel(config).to(device)
     model.train()
+    net = torch.compile(model) if compiled else model
     inputs, targets = batch(shape, device)
 
     def loss() -> torch.Tensor:
         with autocast(precision, device):
-            logits = model(input_ids=inputs).logits
+            logits = net(input_ids=inputs).logits
         return F.cross_entropy(logits.float().reshape(-1, shape.vocab), targets.reshape(-1))
 
     return _step(model, loss, model.parameters()), _dense_params(model)
+
+
+class Skeleton(torch.nn.Module):
+    """The step's matmuls alone (HF's token-major layout): embedding lookup, per layer the
+    in-projection, QK^T and AV of every head, the out-projection and the two feed-forward
+    products with the residual adds, then the output layer; no LayerNorm, activation, softmax,
+    dropout or loss (the logits' backward starts from a fixed gradient)."""
+
+    def __init__(self, shape: Shape):
+        super().__init__()
+        s = shape
+        self.shape = s
+        draw = torch.Generator().manual_seed(0)
+
+        def weight(*size: int) -> torch.nn.Parameter:
+            return torch.nn.Parameter(torch.randn(*size, generator=draw) * 0.02)
+
+        self.embedding, self.output = weight(s.vocab, s.d), weight(s.vocab, s.d)
+        self.layers = torch.nn.ParameterList(
+            weight(*size) for _ in range(s.layers) for size in (
+                (3 * s.d, s.d), (3 * s.d,), (s.d, s.d), (s.d,), (s.d_ff, s.d), (s.d_ff,),
+                (s.d, s.d_ff), (s.d,)))
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        s = self.shape
+        x = F.embedding(inputs.reshape(-1), self.embedding)  # (T, d)
+        for i in range(s.layers):
+            w_in, b_in, w_out, b_out, w_1, b_1, w_2, b_2 = self.layers[8 * i:8 * i + 8]
+            q, k, v = F.linear(x, w_in, b_in).view(
+                s.batch, s.context, 3, s.heads, s.d // s.heads).permute(2, 0, 3, 1, 4)
+            heads = ((q @ k.transpose(-2, -1)) @ v).transpose(1, 2).reshape(-1, s.d)
+            x = x + F.linear(heads, w_out, b_out)
+            x = x + F.linear(F.linear(x, w_1, b_1), w_2, b_2)
+        return F.linear(x, self.output)
+
+
+def skeleton_step(shape: Shape, device: torch.device) -> tuple[Callable[[], float], int]:
+    """A training step of the Skeleton, with the same fused AdamW: the floor of both models'
+    steps (see --floor)."""
+    model = Skeleton(shape).to(device)
+    inputs = batch(shape, device)[0]
+    grad = torch.randn(inputs.numel(), shape.vocab, device=device) / inputs.numel()
+
+    def loss() -> torch.Tensor:
+        return _Seeded.apply(model(inputs), grad)
+
+    return _step(model, loss, model.parameters()), _dense_params(model)
+
+
+class _Seeded(torch.autograd.Function):
+    """A zero whose backward hands `grad` to the logits: their backward starts there without a
+    pass over them."""
+
+    @staticmethod
+    def forward(ctx, logits, grad):  # type: ignore[override]
+        ctx.grad = grad
+        return logits.new_zeros(())
+
+    @staticmethod
+    def backward(ctx, _):  # type: ignore[override]
+        return ctx.grad, None
 
 
 def _step(model: torch.nn.Module, loss: Callable[[], torch.Tensor],
@@ -151,7 +224,7 @@ def _step(model: torch.nn.Module, loss: Callable[[], torch.Tensor],
 def _dense_params(model: torch.nn.Module) -> int:
     """Parameters every token touches: all but the input embedding and position tables."""
     skip = ("embeddings.input_weight", "transformer.wte.weight", "transformer.wpe.weight",
-            "positions")
+            "positions", "embedding")
     total = 0
     for name, p in model.named_parameters():
         if name.endswith(skip):
@@ -190,13 +263,27 @@ def _sync(device: torch.device) -> None:
 
 
 def measure(shape_name: str, dropout: float, rounds: int, steps: int, precision: str,
-            device: torch.device) -> dict[str, float]:
+            device: torch.device, compiled: bool = False,
+            floor: bool = False) -> dict[str, float]:
+    """Tokens/s, MFU and parameters of each runner (dhwt, hf; with `compiled` also "dhwt
+    compiled" and "hf compiled"), keyed "<runner>_<what>", and the measured peak. A compiled
+    runner's compile time (its two warm-up steps less two timed steps) is "<runner>_compile_s",
+    outside its tokens/s. With `floor` also "skeleton" (Skeleton, in float32)."""
     shape = SHAPES[shape_name]
     tokens = shape.batch * shape.context
     runners = {"dhwt": dhwt_step(shape, dropout, precision, device),
                "hf": hf_step(shape, dropout, precision, device)}
-    for run, _ in runners.values():  # warm-up: allocator, threads, first AdamW state
+    if compiled:
+        runners["dhwt compiled"] = dhwt_step(shape, dropout, precision, device, compiled=True)
+        runners["hf compiled"] = hf_step(shape, dropout, precision, device, compiled=True)
+    if floor:
+        runners["skeleton"] = skeleton_step(shape, device)
+    warm_up = {}
+    for name, (run, _) in runners.items():  # allocator, threads, first AdamW state, compiling
+        start = time.perf_counter()
         run()
+        run()
+        warm_up[name] = time.perf_counter() - start
     times: dict[str, list[float]] = {name: [] for name in runners}
     peaks = []
     for _ in range(rounds):
@@ -209,10 +296,11 @@ def measure(shape_name: str, dropout: float, rounds: int, steps: int, precision:
     peak = statistics.median(peaks)
     result = {"peak_gflops": peak}
     for name, values in times.items():
-        rate = tokens / statistics.median(values)
-        result[f"{name}_tokens_s"] = rate
-        result[f"{name}_mfu"] = rate * flops_per_token(shape) / (peak * 1e9)
+        step = statistics.median(values)
+        result[f"{name}_tokens_s"] = tokens / step
+        result[f"{name}_mfu"] = tokens / step * flops_per_token(shape) / (peak * 1e9)
         result[f"{name}_params"] = runners[name][1]
+        result[f"{name}_compile_s"] = warm_up[name] - 2 * step
     result["ratio"] = result["dhwt_tokens_s"] / result["hf_tokens_s"]
     return result
 
@@ -277,6 +365,10 @@ def main() -> None:
     parser.add_argument("--dropout", type=float, action="append")
     parser.add_argument("--precision", action="append", choices=["fp32", "bf16-mixed"])
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--floor", action="store_true",
+                        help="also time a step of the matmuls and AdamW alone (Skeleton)")
+    parser.add_argument("--compile", action="store_true",
+                        help="also time both models through torch.compile (compile time apart)")
     parser.add_argument("--profile", action="store_true",
                         help="where the time of a step goes, instead of the throughput (CPU, "
                              "fp32)")
@@ -301,8 +393,10 @@ def main() -> None:
 
 def report(shape_name: str, dropout: float, precision: str, device: torch.device,
            args: argparse.Namespace) -> None:
-    """Measure one shape, dropout and precision, and print its line."""
-    r = measure(shape_name, dropout, args.rounds, args.steps, precision, device)
+    """Measure one shape, dropout and precision, and print its line (and with --compile a
+    second one, of the compiled models)."""
+    r = measure(shape_name, dropout, args.rounds, args.steps, precision, device, args.compile,
+                args.floor)
     s = SHAPES[shape_name]
     print(f"{shape_name} (d {s.d}, {s.layers} layers, batch {s.batch} x {s.context}, "
           f"V {s.vocab}), dropout {dropout}, {precision}: dhwt {r['dhwt_tokens_s']:.0f} tok/s "
@@ -310,6 +404,19 @@ def report(shape_name: str, dropout: float, precision: str, device: torch.device
           f"{r['hf_mfu']:.1%}), ratio {r['ratio']:.3f} (target >= 1.1); matmul peak "
           f"{r['peak_gflops']:.0f} GFLOP/s; dense params dhwt {r['dhwt_params']:,} "
           f"HF {r['hf_params']:,}; load {_load()}", flush=True)
+    if args.floor:
+        print(f"  floor: the matmuls, embedding lookup and AdamW alone "
+              f"{r['skeleton_tokens_s']:.0f} tok/s; floor / HF GPT-2 "
+              f"{r['skeleton_tokens_s'] / r['hf_tokens_s']:.3f} (the largest ratio a change "
+              f"outside them can give)", flush=True)
+    if args.compile:
+        dhwt, hf = r["dhwt compiled_tokens_s"], r["hf compiled_tokens_s"]
+        print(f"  torch.compile: dhwt {dhwt:.0f} tok/s (MFU {r['dhwt compiled_mfu']:.1%}, "
+              f"compiling {r['dhwt compiled_compile_s']:.0f} s), HF GPT-2 {hf:.0f} tok/s (MFU "
+              f"{r['hf compiled_mfu']:.1%}, compiling {r['hf compiled_compile_s']:.0f} s); "
+              f"ratio compiled/compiled {dhwt / hf:.3f}, dhwt compiled / HF eager "
+              f"{dhwt / r['hf_tokens_s']:.3f}; compiled/eager dhwt "
+              f"{dhwt / r['dhwt_tokens_s']:.3f}, HF {hf / r['hf_tokens_s']:.3f}", flush=True)
 
 
 def _load() -> str:

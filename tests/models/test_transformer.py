@@ -302,12 +302,13 @@ def test_left_padding_in_causal_mode_stays_finite(dropout):
     assert all(torch.isfinite(p.grad).all() for p in model.parameters())
 
 
+@pytest.mark.parametrize("width", [8, 12], ids=["scale-power-of-2", "scale-inexact"])
 @pytest.mark.parametrize("causal", [False, True], ids=["mlm", "clm"])
-def test_explicit_attention_path_equals_sdpa_path(causal):
+def test_explicit_attention_path_equals_sdpa_path(causal, width):
     """With dropout > 0 in training the attention softmax is computed by hand (so its dropout
     uses the members' generators); at a vanishing rate it must equal the SDPA path (eval)."""
     config = ModelConfig(
-        vocab_size=7, max_len=8, d_model=8, n_heads=2, d_ff=8, causal=causal, dropout=1e-9
+        vocab_size=7, max_len=8, d_model=width, n_heads=2, d_ff=8, causal=causal, dropout=1e-9
     )
     model = Transformer(config, SEEDS, tied=True)
     _randomise(model, seed=3)
