@@ -294,14 +294,15 @@ def figure(runs: list[Arm], path: Path, title: str) -> None:
 
 
 def difference_figure(runs: list[Arm], path: Path, title: str, margin: float | None) -> None:
-    """Left: valid perplexity by step, each run's mean over its seeds (runs of one seed dotted).
+    """Left: valid perplexity by step, each run's mean over its seeds (runs of one seed dotted;
+    20 colours, so that up to 20 runs are told apart).
     Right: each comparison of at least 2 seeds at the last step both runs reached: the seeds'
     paired differences (dots), their mean and 95% t interval, the margin shaded."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5), width_ratios=(1, 1.2))
     for index, run in enumerate(runs):
         steps, table = run.splits["valid"]
         keep = steps > 0
-        left.plot(steps[keep], np.exp(table[keep].mean(axis=1)), color=f"C{index % 10}",
+        left.plot(steps[keep], np.exp(table[keep].mean(axis=1)), color=plt.cm.tab20(index % 20),
                   ls="-" if len(run.seeds) > 1 else ":", marker="o", ms=3,
                   label=f"{run.name} (seeds {', '.join(map(str, run.seeds))})")
     left.set(xlabel="step", ylabel="valid perplexity (mean over seeds)", yscale="log",
