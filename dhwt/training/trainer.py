@@ -69,8 +69,8 @@ step whose loss went wrong.
 Precision (dhwt.training.precision). The forward passes of training and evaluation run under
 the run's precision (fp32, or bf16-mixed autocast); tf32 is set for the run and restored
 after. AdamW is fused (one kernel for every tensor); `compile` puts the training
-forward through torch.compile (on the CPU it did not make a training step faster, at the WikiText
-and GPT-2-small shapes: experiments/wikitext/README.md).
+forward through torch.compile (on a CPU it paid at the GPT-2-small shape, 1.10x, and cost at the
+WikiText one, 0.85x: experiments/wikitext/README.md).
 """
 
 from __future__ import annotations
