@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from dhwt.analysis.knn import (BLOCK, Neighbours, choose_k, match_neighbours, nearest_neighbours,
-                               norm_matched_random, query_stand_in)
+                               norm_matched_random, query_stand_in, row_squares)
 from dhwt.analysis.frequency import check_counts, count_span, frequency_groups
 from dhwt.analysis.knn.sample import Estimate, mean_estimate, sample_queries, sampled_neighbours
 from dhwt.analysis.similarity import copy_residue, whole_space
@@ -159,7 +159,7 @@ def diagnose(e_in: np.ndarray, e_out: np.ndarray, *, k: int | None = None, metri
                                                 device=device)
                              for e, side in ((e_in, "input"), (e_out, "output")))
     match = match_neighbours(near_in, near_out, tokens=ids)
-    squares = [np.einsum("ij,ij->i", e, e, dtype=np.float64) for e in (e_in, e_out)]
+    squares = [row_squares(e) for e in (e_in, e_out)]
     chance = None
     if chance_queries:
         chance = _chance(e_in, e_out, squares, k, metric, chance_queries, seed, progress, device)

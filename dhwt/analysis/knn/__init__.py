@@ -16,18 +16,18 @@ arithmetic that float64 rounds apart (cosines of integer rows, say, or squared d
 rows 1e15 times longer) are ordered by their rounded values, which another float64 brute force
 with another summation order may round otherwise (a fuzz of 300 such matrices found only these).
 
-Modules: neighbours (the result types and argument checks), exact (the blocked search of every
-row: nearest_neighbours, knn_match, chance_baseline and its stand-ins, norm_matched_random and
-query_stand_in), candidates (its filter: the best
-candidates so far and the block entries that can enter them), gram (the Gram blocks' products
-and their precision), rerank (the float64 re-rank both searches end with), sample (exact
-neighbours of a sample of query rows, and the estimate of a mean over them).
+Modules: neighbours (the result types and argument checks), exact (the blocked search of every row:
+nearest_neighbours, knn_match, chance_baseline and its stand-ins, norm_matched_random and
+query_stand_in), candidates (its filter: the best candidates so far and the block entries that can
+enter them), gram (the Gram blocks' products and their precision, the rows' squared norms), rerank
+(the float64 re-rank both searches end with), sample (exact neighbours of a sample of query rows,
+and the estimate of a mean over them).
 """
 
 from dhwt.analysis.knn.candidates import TILE
 from dhwt.analysis.knn.exact import (WIDE_SLACK, chance_baseline, knn_match, nearest_neighbours,
                                      norm_matched_random, phase_times, query_stand_in)
-from dhwt.analysis.knn.gram import BLOCK, PRECISIONS, candidate_precision
+from dhwt.analysis.knn.gram import BLOCK, PRECISIONS, candidate_precision, row_squares
 from dhwt.analysis.knn.neighbours import (DEFAULT_K, METRICS, KnnMatch, Neighbours,
                                           average_weights, check_k, choose_k, default_k,
                                           match_neighbours, select_tokens)
@@ -38,4 +38,4 @@ __all__ = ["BLOCK", "DEFAULT_K", "METRICS", "PRECISIONS", "SLACK", "TILE", "WIDE
            "KnnMatch", "Neighbours", "average_weights", "candidate_precision", "chance_baseline",
            "check_k", "check_matrix", "choose_k", "default_k", "knn_match", "match_neighbours",
            "nearest_neighbours", "norm_matched_random", "phase_times", "query_stand_in",
-           "select_tokens"]
+           "row_squares", "select_tokens"]

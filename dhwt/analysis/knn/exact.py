@@ -41,7 +41,7 @@ from tqdm import tqdm
 
 from dhwt.analysis.knn.candidates import TILE, Best, column_candidates, row_candidates
 from dhwt.analysis.knn.gram import (BLOCK, BfloatOutput, candidate_precision, gemm,
-                                    gemm_bfloat16, widened)
+                                    gemm_bfloat16, row_squares, widened)
 from dhwt.analysis.knn.neighbours import (DEFAULT_K, METRICS, KnnMatch, Neighbours,
                                           average_weights, check_k, match_neighbours,
                                           select_tokens)
@@ -157,7 +157,7 @@ def norm_matched_random(x: np.ndarray, generator: np.random.Generator) -> np.nda
     for s in range(0, len(x), _CHUNK):
         rows = np.asarray(x[s:s + _CHUNK], np.float32)
         torch.randn(rows.shape, generator=torch_generator, out=out[s:s + _CHUNK])
-        out[s:s + _CHUNK] *= (torch.from_numpy(_row_norms(rows))
+        out[s:s + _CHUNK] *= (torch.from_numpy(np.sqrt(row_squares(rows)))
                               / torch.linalg.vector_norm(out[s:s + _CHUNK], dim=1)
                               ).float()[:, None]
     return out.numpy()
@@ -196,19 +196,13 @@ def query_stand_in(norms: np.ndarray, width: int, queries: np.ndarray,
     torch_generator = torch.Generator().manual_seed(int(generator.integers(2**63 - 1)))
     out = torch.randn(len(norms), b + 1, generator=torch_generator).numpy()  # (h_j, unused)
     out[:, b] = np.sqrt(generator.chisquare(width - b, len(norms)))
-    out *= (norms / _row_norms(out)).astype(np.float32)[:, None]
+    out *= (norms / np.sqrt(row_squares(out))).astype(np.float32)[:, None]
     spanned = np.tril(torch.randn(b, b, generator=torch_generator, dtype=torch.float64).numpy(),
                       -1)
     spanned[np.diag_indices(b)] = np.sqrt(generator.chisquare(width - np.arange(b)))
     out[queries, :b] = spanned * (norms[queries] / np.linalg.norm(spanned, axis=1))[:, None]
     out[queries, b] = 0
     return out
-
-
-def _row_norms(x: np.ndarray) -> np.ndarray:
-    """The float64 norm of each row of x (numpy's einsum: 4x torch's float64 vector_norm of
-    float32 rows here)."""
-    return np.sqrt(np.einsum("ij,ij->i", x, x, dtype=np.float64))
 
 
 #: Rows per chunk of norm_matched_random.

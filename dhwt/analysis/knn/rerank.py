@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from dhwt.analysis.knn.gram import U32
+from dhwt.analysis.knn.gram import U32, row_squares
 from dhwt.analysis.knn.neighbours import Neighbours
 from dhwt.errors import DhwtError
 
@@ -56,7 +56,7 @@ def work_matrices(x: np.ndarray, metric: str,
     over all j (rounding of the inputs and of a length-d float32 dot product, times 2 for
     safety)."""
     gamma = 2 * (x.shape[1] + 6) * U32
-    sq = np.einsum("ij,ij->i", x, x, dtype=np.float64)
+    sq = row_squares(x)
     if metric == "ip":
         norms = np.sqrt(sq)
         work = np.ascontiguousarray(x, np.float32)
