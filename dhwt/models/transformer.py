@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from dhwt.models import attention, init, sdpa
+from dhwt.models import attention, dropout, init, sdpa
 from dhwt.models.base import EnsembleLM, Tied
 from dhwt.models.config import GPT2_STD, ModelConfig
 from dhwt.models.layers import HALF, layer_norm, linear, ones, stacked, zeros
@@ -271,11 +271,11 @@ class Transformer(EnsembleLM):
         p = self.config.dropout
         if p == 0 or not self.training:
             return x
-        keep = torch.empty(self.members, x.numel() // self.members, dtype=x.dtype, device=x.device)
         generators = self.dropout_generators(x.device) or [None] * self.members
-        for row, generator in zip(keep, generators):
-            row.bernoulli_(1.0 - p, generator=generator)
-        return x * keep.view(x.shape).div_(1.0 - p)  # scaled mask: one pass less, both ways
+        keep = dropout.keep_scales(self.config.dropout_masks, p,
+                                   (self.members, x.numel() // self.members), generators,
+                                   x.dtype, x.device)
+        return x * keep.view(x.shape)  # scaled mask: one pass less, both ways
 
 
 class _MemberDropout:

@@ -30,13 +30,13 @@ QK^T and AV, forward and backward). Peak: median GFLOP/s of a 2048^3 float32 tor
     nice -n 10 .venv/bin/python experiments/benchmarks/bench_text_throughput.py \\
         [--shape cpu] [--shape small] [--shape blog] [--rounds 5] [--steps 5] [--threads 2] \\
         [--dropout 0.1] [--precision fp32] [--precision bf16-mixed] [--device cpu|cuda] \\
-        [--compile] [--floor] [--profile]
+        [--compile] [--floor] [--packed] [--profile]
 
 `--profile` instead times single steps under torch.profiler (alternating, `--rounds` of them)
 and prints where each step's time goes: matmuls of the layers and of the output layer, the
 loss's elementwise ops (log-softmax, exp, gather/scatter, nll, the zero-filled (T, V) gradient),
 dropout masks, the AdamW step, the rest (medians, ms per step; the profiler's own overhead goes
-into "rest").
+into "rest"); with `--packed` dhwt's packed masks as a third column; not with --compile or --floor.
 
 `--precision bf16-mixed` runs both models' forward passes under torch.autocast with bfloat16
 (dhwt: its `precision` setting, dhwt.training.precision; HF: the same autocast around its forward
@@ -50,6 +50,10 @@ true` does it: the model, its loss path included; HF's model), alternating with 
 in the same rounds, and prints a second line: the compiled rates, each model's compile time (its
 two warm-up steps less two timed steps; outside the tokens/s), and the ratios compiled/compiled,
 dhwt compiled / HF eager and compiled/eager per model. On the CPU it needs a C++ compiler.
+
+`--packed` also times dhwt with `dropout_masks = "packed"` (dhwt.models.dropout: two mask
+elements per 32-bit draw; the default, "bernoulli", draws one per element with torch's serial
+CPU kernel) and prints its ratios over HF and over dhwt's default masks.
 
 `--floor` also times the Skeleton: the same matmuls (HF's layout), embedding lookup and fused
 AdamW with nothing else, and prints its tokens/s over HF's: the most that any change to the
@@ -100,10 +104,11 @@ def batch(shape: Shape, device: torch.device) -> tuple[torch.Tensor, torch.Tenso
 
 
 def dhwt_step(shape: Shape, dropout: float, precision: str, device: torch.device,
-              compiled: bool = False) -> tuple[Callable[[], float], int]:
+              compiled: bool = False, masks: str = "bernoulli") -> tuple[Callable[[], float], int]:
     config = ModelConfig(
         vocab_size=shape.vocab, max_len=shape.context, d_model=shape.d, n_layers=shape.layers,
         n_heads=shape.heads, d_ff=shape.d_ff, dropout=dropout, ff_dropout=False,
+        dropout_masks=masks,
         activation=shape.activation, norm="pre", final_norm=True, positions="sinusoidal",
         causal=True, emb_init="xavier", emb_scale=True, init="xavier")
     model = Transformer(config, [1], tied=False).to(device)
@@ -263,12 +268,13 @@ def _sync(device: torch.device) -> None:
 
 
 def measure(shape_name: str, dropout: float, rounds: int, steps: int, precision: str,
-            device: torch.device, compiled: bool = False,
-            floor: bool = False) -> dict[str, float]:
+            device: torch.device, compiled: bool = False, floor: bool = False,
+            packed: bool = False) -> dict[str, float]:
     """Tokens/s, MFU and parameters of each runner (dhwt, hf; with `compiled` also "dhwt
     compiled" and "hf compiled"), keyed "<runner>_<what>", and the measured peak. A compiled
     runner's compile time (its two warm-up steps less two timed steps) is "<runner>_compile_s",
-    outside its tokens/s. With `floor` also "skeleton" (Skeleton, in float32)."""
+    outside its tokens/s. With `floor` also "skeleton" (Skeleton, in float32); with `packed`
+    also "dhwt packed" (dropout_masks = "packed")."""
     shape = SHAPES[shape_name]
     tokens = shape.batch * shape.context
     runners = {"dhwt": dhwt_step(shape, dropout, precision, device),
@@ -278,6 +284,8 @@ def measure(shape_name: str, dropout: float, rounds: int, steps: int, precision:
         runners["hf compiled"] = hf_step(shape, dropout, precision, device, compiled=True)
     if floor:
         runners["skeleton"] = skeleton_step(shape, device)
+    if packed:
+        runners["dhwt packed"] = dhwt_step(shape, dropout, precision, device, masks="packed")
     warm_up = {}
     for name, (run, _) in runners.items():  # allocator, threads, first AdamW state, compiling
         start = time.perf_counter()
@@ -309,19 +317,23 @@ PARTS = {
     "loss elementwise": ("aten::_log_softmax", "aten::_log_softmax_backward_data", "aten::exp",
                          "aten::scatter_add_", "aten::gather", "aten::nll_loss_forward",
                          "aten::nll_loss_backward", "aten::nll_loss_nd"),
-    "dropout masks": ("aten::bernoulli_",),
+    "dropout masks": ("aten::bernoulli_", "aten::random_"),
 }
 MATMULS = ("aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm")
 
 
-def profile_steps(shape_name: str, dropout: float, rounds: int) -> dict[str, dict[str, float]]:
-    """Median ms per step of each part (see the module doc), per model."""
+def profile_steps(shape_name: str, dropout: float, rounds: int,
+                  packed: bool = False) -> dict[str, dict[str, float]]:
+    """Median ms per step of each part (see the module doc), per model (with `packed` also
+    dhwt with dropout_masks = "packed")."""
     from torch.profiler import ProfilerActivity, profile
 
     shape = SHAPES[shape_name]
     cpu = torch.device("cpu")
     runners = {"dhwt": dhwt_step(shape, dropout, "fp32", cpu)[0],
                "hf": hf_step(shape, dropout, "fp32", cpu)[0]}
+    if packed:
+        runners["dhwt packed"] = dhwt_step(shape, dropout, "fp32", cpu, masks="packed")[0]
     for run in runners.values():
         run()
     parts: dict[str, dict[str, list[float]]] = {}
@@ -369,10 +381,14 @@ def main() -> None:
                         help="also time a step of the matmuls and AdamW alone (Skeleton)")
     parser.add_argument("--compile", action="store_true",
                         help="also time both models through torch.compile (compile time apart)")
+    parser.add_argument("--packed", action="store_true",
+                        help="also time dhwt with dropout_masks = \"packed\" (its faster masks)")
     parser.add_argument("--profile", action="store_true",
                         help="where the time of a step goes, instead of the throughput (CPU, "
                              "fp32)")
     args = parser.parse_args()
+    if args.profile and (args.compile or args.floor):
+        parser.error("--profile times the eager models: give it without --compile and --floor")
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     where = (torch.cuda.get_device_name(device) if device.type == "cuda"
@@ -383,8 +399,10 @@ def main() -> None:
             if args.profile:
                 print(f"{shape_name}, dropout {dropout}: ms per step, medians of {args.rounds} "
                       f"profiled steps")
-                for part, by in profile_steps(shape_name, dropout, args.rounds).items():
-                    print(f"  {part:22s} dhwt {by['dhwt']:8.1f}   HF {by['hf']:8.1f}")
+                for part, by in profile_steps(shape_name, dropout, args.rounds,
+                                              args.packed).items():
+                    packed = f"   dhwt packed {by['dhwt packed']:8.1f}" if args.packed else ""
+                    print(f"  {part:22s} dhwt {by['dhwt']:8.1f}   HF {by['hf']:8.1f}{packed}")
                 print(f"load {_load()}", flush=True)
                 continue
             for precision in args.precision or ["fp32"]:
@@ -396,7 +414,7 @@ def report(shape_name: str, dropout: float, precision: str, device: torch.device
     """Measure one shape, dropout and precision, and print its line (and with --compile a
     second one, of the compiled models)."""
     r = measure(shape_name, dropout, args.rounds, args.steps, precision, device, args.compile,
-                args.floor)
+                args.floor, args.packed)
     s = SHAPES[shape_name]
     print(f"{shape_name} (d {s.d}, {s.layers} layers, batch {s.batch} x {s.context}, "
           f"V {s.vocab}), dropout {dropout}, {precision}: dhwt {r['dhwt_tokens_s']:.0f} tok/s "
@@ -409,6 +427,12 @@ def report(shape_name: str, dropout: float, precision: str, device: torch.device
               f"{r['skeleton_tokens_s']:.0f} tok/s; floor / HF GPT-2 "
               f"{r['skeleton_tokens_s'] / r['hf_tokens_s']:.3f} (the largest ratio a change "
               f"outside them can give)", flush=True)
+    if args.packed:
+        packed = r["dhwt packed_tokens_s"]
+        print(f"  dropout_masks = \"packed\": dhwt {packed:.0f} tok/s (MFU "
+              f"{r['dhwt packed_mfu']:.1%}); ratio over HF GPT-2 {packed / r['hf_tokens_s']:.3f} "
+              f"(target >= 1.1), over dhwt's bernoulli masks {packed / r['dhwt_tokens_s']:.3f}",
+              flush=True)
     if args.compile:
         dhwt, hf = r["dhwt compiled_tokens_s"], r["hf compiled_tokens_s"]
         print(f"  torch.compile: dhwt {dhwt:.0f} tok/s (MFU {r['dhwt compiled_mfu']:.1%}, "

@@ -27,6 +27,7 @@ CASES = [
     for positions in ("none", "learned", "sinusoidal")
     for dropout in (0.0, 0.1)
 ] + [
+    ("transformer-clm-packed-dropout", dict(causal=True, dropout=0.1, dropout_masks="packed")),
     ("transformer-pre-ln-final-norm-bias",
      dict(norm="pre", final_norm=True, output_bias=True, emb_scale=True)),
     ("lstm-mlm", dict(architecture="lstm")),

@@ -10,6 +10,7 @@ from torch import nn
 
 from dhwt.errors import DhwtError
 from dhwt.models import ModelConfig, Transformer
+from dhwt.models.config import DROPOUT_MASKS
 from dhwt.models.init import sinusoidal_table
 
 SEEDS = (3, 11, 42)
@@ -178,8 +179,10 @@ def test_member_equals_solo_model_and_tied_shares_init_with_untied():
     assert len({tuple(out[m].flatten().tolist()) for m in range(3)}) == 3
 
 
-def test_member_equals_solo_under_dropout():
-    config = ModelConfig(vocab_size=7, max_len=8, d_model=8, n_heads=2, d_ff=8, dropout=0.3)
+@pytest.mark.parametrize("masks", DROPOUT_MASKS)
+def test_member_equals_solo_under_dropout(masks):
+    config = ModelConfig(vocab_size=7, max_len=8, d_model=8, n_heads=2, d_ff=8, dropout=0.3,
+                         dropout_masks=masks)
     ensemble = Transformer(config, SEEDS, tied=True).train()
     inputs = torch.randint(0, 7, (3, 4, 8), generator=torch.Generator().manual_seed(0))
     together = ensemble(inputs)
@@ -190,8 +193,9 @@ def test_member_equals_solo_under_dropout():
     assert not torch.equal(ensemble(inputs), together)  # dropout was really active
 
 
-def test_rng_state_round_trip_repeats_dropout():
-    config = ModelConfig(vocab_size=7, max_len=8, dropout=0.5)
+@pytest.mark.parametrize("masks", DROPOUT_MASKS)
+def test_rng_state_round_trip_repeats_dropout(masks):
+    config = ModelConfig(vocab_size=7, max_len=8, dropout=0.5, dropout_masks=masks)
     model = Transformer(config, SEEDS, tied=True).train()
     inputs = torch.randint(0, 7, (3, 4, 8), generator=torch.Generator().manual_seed(0))
     state = model.rng_state()
@@ -263,6 +267,8 @@ def test_init_bounds_follow_torch_and_xavier(init):
         dict(causal="yes"),
         dict(n_layers=1.5),
         dict(ff_dropout=0),
+        dict(dropout_masks="fast"),
+        dict(dropout=0.99999, dropout_masks="packed"),
     ],
 )
 def test_bad_config_raises_one_line_error(bad):

@@ -14,6 +14,7 @@ from dhwt.commands import train
 from dhwt.config import TrainConfig
 from dhwt.errors import DhwtError
 from dhwt.models import ModelConfig, Transformer, sdpa
+from dhwt.models.dropout import keep_scales
 from dhwt.training.trainer import Trainer
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -129,3 +130,14 @@ def test_compiled_run_on_cuda_agrees_with_the_plain_one(task, tmp_path):
                               tmp_path / "b").run_dir)
     for a, b in zip(plain, compiled):
         assert abs(a["loss"] - b["loss"]) <= 1e-3 * abs(a["loss"]) + 1e-5, (a, b)
+
+
+def test_packed_dropout_masks_on_cuda_keep_their_rate_per_member():
+    """The packed masks from each member's CUDA generator: rate 1 - p, each its own stream."""
+    def generators(seeds):
+        return [torch.Generator(CUDA).manual_seed(s) for s in seeds]
+
+    keep = keep_scales("packed", 0.1, (2, 400_000), generators([1, 2]), torch.float32, CUDA)
+    assert keep.mean().item() == pytest.approx(1.0, abs=5e-3)
+    alone = keep_scales("packed", 0.1, (1, 400_000), generators([2]), torch.float32, CUDA)
+    assert torch.equal(keep[1], alone[0]) and not torch.equal(keep[0], keep[1])
