@@ -8,6 +8,8 @@ studies of section 8 (conventions.toml with gpt2_convention.toml's runs):
     python experiments/tying_wikitext/word_gpu_summary.py runs/tw-gpt2 runs/tw-conv \
         runs/tw-conv-untie --stem conventions --every 400 --margin 0.02 --figure differences \
         --title "WikiText-2 bpe:2048, d 64, 2 layers (CPU)"
+    python experiments/tying_wikitext/word_gpu_summary.py runs/ptb-proxy --stem ptb-proxy \
+        --every 100 --margin 0.02 --title "PTB-like WikiText-2 words, d 128, 2 layers (CPU)"
 
 writes results-STEM[-NAME].md (the tables), .csv (every evaluation of every member: the data the
 tables come from) and figures/STEM[-NAME].png (STEM "word-gpu" unless named) in
@@ -18,11 +20,14 @@ budget ends early; the lr is constant, so a cut run is the same as a shorter one
 compared with the widest untied run of its rate (of any rate where its rate has none), and a
 tied run also with each narrower untied run (the parameter-matched arm). Per seed the paired
 difference of log valid perplexity (a seed pairs the data order; tied and untied members of a
-seed share every weight but the output matrix); over seeds the mean with a Student-t interval
-(dhwt.analysis.intervals), the count of seeds where the run is lower, and with `--margin M` the
-verdict of the declared rule: above or below 0 where the 95% interval excludes 0, "within ±M"
-where the 90% interval lies inside (-M, M) (two one-sided tests at 5%), else undecided. A table
-of each arm's learning rates (runs named ARM-lrRATE) at the seeds every rate has.
+seed share every weight but the output matrix), at the steps of the table and at each run's
+best evaluation (per seed the lowest valid loss to the last step both reached: in the
+overfitting regime an arm's minimum comes before the end); over seeds the mean with a
+Student-t interval (dhwt.analysis.intervals), the count of seeds where the run is lower, and
+with `--margin M` the verdict of the declared rule: above or below 0 where the 95% interval
+excludes 0, "within ±M" where the 90% interval lies inside (-M, M) (two one-sided tests at 5%),
+else undecided. A table of each arm's learning rates (runs named ARM-lrRATE) at the seeds
+every rate has.
 """
 
 from __future__ import annotations
@@ -146,6 +151,15 @@ def paired(run: Arm, reference: Arm, step: int) -> tuple[list[int], np.ndarray]:
     return seeds, at(run, step, seeds) - at(reference, step, seeds)
 
 
+def best(run: Arm, seeds: list[int], last: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per seed, the run's lowest valid loss over its evaluations after step 0 up to `last`,
+    and the step where it fell."""
+    steps, table = run.splits["valid"]
+    keep = (steps > 0) & (steps <= last)
+    losses = table[keep][:, [run.seeds.index(s) for s in seeds]]
+    return losses.min(axis=0), steps[keep][losses.argmin(axis=0)]
+
+
 def verdict(diff: np.ndarray, margin: float) -> str:
     """The declared rule on paired differences: the sign where the 95% t interval excludes 0,
     'within ±margin' where the 90% one lies inside (-margin, margin) (TOST at 5%), else
@@ -183,6 +197,43 @@ def _ppl(row: np.ndarray) -> str:
 def _kind(run: Arm) -> str:
     """The run's arm without its learning rate ("tied-lr1e-3" -> "tied"): one colour each."""
     return run.name.split("-lr")[0]
+
+
+def best_table(runs: list[Arm], margin: float | None) -> list[str]:
+    """Each comparison at each run's best evaluation (per seed, the lowest valid loss to the
+    last step both runs reached), and each run's lowest valid loss against its last: the
+    overfitting regime shows as a minimum before the last step and a rise after it."""
+    lines = ["Each run at its best evaluation: per seed the lowest valid loss over the "
+             "evaluations to the last step both runs reached (the step of each run's minimum "
+             "per seed in brackets); run - reference in log perplexity, paired by seed:", "",
+             "| run | against | to step | seeds | run | reference | difference (mean, 95% t) "
+             "| 90% t | seeds lower |" + (" verdict |" if margin is not None else ""),
+             "|---|---|---:|---|---|---|---|---|---:|" + ("---|" if margin is not None else "")]
+    for run, reference in comparisons(runs):
+        last = min(run.last, reference.last)
+        seeds = [s for s in run.seeds if s in reference.seeds]
+        (mine, where), (theirs, there) = best(run, seeds, last), best(reference, seeds, last)
+        diff = mine - theirs
+        n = len(diff)
+        ninety = "" if n < 3 else "[{:+.4f}, {:+.4f}]".format(*stats.t.interval(
+            0.90, n - 1, loc=diff.mean(), scale=diff.std(ddof=1) / np.sqrt(n)))
+        lines.append(f"| {run.name} | {reference.name} | {last} | {', '.join(map(str, seeds))} "
+                     f"| {_ppl(mine)} ({' / '.join(map(str, where))}) | {_ppl(theirs)} "
+                     f"({' / '.join(map(str, there))}) | {summarise(diff, bimodal=False).text(4)}"
+                     f" | {ninety} | {int((diff < 0).sum())} of {n} |"
+                     + (f" {verdict(diff, margin)} |" if margin is not None else ""))
+    lines += ["", "Each run's lowest valid perplexity against its last (per seed): the step of "
+              "the minimum, and last - lowest in nats (> 0: valid loss turned up):", "",
+              "| run | seeds | last step | step of the minimum | lowest | last | last - lowest |",
+              "|---|---|---:|---|---|---|---|"]
+    for run in runs:
+        seeds = list(run.seeds)
+        low, where = best(run, seeds, run.last)
+        final = at(run, run.last, seeds)
+        lines.append(f"| {run.name} | {', '.join(map(str, seeds))} | {run.last} | "
+                     f"{' / '.join(map(str, where))} | {_ppl(low)} | {_ppl(final)} | "
+                     f"{' / '.join(f'{g:+.3f}' for g in final - low)} |")
+    return lines + [""]
 
 
 def rate_table(runs: list[Arm]) -> list[str]:
@@ -242,7 +293,7 @@ def report(runs: list[Arm], title: str, every: int = EVERY,
                          f"{summarise(diff, bimodal=False).text(4)} | {ninety} | "
                          f"{int((diff < 0).sum())} of {n} |"
                          + (f" {verdict(diff, margin)} |" if margin is not None else ""))
-    lines += ["", *rate_table(runs),
+    lines += ["", *best_table(runs, margin), *rate_table(runs),
               "Train minus valid loss at each run's last step (nats per seed; the fixed train "
               "windows; more negative: the model fits its training windows further below "
               "valid):", "", "| run | seeds | step | train - valid |", "|---|---|---:|---|"]

@@ -106,6 +106,21 @@ def test_runs_of_one_name_join_by_seed_and_pair_by_seed(studies):
 
 
 @pytest.mark.slow
+def test_a_run_at_its_best_evaluation_is_its_lowest_valid_loss_per_seed(studies):
+    a, b = studies
+    runs = {run.name: run for run in summary.read_study(a, b)}
+    low, where = summary.best(runs["untied"], [1, 2, 3], 20)
+    for seed, got, step in zip((1, 2, 3), low, where):
+        study = a if seed < 3 else b
+        logged = {s: _valid(study / "runs" / "untied", seed, s) for s in (10, 20)}
+        assert step == min(logged, key=logged.get) and got == pytest.approx(min(logged.values()))
+    low, where = summary.best(runs["untied"], [2], 10)  # only the evaluations to step 10
+    assert where.tolist() == [10] and low[0] == pytest.approx(_valid(a / "runs" / "untied", 2, 10))
+    text = "\n".join(summary.best_table(list(runs.values()), 0.02))
+    assert "| tied | untied | 20 | 1, 2, 3 |" in text and "| untied | 1, 2, 3 | 20 |" in text
+
+
+@pytest.mark.slow
 def test_the_script_writes_the_tables_the_csv_and_the_figure(studies, tmp_path, monkeypatch):
     (tmp_path / "figures").mkdir()
     monkeypatch.setattr(sys, "argv", ["x", *map(str, studies), "--stem", "c", "--every", "10",
