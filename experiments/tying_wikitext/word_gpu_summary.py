@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import csv
 import sys
+import textwrap
 import tomllib
 from dataclasses import dataclass
 from functools import partial
@@ -339,7 +340,7 @@ def figure(runs: list[Arm], path: Path, title: str) -> None:
             ax.grid(alpha=0.3)
     axes[0, 0].set_ylabel("valid perplexity")
     axes[1, 0].set_ylabel("run - untied, log ppl\n(per seed; < 0: run better)")
-    fig.suptitle(title)
+    fig.suptitle(textwrap.fill(title, 45 * axes.shape[1]), fontsize=10)  # no wider than the panels
     fig.tight_layout()
     save(fig, path)
 
