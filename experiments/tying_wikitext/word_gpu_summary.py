@@ -207,22 +207,14 @@ def best_table(runs: list[Arm], margin: float | None) -> list[str]:
     lines = ["Each run at its best evaluation: per seed the lowest valid loss over the "
              "evaluations to the last step both runs reached (the step of each run's minimum "
              "per seed in brackets); run - reference in log perplexity, paired by seed:", "",
-             "| run | against | to step | seeds | run | reference | difference (mean, 95% t) "
-             "| 90% t | seeds lower |" + (" verdict |" if margin is not None else ""),
-             "|---|---|---:|---|---|---|---|---|---:|" + ("---|" if margin is not None else "")]
+             *_header("to step", margin)]
     for run, reference in comparisons(runs):
         last = min(run.last, reference.last)
         seeds = [s for s in run.seeds if s in reference.seeds]
         (mine, where), (theirs, there) = best(run, seeds, last), best(reference, seeds, last)
-        diff = mine - theirs
-        n = len(diff)
-        ninety = "" if n < 3 else "[{:+.4f}, {:+.4f}]".format(*stats.t.interval(
-            0.90, n - 1, loc=diff.mean(), scale=diff.std(ddof=1) / np.sqrt(n)))
         lines.append(f"| {run.name} | {reference.name} | {last} | {', '.join(map(str, seeds))} "
                      f"| {_ppl(mine)} ({' / '.join(map(str, where))}) | {_ppl(theirs)} "
-                     f"({' / '.join(map(str, there))}) | {summarise(diff, bimodal=False).text(4)}"
-                     f" | {ninety} | {int((diff < 0).sum())} of {n} |"
-                     + (f" {verdict(diff, margin)} |" if margin is not None else ""))
+                     f"({' / '.join(map(str, there))}) | {_difference(mine - theirs, margin)}")
     lines += ["", "Each run's lowest valid perplexity against its last (per seed): the step of "
               "the minimum, and last - lowest in nats (> 0: valid loss turned up):", "",
               "| run | seeds | last step | step of the minimum | lowest | last | last - lowest |",
@@ -235,6 +227,23 @@ def best_table(runs: list[Arm], margin: float | None) -> list[str]:
                      f"{' / '.join(map(str, where))} | {_ppl(low)} | {_ppl(final)} | "
                      f"{' / '.join(f'{g:+.3f}' for g in final - low)} |")
     return lines + [""]
+
+
+def _header(step: str, margin: float | None) -> list[str]:
+    """The two header lines of a table of paired differences (`step`: its step column)."""
+    return [f"| run | against | {step} | seeds | run | reference | difference (mean, 95% t) "
+            "| 90% t | seeds lower |" + (" verdict |" if margin is not None else ""),
+            "|---|---|---:|---|---|---|---|---|---:|" + ("---|" if margin is not None else "")]
+
+
+def _difference(diff: np.ndarray, margin: float | None) -> str:
+    """A row's cells for the paired differences `diff` (one per seed): mean and 95% t, the 90% t
+    interval (3 seeds or more), the seeds below 0, and the verdict against `margin`."""
+    n = len(diff)
+    ninety = "" if n < 3 else "[{:+.4f}, {:+.4f}]".format(*stats.t.interval(
+        0.90, n - 1, loc=diff.mean(), scale=diff.std(ddof=1) / np.sqrt(n)))
+    return (f"{summarise(diff, bimodal=False).text(4)} | {ninety} | {int((diff < 0).sum())} of "
+            f"{n} |" + (f" {verdict(diff, margin)} |" if margin is not None else ""))
 
 
 def rate_table(runs: list[Arm]) -> list[str]:
@@ -274,10 +283,7 @@ def report(runs: list[Arm], title: str, every: int = EVERY,
     lines = [f"# {title}\n",
              f"Valid perplexity (whole valid split) per seed every {every} steps to the last "
              "step both runs of a comparison reached; run - reference in log perplexity, "
-             f"paired by seed (the seeds both have){rule}.\n",
-             "| run | against | step | seeds | run | reference | difference (mean, 95% t) "
-             "| 90% t | seeds lower |" + (" verdict |" if margin is not None else ""),
-             "|---|---|---:|---|---|---|---|---|---:|" + ("---|" if margin is not None else "")]
+             f"paired by seed (the seeds both have){rule}.\n", *_header("step", margin)]
     for run, reference in comparisons(runs):
         their_steps, last = reference.splits["valid"][0], min(run.last, reference.last)
         for step in run.splits["valid"][0]:
@@ -285,15 +291,9 @@ def report(runs: list[Arm], title: str, every: int = EVERY,
                     step % every and step != last):
                 continue
             seeds, diff = paired(run, reference, int(step))
-            n = len(diff)
-            ninety = "" if n < 3 else "[{:+.4f}, {:+.4f}]".format(*stats.t.interval(
-                0.90, n - 1, loc=diff.mean(), scale=diff.std(ddof=1) / np.sqrt(n)))
             lines.append(f"| {run.name} | {reference.name} | {int(step)} | "
                          f"{', '.join(map(str, seeds))} | {_ppl(at(run, int(step), seeds))} | "
-                         f"{_ppl(at(reference, int(step), seeds))} | "
-                         f"{summarise(diff, bimodal=False).text(4)} | {ninety} | "
-                         f"{int((diff < 0).sum())} of {n} |"
-                         + (f" {verdict(diff, margin)} |" if margin is not None else ""))
+                         f"{_ppl(at(reference, int(step), seeds))} | {_difference(diff, margin)}")
     lines += ["", *best_table(runs, margin), *rate_table(runs),
               "Train minus valid loss at each run's last step (nats per seed; the fixed train "
               "windows; more negative: the model fits its training windows further below "
