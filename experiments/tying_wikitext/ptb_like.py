@@ -75,7 +75,13 @@ def main(argv: list[str] | None = None) -> None:
                         help="word types kept, <unk> included (the tokenizer adds <eos>)")
     parser.add_argument("--data", default=None,
                         help="WikiText-2's folder or archive (default: as dhwt finds it)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace train.txt, valid.txt, test.txt if OUT holds them")
     args = parser.parse_args(argv)
+    held = [n for n in ("train.txt", "valid.txt", "test.txt") if (args.out / n).exists()]
+    if held and not args.overwrite:
+        parser.error(f"{args.out} already holds {', '.join(held)}; give another folder, or "
+                     "--overwrite to replace them")
     texts = load_wikitext2(args.data).texts
     cut = {"train": first_words(texts["train"], args.train_words),
            "valid": first_words(texts["valid"], args.valid_words),

@@ -9,6 +9,8 @@ from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
 HERE = Path(__file__).parents[2] / "experiments" / "tying_wikitext"
 spec = importlib.util.spec_from_file_location("ptb_like", HERE / "ptb_like.py")
 ptb_like = importlib.util.module_from_spec(spec)
@@ -43,3 +45,15 @@ def test_the_corpus_caps_the_vocabulary_and_maps_every_split(tmp_path, monkeypat
                          for line in source.splitlines()]
     assert "zebra" not in (tmp_path / "train.txt").read_text()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["test.txt", "train.txt", "valid.txt"]
+
+
+def test_a_folder_holding_a_corpus_is_refused_unless_overwrite(tmp_path, monkeypatch, capsys):
+    texts = {"train": TRAIN, "valid": VALID, "test": VALID}
+    monkeypatch.setattr(ptb_like, "load_wikitext2", lambda data: SimpleNamespace(texts=texts))
+    (tmp_path / "train.txt").write_text("mine\n")
+    with pytest.raises(SystemExit):
+        ptb_like.main([str(tmp_path), "--vocab", "6"])
+    assert "already holds train.txt" in capsys.readouterr().err
+    assert (tmp_path / "train.txt").read_text() == "mine\n"
+    ptb_like.main([str(tmp_path), "--vocab", "6", "--overwrite"])
+    assert (tmp_path / "train.txt").read_text() != "mine\n"
