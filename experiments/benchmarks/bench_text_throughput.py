@@ -21,11 +21,13 @@ positions are a learned table (what GPT-2 has), its loss `F.cross_entropy` of it
 never the global RNG; with dropout both compute the attention softmax by hand, since SDPA's CPU
 kernels take no dropout and the math fallback is what HF then runs; without, both use SDPA).
 
-Rounds alternate dhwt and HF (same load for both); the script prints medians, their ratio, the
-load average before and after, and MFU = model FLOPs per second / measured peak, with model
-FLOPs per token = 6 N + 6 n_layers * context * d (N: parameters touched per token, i.e. all but
-the embedding tables, plus the output matrix; the attention term counts the causal half of
-QK^T and AV, forward and backward). Peak: median GFLOP/s of a 2048^3 float32 torch.mm.
+Rounds alternate dhwt and HF (same load for both); the script prints medians, their ratio (and
+the ratio paired by round: median and range of HF's step over dhwt's within each round, which a
+machine whose speed drifts during the run moves less), the load average before and after,
+and MFU = model FLOPs per second / measured peak, with model FLOPs per token = 6 N + 6 n_layers
+* context * d (N: parameters touched per token, i.e. all but the embedding tables, plus the
+output matrix; the attention term counts the causal half of QK^T and AV, forward and
+backward). Peak: median GFLOP/s of a 2048^3 float32 torch.mm.
 
     nice -n 10 .venv/bin/python experiments/benchmarks/bench_text_throughput.py \\
         [--shape cpu] [--shape small] [--shape blog] [--rounds 5] [--steps 5] [--threads 2] \\
@@ -310,7 +312,18 @@ def measure(shape_name: str, dropout: float, rounds: int, steps: int, precision:
         result[f"{name}_params"] = runners[name][1]
         result[f"{name}_compile_s"] = warm_up[name] - 2 * step
     result["ratio"] = result["dhwt_tokens_s"] / result["hf_tokens_s"]
+    for name in ("dhwt", "dhwt packed"):
+        if name in times:  # HF's step over dhwt's within each round: immune to slow drift
+            per_round = [h / d for h, d in zip(times["hf"], times[name])]
+            result[f"{name}_paired"] = (statistics.median(per_round), min(per_round),
+                                        max(per_round))
     return result
+
+
+def _paired(r: dict, name: str) -> str:
+    """The ratio of `name` over HF paired by round, as printed."""
+    median, low, high = r[f"{name}_paired"]
+    return f"paired by round {median:.3f}, {low:.3f}-{high:.3f}"
 
 
 PARTS = {
@@ -419,8 +432,8 @@ def report(shape_name: str, dropout: float, precision: str, device: torch.device
     print(f"{shape_name} (d {s.d}, {s.layers} layers, batch {s.batch} x {s.context}, "
           f"V {s.vocab}), dropout {dropout}, {precision}: dhwt {r['dhwt_tokens_s']:.0f} tok/s "
           f"(MFU {r['dhwt_mfu']:.1%}), HF GPT-2 {r['hf_tokens_s']:.0f} tok/s (MFU "
-          f"{r['hf_mfu']:.1%}), ratio {r['ratio']:.3f} (target >= 1.1); matmul peak "
-          f"{r['peak_gflops']:.0f} GFLOP/s; dense params dhwt {r['dhwt_params']:,} "
+          f"{r['hf_mfu']:.1%}), ratio {r['ratio']:.3f} ({_paired(r, 'dhwt')}; target >= 1.1); "
+          f"matmul peak {r['peak_gflops']:.0f} GFLOP/s; dense params dhwt {r['dhwt_params']:,} "
           f"HF {r['hf_params']:,}; load {_load()}", flush=True)
     if args.floor:
         print(f"  floor: the matmuls, embedding lookup and AdamW alone "
@@ -431,8 +444,8 @@ def report(shape_name: str, dropout: float, precision: str, device: torch.device
         packed = r["dhwt packed_tokens_s"]
         print(f"  dropout_masks = \"packed\": dhwt {packed:.0f} tok/s (MFU "
               f"{r['dhwt packed_mfu']:.1%}); ratio over HF GPT-2 {packed / r['hf_tokens_s']:.3f} "
-              f"(target >= 1.1), over dhwt's bernoulli masks {packed / r['dhwt_tokens_s']:.3f}",
-              flush=True)
+              f"({_paired(r, 'dhwt packed')}; target >= 1.1), over dhwt's bernoulli masks "
+              f"{packed / r['dhwt_tokens_s']:.3f}", flush=True)
     if args.compile:
         dhwt, hf = r["dhwt compiled_tokens_s"], r["hf compiled_tokens_s"]
         print(f"  torch.compile: dhwt {dhwt:.0f} tok/s (MFU {r['dhwt compiled_mfu']:.1%}, "
