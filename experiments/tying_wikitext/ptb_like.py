@@ -18,6 +18,7 @@ import argparse
 from collections import Counter
 from pathlib import Path
 
+from dhwt.directories import atomic_write_bytes
 from dhwt.text.corpus import load_wikitext2
 from dhwt.text.tokenizers import UNK
 
@@ -90,9 +91,7 @@ def main(argv: list[str] | None = None) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     for split, text in cut.items():
         body = mapped(text, vocabulary)
-        part = args.out / f".{split}.txt.part"
-        part.write_text(body)
-        part.replace(args.out / f"{split}.txt")
+        atomic_write_bytes(args.out / f"{split}.txt", body.encode())
         print(f"{split}: {len(body.split()):,} words, {body.count(chr(10)):,} lines")
     print(f"vocabulary: {len(vocabulary):,} word types (<unk> included; <eos> is the tokenizer's)")
 
