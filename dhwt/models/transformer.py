@@ -33,6 +33,7 @@ from typing import Protocol
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.autograd.function import once_differentiable
 
 from dhwt.models import attention, dropout, init, sdpa
 from dhwt.models.base import EnsembleLM, Tied
@@ -142,35 +143,49 @@ class Block(nn.Module):
     def _torch_attention(
         self, qkv: torch.Tensor, allowed: torch.Tensor | None, drop: Dropout | None
     ) -> torch.Tensor:
-        """Attention on (S*B, H, L, dh), qkv (S, 3, H, dh, L, B) -> heads (S, d, T). Without
+        """Attention on the S*B sequences, qkv (S, 3, H, dh, L, B) -> heads (S, d, T). Without
         `drop`: torch's scaled dot product attention. With `drop` (dropout on the attention
         weights, each member's mask from its own generator): on a GPU, SDPA's fused kernels one
         member at a time (dhwt.models.sdpa); elsewhere the scores written out and dropped by
-        `drop` (SDPA's CPU kernels take no dropout)."""
+        `drop` (SDPA's CPU kernels take no dropout; `_written_attention`)."""
         c = self.config
         members, _, _, _, length, batch = qkv.shape
+        if drop is not None and qkv.device.type != "cuda":
+            return self._written_attention(qkv, allowed, drop)
         qkv = qkv.permute(1, 0, 5, 2, 4, 3)
         qkv = qkv.reshape(3, members * batch, c.n_heads, length, c.head_dim).contiguous()
         q, k, v = qkv.unbind(0)  # contiguous whatever S is, so SDPA takes the same path
-        if drop is not None and qkv.device.type == "cuda":
+        if drop is not None:
             generators = drop.generators(qkv.device)
             heads = sdpa.member_dropout_attention(q, k, v, allowed, c.causal, c.dropout,
                                                   generators)
-        elif drop is not None:
-            if allowed is None and c.causal:
-                allowed = causal_mask(length, qkv.device)
-            scores = torch.baddbmm(  # the scale and the mask in the product: no passes of their own
-                _score_bias(allowed, c.n_heads, q.dtype, q.device), q.flatten(0, 1),
-                k.flatten(0, 1).mT, alpha=c.head_dim**-0.5)
-            weights = scores.view(members * batch, c.n_heads, length, length).softmax(
-                dim=-1, dtype=torch.float32 if q.dtype in HALF else None)
-            heads = drop(weights) @ v
         elif allowed is None:
             heads = F.scaled_dot_product_attention(q, k, v, is_causal=c.causal)
         else:
             heads = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
         heads = heads.view(members, batch, c.n_heads, length, c.head_dim).permute(0, 2, 4, 3, 1)
         return heads.reshape(members, c.d_model, -1)
+
+    def _written_attention(
+        self, qkv: torch.Tensor, allowed: torch.Tensor | None, drop: Dropout
+    ) -> torch.Tensor:
+        """softmax(q k^T / sqrt(dh)) with dropout, times v, by products of (dh, L) blocks, one per
+        sequence and head: qkv (S, 3, H, dh, L, B) -> heads (S, d, T). Positions stay the inner
+        dim of each block, so the copies into and out of the blocks only swap L and B (a
+        position-major head is (dh, L, B)); (L, dh) blocks, as SDPA takes them, cost copies that
+        move dh innermost, about twice the time (experiments/wikitext/README.md)."""
+        c = self.config
+        members, _, heads, head_dim, length, batch = qkv.shape
+        q, k, v = _HeadBlocks.apply(qkv)  # (S*B*H, dh, L) each
+        if allowed is None and c.causal:
+            allowed = causal_mask(length, qkv.device)
+        scores = torch.baddbmm(  # the scale and the mask in the product: no passes of their own
+            _score_bias(allowed, heads, q.dtype, q.device), q.mT, k, alpha=head_dim**-0.5)
+        weights = scores.softmax(dim=-1, dtype=torch.float32 if q.dtype in HALF else None)
+        weights = drop(weights.view(members * batch, heads, length, length))
+        out = torch.bmm(weights.flatten(0, 1), v.mT)  # (S*B*H, L, dh): sum over keys
+        out = out.view(members, batch, heads, length, head_dim).permute(0, 2, 4, 3, 1)
+        return out.reshape(members, c.d_model, -1)
 
     def _small_attention(self, qkv: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
         """Attention by dhwt.models.attention (tiny heads, short sequences, no attention dropout):
@@ -192,6 +207,33 @@ class Block(nn.Module):
         if self.config.ff_dropout:
             inner = drop(inner)
         return drop(linear(inner, self.linear2_weight, self.linear2_bias))
+
+
+class _HeadBlocks(torch.autograd.Function):
+    """qkv (S, 3, H, dh, L, B) -> q, k, v, each (S*B*H, dh, L) and contiguous: one (dh, L) block
+    per sequence and head. The backward copies the three gradients straight into qkv's layout,
+    where autograd's graph of permute, copy and unbind would first stack them (a pass more)."""
+
+    @staticmethod
+    def forward(ctx, qkv):  # type: ignore[override]
+        ctx.shape = qkv.shape
+        head_dim, length = qkv.shape[3], qkv.shape[4]
+        blocks = qkv.permute(1, 0, 5, 2, 3, 4).reshape(3, -1, head_dim, length)  # a copy
+        return blocks.unbind(0)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, *grads):  # type: ignore[override]
+        members, _, heads, head_dim, length, batch = ctx.shape
+        given = next(g for g in grads if g is not None)
+        out = given.new_empty(ctx.shape)
+        for i, grad in enumerate(grads):
+            if grad is None:
+                out[:, i].zero_()
+            else:
+                out[:, i].copy_(grad.reshape(members, batch, heads, head_dim, length)
+                                .permute(0, 2, 3, 4, 1))
+        return out
 
 
 class Transformer(EnsembleLM):

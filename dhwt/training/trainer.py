@@ -101,6 +101,7 @@ from dhwt.runs.history import check_history
 from dhwt.runs.metrics import MetricsWriter, summary_writer, truncate_metrics
 from dhwt.runs.snapshots import remove_snapshots_after, save_snapshot
 from dhwt.training import state
+from dhwt.training.allocator import retained_memory
 from dhwt.training.distributed import SINGLE, Parallel
 from dhwt.training.ensemble import (EVAL_BYTES, GPU_EVAL_BYTES, chunked_metrics,
                                     clip_member_grads, eval_rows, repeat_batch)
@@ -205,7 +206,8 @@ class Trainer:
         it stays valid for --resume."""
         try:
             place = self.config.placement
-            with _torch_settings(place.threads, self.device), tf32_matmuls(place.tf32):
+            with (_torch_settings(place.threads, self.device), tf32_matmuls(place.tf32),
+                  retained_memory(self.device.type == "cpu")):
                 return self._train(resume)
         except KeyboardInterrupt:
             raise Interrupted(f"interrupted at step {self.step}; {self._go_on()}") from None

@@ -21,9 +21,11 @@ positions are a learned table (what GPT-2 has), its loss `F.cross_entropy` of it
 never the global RNG; with dropout both compute the attention softmax by hand, since SDPA's CPU
 kernels take no dropout and the math fallback is what HF then runs; without, both use SDPA).
 
-Rounds alternate dhwt and HF (same load for both); the script prints medians, their ratio (and
-the ratio paired by round: median and range of HF's step over dhwt's within each round, which a
-machine whose speed drifts during the run moves less), the load average before and after,
+Rounds alternate dhwt and HF, in reverse order every other round (same load and the same place
+in a round for both); the script prints medians, their ratio (and the ratio paired by round: the
+median of HF's step over dhwt's within each round, which a machine whose speed drifts during the
+run moves less, with a distribution-free 95% interval for that median, `median_interval`; give
+--steps 1 and many rounds, e.g. 21, for a tight one), the CPU, the load average before and after,
 and MFU = model FLOPs per second / measured peak, with model FLOPs per token = 6 N + 6 n_layers
 * context * d (N: parameters touched per token, i.e. all but the embedding tables, plus the
 output matrix; the attention term counts the causal half of QK^T and AV, forward and
@@ -32,7 +34,11 @@ backward). Peak: median GFLOP/s of a 2048^3 float32 torch.mm.
     nice -n 10 .venv/bin/python experiments/benchmarks/bench_text_throughput.py \\
         [--shape cpu] [--shape small] [--shape blog] [--rounds 5] [--steps 5] [--threads 2] \\
         [--dropout 0.1] [--precision fp32] [--precision bf16-mixed] [--device cpu|cuda] \\
-        [--compile] [--floor] [--packed] [--profile]
+        [--compile] [--floor] [--packed] [--profile] [--release-memory]
+
+Both models run with freed memory kept by the process, as dhwt's CPU runs keep it
+(dhwt.training.allocator: large tensors reuse mapped pages instead of fresh, page-faulted ones);
+`--release-memory` times both with the system malloc's defaults instead.
 
 `--profile` instead times single steps under torch.profiler (alternating, `--rounds` of them)
 and prints where each step's time goes: matmuls of the layers and of the output layer, the
@@ -69,15 +75,22 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from scipy import stats
 
 from dhwt.models import ModelConfig, Transformer
+from dhwt.training.allocator import retained_memory
 from dhwt.training.precision import autocast
+
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_knn import cpu_flags, cpu_model  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -296,9 +309,10 @@ def measure(shape_name: str, dropout: float, rounds: int, steps: int, precision:
         warm_up[name] = time.perf_counter() - start
     times: dict[str, list[float]] = {name: [] for name in runners}
     peaks = []
-    for _ in range(rounds):
+    order = list(runners.items())
+    for round_ in range(rounds):
         peaks.append(matmul_peak(precision, device, 3))
-        for name, (run, _) in runners.items():
+        for name, (run, _) in order if round_ % 2 == 0 else order[::-1]:
             start = time.perf_counter()
             for _ in range(steps):
                 run()
@@ -315,15 +329,32 @@ def measure(shape_name: str, dropout: float, rounds: int, steps: int, precision:
     for name in ("dhwt", "dhwt packed"):
         if name in times:  # HF's step over dhwt's within each round: immune to slow drift
             per_round = [h / d for h, d in zip(times["hf"], times[name])]
-            result[f"{name}_paired"] = (statistics.median(per_round), min(per_round),
-                                        max(per_round))
+            result[f"{name}_paired"] = (statistics.median(per_round),
+                                        *median_interval(per_round))
     return result
+
+
+def median_interval(values: list[float], level: float = 0.95) -> tuple[float, float]:
+    """A distribution-free interval for the median of `values`: the order statistics j and
+    n + 1 - j for the largest j with P(Binomial(n, 1/2) < j) <= (1 - level) / 2, which cover
+    the median with probability >= level whatever the law (independent draws); (min, max),
+    which cover it less often, when n is too small for any j.
+
+    Examples:
+        >>> median_interval(list(range(1, 22)))  # n 21: the 6th and 16th (coverage 97.3%)
+        (6, 16)
+    """
+    xs, n = sorted(values), len(values)
+    j = 0
+    while j + 1 <= n // 2 and stats.binom.cdf(j, n, 0.5) <= (1 - level) / 2:
+        j += 1
+    return (xs[j - 1], xs[n - j]) if j else (xs[0], xs[-1])
 
 
 def _paired(r: dict, name: str) -> str:
     """The ratio of `name` over HF paired by round, as printed."""
     median, low, high = r[f"{name}_paired"]
-    return f"paired by round {median:.3f}, {low:.3f}-{high:.3f}"
+    return f"paired by round {median:.3f}, 95% interval of the median {low:.3f}-{high:.3f}"
 
 
 PARTS = {
@@ -396,6 +427,9 @@ def main() -> None:
                         help="also time both models through torch.compile (compile time apart)")
     parser.add_argument("--packed", action="store_true",
                         help="also time dhwt with dropout_masks = \"packed\" (its faster masks)")
+    parser.add_argument("--release-memory", action="store_true",
+                        help="time with the system malloc's defaults, not the freed memory "
+                             "kept that dhwt's CPU runs use (dhwt.training.allocator)")
     parser.add_argument("--profile", action="store_true",
                         help="where the time of a step goes, instead of the throughput (CPU, "
                              "fp32)")
@@ -405,8 +439,15 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     where = (torch.cuda.get_device_name(device) if device.type == "cuda"
-             else f"{args.threads} threads")
-    print(f"torch {torch.__version__}, {where}, load {_load()}")
+             else f"CPU {cpu_model()} (flags: {cpu_flags()}), {args.threads} threads")
+    with retained_memory(not args.release_memory) as kept:
+        kept_text = "freed memory kept (dhwt's CPU runs' setting)" if kept else "system malloc"
+        print(f"torch {torch.__version__}, {where}, {kept_text}, load {_load()}")
+        run_all(args, device)
+
+
+def run_all(args: argparse.Namespace, device: torch.device) -> None:
+    """Every shape, dropout and precision asked for: a profile or a throughput line each."""
     for shape_name in args.shape or ["cpu"]:
         for dropout in args.dropout or [0.1]:
             if args.profile:

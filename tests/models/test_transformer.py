@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from dhwt.errors import DhwtError
-from dhwt.models import ModelConfig, Transformer
+from dhwt.models import ModelConfig, Transformer, transformer
 from dhwt.models.config import DROPOUT_MASKS
 from dhwt.models.init import sinusoidal_table
 
@@ -324,6 +324,43 @@ def test_explicit_attention_path_equals_sdpa_path(causal, width):
         real = torch.ones_like(padding) if pad is None else ~pad
         trained, evaluated = model.train()(inputs, pad), model.eval()(inputs, pad)
         torch.testing.assert_close(trained[real], evaluated[real], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["mlm", "clm"])
+def test_explicit_attention_path_has_the_sdpa_paths_gradients(causal):
+    """The written-out attention (training with dropout, CPU) and SDPA's (eval) give the same
+    weight gradients at a vanishing dropout rate, with pads and without."""
+    config = ModelConfig(vocab_size=7, max_len=8, d_model=12, n_heads=2, d_ff=8, causal=causal,
+                         dropout=1e-9)
+    model = Transformer(config, SEEDS, tied=True).double()
+    _randomise(model, seed=4)
+    inputs = torch.randint(0, 7, (3, 4, 8), generator=torch.Generator().manual_seed(1))
+    padding = _right_padding(3, 4, 8, seed=2)
+    for pad in (None, padding):
+        real = (torch.ones_like(padding) if pad is None else ~pad).unsqueeze(-1)
+        grads = []
+        for mode in (model.train, model.eval):
+            model.zero_grad(set_to_none=True)
+            (mode()(inputs, pad) * real).square().sum().backward()
+            grads.append([p.grad.clone() for p in model.parameters()])
+        for trained, evaluated in zip(*grads):  # the 1 / (1 - 1e-9) scales: ~1e-9 relative
+            scale = evaluated.abs().max().item()
+            torch.testing.assert_close(trained, evaluated, rtol=1e-6, atol=1e-7 * scale)
+
+
+def test_head_blocks_copy_values_and_gradients_as_permute_and_unbind_do():
+    """_HeadBlocks is a copy both ways: bit for bit what autograd's permute/reshape/unbind gives,
+    a missing gradient (an unused block) read as zeros."""
+    qkv = torch.randn(2, 3, 4, 5, 6, 3, dtype=torch.float64)  # (S, 3, H, dh, L, B)
+    a, b = qkv.clone().requires_grad_(), qkv.clone().requires_grad_()
+    mine = transformer._HeadBlocks.apply(a)
+    reference = b.permute(1, 0, 5, 2, 3, 4).reshape(3, -1, 5, 6).unbind(0)
+    for x, y in zip(mine, reference):
+        assert x.is_contiguous() and torch.equal(x, y)
+    weights = [torch.randn_like(x) for x in mine]
+    (mine[0] * weights[0]).sum().add((mine[2].mT * weights[2].mT).sum()).backward()
+    (reference[0] * weights[0]).sum().add((reference[2] * weights[2]).sum()).backward()
+    assert torch.equal(a.grad, b.grad) and not a.grad[:, 1].any()
 
 
 def test_logits_are_a_view_of_class_major_position_major_memory():

@@ -13,6 +13,7 @@ from dhwt.models import output
 from dhwt.config import TrainConfig
 from dhwt.commands import train
 from dhwt.runs.checkpoints import latest_checkpoint, list_checkpoints
+from dhwt.training import allocator
 from dhwt.training.trainer import Trainer
 from dhwt.runs.snapshots import read_snapshot
 
@@ -85,6 +86,37 @@ def test_torch_settings_of_a_run_are_restored_afterwards(task, tmp_path, interru
     with pytest.raises(KeyboardInterrupt):
         train(config, task, tmp_path / "interrupted")
     assert _torch_settings() == before
+
+
+def test_a_cpu_run_trains_with_freed_memory_kept(task, tmp_path, interrupt_at):
+    """Every update of a CPU run happens inside dhwt.training.allocator.retained_memory, which
+    ends with the run, interrupted or not."""
+    depths = []
+    original = Trainer._update
+
+    def update(self):
+        depths.append(allocator._depth)
+        original(self)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(allocator, "glibc", lambda: _NoLibc())
+        patch.setattr(Trainer, "_update", update)
+        train(TrainConfig(steps=2), task, tmp_path / "done")
+        assert depths == [1, 1] and allocator._depth == 0
+        interrupt_at(1)
+        with pytest.raises(KeyboardInterrupt):
+            train(TrainConfig(steps=2), task, tmp_path / "interrupted")
+        assert allocator._depth == 0
+
+
+class _NoLibc:
+    """A C library whose malloc settings do nothing (the test counts the nesting only)."""
+
+    def mallopt(self, param: int, value: int) -> int:
+        return 1
+
+    def malloc_trim(self, pad: int) -> int:
+        return 1
 
 
 def test_member_equals_a_solo_run_of_its_seed(task, tmp_path):
