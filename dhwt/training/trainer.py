@@ -203,7 +203,8 @@ class Trainer:
         from. Afterwards `self.step` is the last step and each run's `last_checkpoint` its
         checkpoint. A failed write (full disk, lost permission) or allocation (out of memory)
         stops the run with a DhwtError naming the last good checkpoint; everything written before
-        it stays valid for --resume."""
+        it stays valid for --resume. On the CPU the process keeps the memory it frees until the
+        run ends (dhwt.training.allocator: steps reuse mapped pages)."""
         try:
             place = self.config.placement
             with (_torch_settings(place.threads, self.device), tf32_matmuls(place.tf32),
