@@ -169,11 +169,12 @@ class Block(nn.Module):
     def _written_attention(
         self, qkv: torch.Tensor, allowed: torch.Tensor | None, drop: Dropout
     ) -> torch.Tensor:
-        """softmax(q k^T / sqrt(dh)) with dropout, times v, by products of (dh, L) blocks, one per
-        sequence and head: qkv (S, 3, H, dh, L, B) -> heads (S, d, T). Positions stay the inner
-        dim of each block, so the copies into and out of the blocks only swap L and B (a
-        position-major head is (dh, L, B)); (L, dh) blocks, as SDPA takes them, cost copies that
-        move dh innermost, about twice the time (experiments/wikitext/README.md)."""
+        """softmax(q k^T / sqrt(dh)) with dropout, times v, by products of one block per sequence
+        and head: qkv (S, 3, H, dh, L, B) -> heads (S, d, T). q, k and v are (dh, L) blocks, so
+        the copy into them only swaps L and B (a position-major head is (dh, L, B)); the (L, dh)
+        blocks SDPA takes cost a copy that moves dh innermost, 1.6x the time at GPT-2-small's
+        shape (experiments/wikitext/README.md). The output comes as (L, dh) blocks, the product
+        of the weights as they are, whose gradient then needs no transposed copy."""
         c = self.config
         members, _, heads, head_dim, length, batch = qkv.shape
         q, k, v = _HeadBlocks.apply(qkv)  # (S*B*H, dh, L) each
@@ -218,7 +219,7 @@ class _HeadBlocks(torch.autograd.Function):
     def forward(ctx, qkv):  # type: ignore[override]
         ctx.shape = qkv.shape
         head_dim, length = qkv.shape[3], qkv.shape[4]
-        blocks = qkv.permute(1, 0, 5, 2, 3, 4).reshape(3, -1, head_dim, length)  # a copy
+        blocks = qkv.permute(1, 0, 5, 2, 3, 4).reshape(3, -1, head_dim, length)  # a view if S = B = 1
         return blocks.unbind(0)
 
     @staticmethod
