@@ -34,11 +34,13 @@ backward). Peak: median GFLOP/s of a 2048^3 float32 torch.mm.
     nice -n 10 .venv/bin/python experiments/benchmarks/bench_text_throughput.py \\
         [--shape cpu] [--shape small] [--shape blog] [--rounds 5] [--steps 5] [--threads 2] \\
         [--dropout 0.1] [--precision fp32] [--precision bf16-mixed] [--device cpu|cuda] \\
-        [--compile] [--floor] [--packed] [--profile] [--release-memory]
+        [--compile] [--floor] [--packed] [--profile] [--memory kept|system|shipped]
 
-Both models run with freed memory kept by the process, as dhwt's CPU runs keep it
-(dhwt.training.allocator: large tensors reuse mapped pages instead of fresh, page-faulted ones);
-`--release-memory` times both with the system malloc's defaults instead.
+`--memory`: `kept` (the default) runs both models with freed memory kept by the process, as
+dhwt's CPU runs keep it (dhwt.training.allocator: a step's large tensors reuse mapped pages
+instead of fresh, page-faulted ones); `system` both with the system malloc's defaults;
+`shipped` each as its trainer runs it: dhwt's steps kept, HF's with the system malloc (HF's
+Trainer sets nothing), every runner's round after one untimed step in its setting.
 
 `--profile` instead times single steps under torch.profiler (alternating, `--rounds` of them)
 and prints where each step's time goes: matmuls of the layers and of the output layer, the
@@ -86,7 +88,7 @@ import torch.nn.functional as F
 from scipy import stats
 
 from dhwt.models import ModelConfig, Transformer
-from dhwt.training.allocator import retained_memory
+from dhwt.training.allocator import glibc, retained_memory
 from dhwt.training.precision import autocast
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -282,14 +284,22 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+#: --memory's choices, as the first line prints them.
+MEMORY = {"kept": "freed memory kept for both (dhwt's CPU runs' setting)",
+          "system": "system malloc for both",
+          "shipped": "dhwt with freed memory kept, HF with the system malloc"}
+
+
 def measure(shape_name: str, dropout: float, rounds: int, steps: int, precision: str,
             device: torch.device, compiled: bool = False, floor: bool = False,
-            packed: bool = False) -> dict[str, float]:
+            packed: bool = False, shipped: bool = False) -> dict[str, float]:
     """Tokens/s, MFU and parameters of each runner (dhwt, hf; with `compiled` also "dhwt
     compiled" and "hf compiled"), keyed "<runner>_<what>", and the measured peak. A compiled
     runner's compile time (its two warm-up steps less two timed steps) is "<runner>_compile_s",
     outside its tokens/s. With `floor` also "skeleton" (Skeleton, in float32); with `packed`
-    also "dhwt packed" (dropout_masks = "packed")."""
+    also "dhwt packed" (dropout_masks = "packed"). With `shipped` dhwt's rounds run with freed
+    memory kept, the others' with the system malloc, each after one untimed step in its setting
+    (the kept heap then holds a step's blocks, as from a run's second step on)."""
     shape = SHAPES[shape_name]
     tokens = shape.batch * shape.context
     runners = {"dhwt": dhwt_step(shape, dropout, precision, device),
@@ -313,10 +323,13 @@ def measure(shape_name: str, dropout: float, rounds: int, steps: int, precision:
     for round_ in range(rounds):
         peaks.append(matmul_peak(precision, device, 3))
         for name, (run, _) in order if round_ % 2 == 0 else order[::-1]:
-            start = time.perf_counter()
-            for _ in range(steps):
-                run()
-            times[name].append((time.perf_counter() - start) / steps)
+            with retained_memory(shipped and name.startswith("dhwt")):
+                if shipped:  # the same untimed step for every runner: caches alike
+                    run()
+                start = time.perf_counter()
+                for _ in range(steps):
+                    run()
+                times[name].append((time.perf_counter() - start) / steps)
     peak = statistics.median(peaks)
     result = {"peak_gflops": peak}
     for name, values in times.items():
@@ -427,9 +440,10 @@ def main() -> None:
                         help="also time both models through torch.compile (compile time apart)")
     parser.add_argument("--packed", action="store_true",
                         help="also time dhwt with dropout_masks = \"packed\" (its faster masks)")
-    parser.add_argument("--release-memory", action="store_true",
-                        help="time with the system malloc's defaults, not the freed memory "
-                             "kept that dhwt's CPU runs use (dhwt.training.allocator)")
+    parser.add_argument("--memory", choices=MEMORY, default="kept",
+                        help="kept: both models with freed memory kept, as dhwt's CPU runs keep "
+                             "it (dhwt.training.allocator); system: both with the system "
+                             "malloc; shipped: dhwt kept, HF with the system malloc")
     parser.add_argument("--profile", action="store_true",
                         help="where the time of a step goes, instead of the throughput (CPU, "
                              "fp32)")
@@ -440,9 +454,10 @@ def main() -> None:
     device = torch.device(args.device)
     where = (torch.cuda.get_device_name(device) if device.type == "cuda"
              else f"CPU {cpu_model()} (flags: {cpu_flags()}), {args.threads} threads")
-    with retained_memory(not args.release_memory) as kept:
-        kept_text = "freed memory kept (dhwt's CPU runs' setting)" if kept else "system malloc"
-        print(f"torch {torch.__version__}, {where}, {kept_text}, load {_load()}")
+    if glibc() is None:  # nothing to keep memory with: the system malloc's defaults for both
+        args.memory = "system"
+    with retained_memory(args.memory == "kept"):
+        print(f"torch {torch.__version__}, {where}, {MEMORY[args.memory]}, load {_load()}")
         run_all(args, device)
 
 
@@ -468,7 +483,7 @@ def report(shape_name: str, dropout: float, precision: str, device: torch.device
     """Measure one shape, dropout and precision, and print its line (and with --compile a
     second one, of the compiled models)."""
     r = measure(shape_name, dropout, args.rounds, args.steps, precision, device, args.compile,
-                args.floor, args.packed)
+                args.floor, args.packed, args.memory == "shipped")
     s = SHAPES[shape_name]
     print(f"{shape_name} (d {s.d}, {s.layers} layers, batch {s.batch} x {s.context}, "
           f"V {s.vocab}), dropout {dropout}, {precision}: dhwt {r['dhwt_tokens_s']:.0f} tok/s "
