@@ -113,7 +113,13 @@ def test_a_swallowed_ctrl_c_still_stops_analyze(runs, tmp_path, cli, monkeypatch
             pass
         return original(*args, **kwargs)
     monkeypatch.setattr(report, "similarity_lines", swallowed)
-    code, out, err = cli(["analyze", runs / "tied", "--out", tmp_path / "rep"])
+    # Python's Ctrl-C handler, as a terminal's python has it: a suite started in the background
+    # by a shell without job control inherits SIGINT ignored, and raise_signal would do nothing
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        code, out, err = cli(["analyze", runs / "tied", "--out", tmp_path / "rep"])
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert code == 130 and out == ""
     assert err.strip() == f"error: interrupted; {tmp_path / 'rep'} was left as it was"
     assert list(tmp_path.iterdir()) == []
