@@ -343,7 +343,7 @@ def measure(shape_name: str, dropout: float, rounds: int, steps: int, precision:
         if name in times:  # HF's step over dhwt's within each round: immune to slow drift
             per_round = [h / d for h, d in zip(times["hf"], times[name])]
             result[f"{name}_paired"] = (statistics.median(per_round),
-                                        *median_interval(per_round))
+                                        *median_interval(per_round), len(per_round))
     return result
 
 
@@ -366,8 +366,9 @@ def median_interval(values: list[float], level: float = 0.95) -> tuple[float, fl
 
 def _paired(r: dict, name: str) -> str:
     """The ratio of `name` over HF paired by round, as printed."""
-    median, low, high = r[f"{name}_paired"]
-    return f"paired by round {median:.3f}, 95% interval of the median {low:.3f}-{high:.3f}"
+    median, low, high, rounds = r[f"{name}_paired"]
+    spread = "95% interval of the median" if rounds >= 6 else "range"  # median_interval
+    return f"paired by round {median:.3f}, {spread} {low:.3f}-{high:.3f}"
 
 
 PARTS = {
@@ -448,8 +449,9 @@ def main() -> None:
                         help="where the time of a step goes, instead of the throughput (CPU, "
                              "fp32)")
     args = parser.parse_args()
-    if args.profile and (args.compile or args.floor):
-        parser.error("--profile times the eager models: give it without --compile and --floor")
+    if args.profile and (args.compile or args.floor or args.memory == "shipped"):
+        parser.error("--profile times the eager models under one allocator: give it without "
+                     "--compile, --floor and --memory shipped")
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     where = (torch.cuda.get_device_name(device) if device.type == "cuda"
