@@ -8,6 +8,8 @@
   t-interval means Sarle's bimodality coefficient (skewness^2 + 1) / (excess kurtosis + 3 (n-1)^2
   / ((n-2)(n-3))) at most 5/9, the uniform distribution's value (a screen, not a test; n >= 4),
   and not split by a known two-state outcome (the caller says so: `bimodal=True`).
+- a median's distribution-free interval, two order statistics (`median_interval`: timings
+  paired by round, whose law is unknown);
 - `bounds` clip an interval to the measure's range (a cosine lies in [-1, 1], a loss is not
   negative), and the text says so: 'm ± h, clipped to [lo, hi]';
 - `mean_band` is the figures' band over seeds at each step: mean ± the 95% t half-width, none
@@ -43,6 +45,23 @@ def clopper_pearson(k: int, n: int, level: float = LEVEL) -> tuple[float, float]
     low = 0.0 if k == 0 else float(stats.beta.ppf(alpha / 2, k, n - k + 1))
     high = 1.0 if k == n else float(stats.beta.ppf(1 - alpha / 2, k + 1, n - k))
     return low, high
+
+
+def median_interval(values, level: float = LEVEL) -> tuple[float, float]:
+    """A distribution-free interval for the median of `values`: the order statistics j and
+    n + 1 - j for the largest j with P(Binomial(n, 1/2) < j) <= (1 - level) / 2, which cover
+    the median with probability >= level whatever the law (independent draws); (min, max),
+    which cover it less often, when n is too small for any j.
+
+    Examples:
+        >>> median_interval(list(range(1, 22)))  # n 21: the 6th and 16th (coverage 97.3%)
+        (6, 16)
+    """
+    xs, n = sorted(values), len(values)
+    j = 0
+    while j + 1 <= n // 2 and stats.binom.cdf(j, n, 0.5) <= (1 - level) / 2:
+        j += 1
+    return (xs[j - 1], xs[n - j]) if j else (xs[0], xs[-1])
 
 
 def count_text(k: int, n: int) -> str:

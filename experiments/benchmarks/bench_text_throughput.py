@@ -85,8 +85,8 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from scipy import stats
 
+from dhwt.analysis.intervals import median_interval
 from dhwt.models import ModelConfig, Transformer
 from dhwt.training.allocator import glibc, retained_memory
 from dhwt.training.precision import autocast
@@ -347,27 +347,10 @@ def measure(shape_name: str, dropout: float, rounds: int, steps: int, precision:
     return result
 
 
-def median_interval(values: list[float], level: float = 0.95) -> tuple[float, float]:
-    """A distribution-free interval for the median of `values`: the order statistics j and
-    n + 1 - j for the largest j with P(Binomial(n, 1/2) < j) <= (1 - level) / 2, which cover
-    the median with probability >= level whatever the law (independent draws); (min, max),
-    which cover it less often, when n is too small for any j.
-
-    Examples:
-        >>> median_interval(list(range(1, 22)))  # n 21: the 6th and 16th (coverage 97.3%)
-        (6, 16)
-    """
-    xs, n = sorted(values), len(values)
-    j = 0
-    while j + 1 <= n // 2 and stats.binom.cdf(j, n, 0.5) <= (1 - level) / 2:
-        j += 1
-    return (xs[j - 1], xs[n - j]) if j else (xs[0], xs[-1])
-
-
 def _paired(r: dict, name: str) -> str:
     """The ratio of `name` over HF paired by round, as printed."""
     median, low, high, rounds = r[f"{name}_paired"]
-    spread = "95% interval of the median" if rounds >= 6 else "range"  # median_interval
+    spread = "95% interval of the median" if rounds >= 6 else "range"  # median_interval's
     return f"paired by round {median:.3f}, {spread} {low:.3f}-{high:.3f}"
 
 

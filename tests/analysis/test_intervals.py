@@ -5,6 +5,7 @@ import pytest
 from scipy import stats
 
 from dhwt.analysis.intervals import (BIMODAL, bimodality, clopper_pearson, count_text, mean_band,
+                                     median_interval,
                                      summarise)
 
 
@@ -98,3 +99,22 @@ def test_mean_band_matches_textbook_t_quantile():
     assert mean[0] == pytest.approx(3.0)
     assert half[0] == pytest.approx(2.776 * np.sqrt(2.5) / np.sqrt(5), rel=1e-3)
     assert np.isnan(mean_band(values[:, :2], axis=1)[1][0])  # no band from 2 members
+
+
+@pytest.mark.parametrize("n", [1, 5, 6, 11, 21, 40])
+def test_median_interval_is_the_narrowest_pair_of_order_statistics_covering_95(n):
+    """Coverage of (X_(j), X_(n+1-j)) is P(j <= Binomial(n, 1/2) <= n - j), summed here term by
+    term from math.comb: at least 95% for the pair returned, under 95% for the next one in."""
+    from math import comb
+
+    def coverage(j: int) -> float:
+        return sum(comb(n, i) for i in range(j, n - j + 1)) / 2**n
+
+    values = list(range(100, 100 + n))  # the k-th smallest is 99 + k
+    low, high = median_interval(values[::-1])
+    j = low - 99
+    assert high == 100 + n - j
+    if coverage(1) < 0.95:  # too few values for any interval: the range
+        assert (low, high) == (100, 99 + n)
+    else:
+        assert coverage(j) >= 0.95 and (j + 1 > n // 2 or coverage(j + 1) < 0.95)
