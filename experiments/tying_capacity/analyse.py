@@ -32,6 +32,9 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 MARGIN = 0.005  # nats, declared in README.md before any cell ran
 CONTROL = {"mlm": "control-mlm", "clm": "control-clm"}
+#: The convergence window: the last fifth of a run's steps (converge.py's criterion, and the
+#: early excess here).
+WINDOW = 0.2
 CELL = re.compile(r"(?P<language>\w+-\w+)-k(?P<k>\d+)-d(?P<d>\d+)-wd(?P<decay>[\d.]+)-"
                   r"(?P<bias>bias|nobias)$")
 
@@ -43,11 +46,17 @@ def paired(first: dict[int, float], second: dict[int, float]) -> dict[int, float
     return {seed: first[seed] - second[seed] for seed in sorted(first)}
 
 
+def window_start(steps: list[int]) -> int:
+    """The last of the sorted evaluation `steps` at or before (1 - WINDOW) of the last one:
+    where the convergence window opens."""
+    return max(s for s in steps if s <= (1 - WINDOW) * steps[-1])
+
+
 def excess_by_seed(run: Path, bayes: float, mean_of: int = 1
                    ) -> tuple[dict[int, float], dict[int, float]]:
-    """{seed: excess} at the last and at 80% of the last population evaluation; with `mean_of`
-    M > 1, each averaged over the M evaluations ending there (the second convergence
-    protocol's smoothed excess)."""
+    """{seed: excess} at the last population evaluation and where the convergence window opens
+    (window_start); with `mean_of` M > 1, each averaged over the M evaluations ending there
+    (the second convergence protocol's smoothed excess)."""
     from dhwt.runs import load_run
 
     rows = [r for r in load_run(run).metrics() if r["split"] == "population"]
@@ -59,8 +68,7 @@ def excess_by_seed(run: Path, bayes: float, mean_of: int = 1
         chosen = steps[max(end - mean_of + 1, 0):end + 1]
         return {seed: sum(table[step, seed] for step in chosen) / len(chosen) for seed in seeds}
 
-    early = min(range(len(steps)), key=lambda i: abs(steps[i] - 0.8 * steps[-1]))
-    return at(len(steps) - 1), at(early)
+    return at(len(steps) - 1), at(steps.index(window_start(steps)))
 
 
 def price_curve(cell: Path, bayes: float) -> tuple[np.ndarray, np.ndarray]:

@@ -40,6 +40,7 @@ from dhwt.runs.layout import run_paths
 from dhwt.runs.run import is_finished
 
 sys.path.insert(0, str(Path(__file__).parent))
+from analyse import window_start  # noqa: E402
 from languages import spec  # noqa: E402
 from run import cell_configs, cell_dir  # noqa: E402
 
@@ -50,11 +51,10 @@ PLAN = tuple((language, 16, 4, 0.1, False) for language in
             ("control-clm", "cnd-clm", "ratio-clm", "sem-clm")) \
     + tuple((language, 16, 8, 0.1, False) for language in ("control-clm", "ratio-clm"))
 #: The criterion (nats): every seed's price moves by less than PRICE_TOLERANCE (a fifth of
-#: the declared margin 0.005) over the last WINDOW of the steps trained; the first criterion
-#: (every member's excess within EXCESS_TOLERANCE) is reported beside it.
+#: the declared margin 0.005) over the last fifth of the steps trained (analyse.WINDOW); the
+#: first criterion (every member's excess within EXCESS_TOLERANCE) is reported beside it.
 PRICE_TOLERANCE = 0.001
 EXCESS_TOLERANCE = 1e-3
-WINDOW = 0.2
 STOPPED = "stopped.json"
 
 
@@ -71,16 +71,15 @@ def population(run: Path, bayes: float) -> dict[int, dict[int, float]]:
 
 def criterion(where: Path, objective: str, mean_of: int = 1) -> dict[str, object]:
     """At the runs' last step N: each seed's price range and each member's excess range over
-    the evaluations from the last one at or before (1 - WINDOW) N to N, and whether each is
+    the evaluations from where the window opens (analyse.window_start) to N, and whether each is
     within its tolerance; with `mean_of` M > 1 also each seed's shift, |mean price over the
-    last M evaluations - mean over the M ending at that (1 - WINDOW) N one|, and whether it is
+    last M evaluations - mean over the M ending where it opens|, and whether it is
     within PRICE_TOLERANCE (the second protocol's criterion)."""
     bayes = json.loads((where / "data" / "truth.json").read_text()
                        )["objectives"][objective]["bayes_cross_entropy_nats"]
     tied, untied = population(where / "tied", bayes), population(where / "untied", bayes)
-    last = max(tied)
-    early = max(s for s in tied if s <= (1 - WINDOW) * last)
     every = sorted(tied)
+    last, early = every[-1], window_start(every)
     steps = [s for s in every if s >= early]
     seeds = sorted(tied[last])
     price = np.array([[tied[s][seed] - untied[s][seed] for seed in seeds] for s in every])

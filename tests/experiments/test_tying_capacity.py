@@ -234,14 +234,14 @@ def test_a_cell_stopped_mid_extension_continues_as_one_ensemble(tmp_path, monkey
 
 
 class _Metrics:
-    """A run whose metrics are population fits at steps 0, 100, ..., 1,000 of two seeds."""
+    """A run whose metrics are population fits at steps 0, 100, ..., `last` of two seeds."""
 
-    def __init__(self, loss):
-        self._loss = loss
+    def __init__(self, loss, last=1000):
+        self._loss, self._last = loss, last
 
     def metrics(self):
         return [{"split": "population", "step": step, "seed": seed, "loss": self._loss(step, seed)}
-                for step in range(0, 1001, 100) for seed in (0, 1)]
+                for step in range(0, self._last + 1, 100) for seed in (0, 1)]
 
 
 def test_the_smoothed_excess_averages_the_last_evaluations(monkeypatch):
@@ -257,6 +257,19 @@ def test_the_smoothed_excess_averages_the_last_evaluations(monkeypatch):
     # steps 800, 900, 1,000: (0.8 + 0.9 + 1.5) / 3; steps 600, 700, 800: 0.7
     assert last == pytest.approx({0: 3.2 / 3, 1: 3.2 / 3 + 1})
     assert early == pytest.approx({0: 0.7, 1: 1.7})
+
+
+def test_the_early_excess_is_read_where_the_criterions_window_opens(monkeypatch):
+    """Evaluations off 80% of the last step (1,100: 880): both read the last one before it,
+    800, not the nearest, 900."""
+    import dhwt.runs
+
+    assert analyse.window_start(list(range(0, 1101, 100))) == 800
+    assert analyse.window_start(list(range(0, 1001, 100))) == 800
+    monkeypatch.setattr(dhwt.runs, "load_run", lambda run: _Metrics(
+        lambda step, seed: 1.0 + step / 1000 + seed, last=1100))
+    _, early = analyse.excess_by_seed(Path("run"), bayes=1.0)
+    assert early == pytest.approx({0: 0.8, 1: 1.8})
 
 
 def test_the_second_criterion_reads_each_seeds_price_averaged_over_evaluations(

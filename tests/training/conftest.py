@@ -1,4 +1,5 @@
-"""Fixtures of the trainer's tests: interrupting a run at a step, comparing saved states."""
+"""Fixtures of the trainer's tests: interrupting a run at a step, comparing saved states, a
+fake C library under dhwt.training.allocator."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Callable
 import pytest
 import torch
 
+from dhwt.training import allocator
 from dhwt.training.trainer import Trainer
 
 
@@ -25,6 +27,29 @@ def interrupt_at(monkeypatch) -> Callable[[int], None]:
 
         monkeypatch.setattr(Trainer, "_update", update)
     return arm
+
+
+class FakeLibc:
+    """A C library whose malloc settings only record their calls."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def mallopt(self, param: int, value: int) -> int:
+        self.calls.append(("mallopt", param, value))
+        return 1
+
+    def malloc_trim(self, pad: int) -> int:
+        self.calls.append(("malloc_trim", pad))
+        return 1
+
+
+@pytest.fixture
+def fake_libc(monkeypatch) -> FakeLibc:
+    """dhwt.training.allocator sees a FakeLibc as glibc (the process's malloc is untouched)."""
+    libc = FakeLibc()
+    monkeypatch.setattr(allocator, "glibc", lambda: libc)
+    return libc
 
 
 def _assert_same(a: object, b: object) -> None:

@@ -44,28 +44,13 @@ def test_freed_memory_stays_inside_and_goes_back_at_the_end():
     assert kept and inside > 0.9 and nested > 0.9 and trimmed > 0.9, (inside, nested, trimmed)
 
 
-class _FakeLibc:
-    def __init__(self) -> None:
-        self.calls: list[tuple] = []
-
-    def mallopt(self, param: int, value: int) -> int:
-        self.calls.append(("mallopt", param, value))
-        return 1
-
-    def malloc_trim(self, pad: int) -> int:
-        self.calls.append(("malloc_trim", pad))
-        return 1
-
-
-def test_the_outermost_sets_and_restores_glibcs_defaults(monkeypatch):
-    libc = _FakeLibc()
-    monkeypatch.setattr(allocator, "glibc", lambda: libc)
+def test_the_outermost_sets_and_restores_glibcs_defaults(fake_libc):
     with retained_memory():
         with retained_memory():
-            assert libc.calls == [("mallopt", -4, 0), ("mallopt", -1, -1)]  # M_MMAP_MAX, TRIM
-        assert len(libc.calls) == 2
-    assert libc.calls[2:] == [("mallopt", -4, 65536), ("mallopt", -1, 128 * 1024),
-                              ("malloc_trim", 0)]
+            assert fake_libc.calls == [("mallopt", -4, 0), ("mallopt", -1, -1)]  # M_MMAP_MAX, TRIM
+        assert len(fake_libc.calls) == 2
+    assert fake_libc.calls[2:] == [("mallopt", -4, 65536), ("mallopt", -1, 128 * 1024),
+                                   ("malloc_trim", 0)]
     assert allocator._depth == 0
 
 
