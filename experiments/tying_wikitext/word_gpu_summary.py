@@ -10,6 +10,9 @@ studies of section 8 (conventions.toml with gpt2_convention.toml's runs):
         --title "WikiText-2 bpe:2048, d 64, 2 layers (CPU)"
     python experiments/tying_wikitext/word_gpu_summary.py runs/ptb-proxy --stem ptb-proxy \
         --every 100 --margin 0.02 --title "PTB-like WikiText-2 words, d 128, 2 layers (CPU)"
+    python experiments/tying_wikitext/word_gpu_summary.py runs/ptb-proxy runs/ptb-proxy-conv \
+        --stem ptb-proxy-conv --every 100 --margin 0.02 --against tied \
+        --title "PTB-like WikiText-2 words, d 128, 2 layers (CPU)"
 
 writes results-STEM[-NAME].md (the tables), .csv (every evaluation of every member: the data the
 tables come from) and figures/STEM[-NAME].png (STEM "word-gpu" unless named) in
@@ -18,16 +21,17 @@ members joined by seed (e.g. seeds 1-2 of one study and seed 3 of another), at t
 them evaluated. A comparison runs to the last step both of its runs reached (a run cut by a
 budget ends early; the lr is constant, so a cut run is the same as a shorter one). Each run is
 compared with the widest untied run of its rate (of any rate where its rate has none), and a
-tied run also with each narrower untied run (the parameter-matched arm). Per seed the paired
-difference of log valid perplexity (a seed pairs the data order; tied and untied members of a
-seed share every weight but the output matrix), at the steps of the table and at each run's
-best evaluation (per seed the lowest valid loss to the last step both reached: in the
-overfitting regime an arm's minimum comes before the end); over seeds the mean with a
-Student-t interval (dhwt.analysis.intervals), the count of seeds where the run is lower, and
-with `--margin M` the verdict of the declared rule: above or below 0 where the 95% interval
-excludes 0, "within ±M" where the 90% interval lies inside (-M, M) (two one-sided tests at 5%),
-else undecided. A table of each arm's learning rates (runs named ARM-lrRATE) at the seeds
-every rate has.
+tied run also with each narrower untied run (the parameter-matched arm); with `--against RUN`
+every other run of RUN's tie schedule also with RUN (fairseq's and T5's tied arms against
+GPT-2's, section 9). Per seed the paired difference of log valid perplexity (a seed pairs the
+data order; tied and untied members of a seed share every weight but the output matrix), at the
+steps of the table and at each run's best evaluation (per seed the lowest valid loss to the last
+step both reached: in the overfitting regime an arm's minimum comes before the end); over seeds
+the mean with a Student-t interval (dhwt.analysis.intervals), the count of seeds where the run
+is lower, and with `--margin M` the verdict of the declared rule: above or below 0 where the 95%
+interval excludes 0, "within ±M" where the 90% interval lies inside (-M, M) (two one-sided tests
+at 5%), else undecided. A table of each arm's learning rates (runs named ARM-lrRATE) at the
+seeds every rate has.
 """
 
 from __future__ import annotations
@@ -123,10 +127,11 @@ def read_study(*studies: Path) -> list[Arm]:
     return list(runs.values())
 
 
-def comparisons(runs: list[Arm]) -> list[tuple[Arm, Arm]]:
+def comparisons(runs: list[Arm], against: tuple[str, ...] = ()) -> list[tuple[Arm, Arm]]:
     """(run, reference) pairs: every run against the widest untied run of its rate (of any rate
     where its rate has none), and every tied run against each narrower untied run of that
-    reference's rate."""
+    reference's rate; then for each name in `against` every other run of that run's tie schedule
+    against it (e.g. each tied convention against GPT-2's tied arm)."""
     pairs = []
     for run in runs:
         untied = ([r for r in runs if r.lr == run.lr and r.tie == "untied"]
@@ -137,6 +142,13 @@ def comparisons(runs: list[Arm]) -> list[tuple[Arm, Arm]]:
             pairs.append((run, reference))
         if run.tie == "tied":
             pairs += [(run, r) for r in untied if r.d_model < reference.d_model]
+    named = {run.name: run for run in runs}
+    for name in against:
+        if name not in named:
+            raise SystemExit(f"error: --against {name}: no run of that name in the studies")
+        reference = named[name]
+        pairs += [(run, reference) for run in runs
+                  if run is not reference and run.tie == reference.tie]
     return pairs
 
 
@@ -200,7 +212,8 @@ def _kind(run: Arm) -> str:
     return run.name.split("-lr")[0]
 
 
-def best_table(runs: list[Arm], margin: float | None) -> list[str]:
+def best_table(runs: list[Arm], margin: float | None,
+               against: tuple[str, ...] = ()) -> list[str]:
     """Each comparison at each run's best evaluation (per seed, the lowest valid loss to the
     last step both runs reached), and each run's lowest valid loss against its last: the
     overfitting regime shows as a minimum before the last step and a rise after it."""
@@ -208,7 +221,7 @@ def best_table(runs: list[Arm], margin: float | None) -> list[str]:
              "evaluations to the last step both runs reached (the step of each run's minimum "
              "per seed in brackets); run - reference in log perplexity, paired by seed:", "",
              *_header("to step", margin)]
-    for run, reference in comparisons(runs):
+    for run, reference in comparisons(runs, against):
         last = min(run.last, reference.last)
         seeds = [s for s in run.seeds if s in reference.seeds]
         (mine, where), (theirs, there) = best(run, seeds, last), best(reference, seeds, last)
@@ -275,8 +288,8 @@ def rate_table(runs: list[Arm]) -> list[str]:
             + lines + [""])
 
 
-def report(runs: list[Arm], title: str, every: int = EVERY,
-           margin: float | None = None) -> str:
+def report(runs: list[Arm], title: str, every: int = EVERY, margin: float | None = None,
+           against: tuple[str, ...] = ()) -> str:
     rule = "" if margin is None else (
         f"; verdict: the sign where the 95% interval excludes 0, within ±{margin:g} where the "
         "90% t interval lies inside the margin (TOST at 5%), else undecided")
@@ -284,7 +297,7 @@ def report(runs: list[Arm], title: str, every: int = EVERY,
              f"Valid perplexity (whole valid split) per seed every {every} steps to the last "
              "step both runs of a comparison reached; run - reference in log perplexity, "
              f"paired by seed (the seeds both have){rule}.\n", *_header("step", margin)]
-    for run, reference in comparisons(runs):
+    for run, reference in comparisons(runs, against):
         their_steps, last = reference.splits["valid"][0], min(run.last, reference.last)
         for step in run.splits["valid"][0]:
             if step == 0 or step > last or step not in their_steps or (
@@ -294,7 +307,7 @@ def report(runs: list[Arm], title: str, every: int = EVERY,
             lines.append(f"| {run.name} | {reference.name} | {int(step)} | "
                          f"{', '.join(map(str, seeds))} | {_ppl(at(run, int(step), seeds))} | "
                          f"{_ppl(at(reference, int(step), seeds))} | {_difference(diff, margin)}")
-    lines += ["", *best_table(runs, margin), *rate_table(runs),
+    lines += ["", *best_table(runs, margin, against), *rate_table(runs),
               "Train minus valid loss at each run's last step (nats per seed; the fixed train "
               "windows; more negative: the model fits its training windows further below "
               "valid):", "", "| run | seeds | step | train - valid |", "|---|---|---:|---|"]
@@ -345,7 +358,8 @@ def figure(runs: list[Arm], path: Path, title: str) -> None:
     save(fig, path)
 
 
-def difference_figure(runs: list[Arm], path: Path, title: str, margin: float | None) -> None:
+def difference_figure(runs: list[Arm], path: Path, title: str, margin: float | None,
+                      against: tuple[str, ...] = ()) -> None:
     """Left: valid perplexity by step, each run's mean over its seeds (runs of one seed dotted;
     20 colours, so that up to 20 runs are told apart).
     Right: each comparison of at least 2 seeds at the last step both runs reached: the seeds'
@@ -364,7 +378,7 @@ def difference_figure(runs: list[Arm], path: Path, title: str, margin: float | N
     left.legend(fontsize=7)
     left.grid(alpha=0.3)
     rows = [(run, reference, step, *paired(run, reference, step))
-            for run, reference in comparisons(runs)
+            for run, reference in comparisons(runs, against)
             for step in [min(run.last, reference.last)]]
     rows = [row for row in rows if len(row[3]) >= 2]
     for y, (run, reference, step, seeds, diff) in enumerate(rows):
@@ -398,15 +412,20 @@ def main() -> None:
     parser.add_argument("--margin", type=float, help="declared equivalence margin, nats")
     parser.add_argument("--figure", choices=("curves", "differences"), default="curves")
     parser.add_argument("--out", type=Path, default=HERE, help="where the files go")
+    parser.add_argument("--against", action="append", default=[], metavar="RUN",
+                        help="also compare every other run of RUN's tie schedule with RUN "
+                             "(repeatable)")
     args = parser.parse_args()
+    against = tuple(args.against)
     runs = read_study(*args.studies)
     stem = args.stem + (f"-{args.name}" if args.name else "")
     title = (f"{args.title}: "
              + tomllib.loads((args.studies[-1] / "study.toml").read_text())["study"]["name"])
     write_csv(runs, args.out / f"results-{stem}.csv")
-    text = report(runs, title, args.every, args.margin)
+    text = report(runs, title, args.every, args.margin, against)
     (args.out / f"results-{stem}.md").write_text(text)
-    draw = figure if args.figure == "curves" else partial(difference_figure, margin=args.margin)
+    draw = (figure if args.figure == "curves"
+            else partial(difference_figure, margin=args.margin, against=against))
     draw(runs, args.out / "figures" / f"{stem}.png", title)
     print(text)
 

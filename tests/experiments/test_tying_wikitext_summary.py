@@ -106,6 +106,25 @@ def test_runs_of_one_name_join_by_seed_and_pair_by_seed(studies):
 
 
 @pytest.mark.slow
+def test_against_a_run_adds_every_other_run_of_its_tie_schedule(studies):
+    """--against tied: the other tied run against it, paired by the seed both have; an unknown
+    name stops the script in one line."""
+    runs = {run.name: run for run in summary.read_study(*studies)}
+    plain = summary.comparisons(list(runs.values()))
+    more = summary.comparisons(list(runs.values()), ("tied",))
+    assert more[:len(plain)] == plain
+    assert [(run.name, ref.name) for run, ref in more[len(plain):]] == [("tied-lr3e-2", "tied")]
+    seeds, diff = summary.paired(runs["tied-lr3e-2"], runs["tied"], 20)
+    assert seeds == [1]
+    np.testing.assert_allclose(diff, [_valid(studies[1] / "runs" / "tied-lr3e-2", 1, 20)
+                                      - _valid(studies[0] / "runs" / "tied", 1, 20)], rtol=1e-12)
+    text = "\n".join(summary.best_table(list(runs.values()), 0.02, ("tied",)))
+    assert "| tied-lr3e-2 | tied | 20 | 1 |" in text
+    with pytest.raises(SystemExit, match="^error: --against tide: no run of that name"):
+        summary.comparisons(list(runs.values()), ("tide",))
+
+
+@pytest.mark.slow
 def test_a_run_at_its_best_evaluation_is_its_lowest_valid_loss_per_seed(studies):
     a, b = studies
     runs = {run.name: run for run in summary.read_study(a, b)}
