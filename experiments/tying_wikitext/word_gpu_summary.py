@@ -131,7 +131,8 @@ def comparisons(runs: list[Arm], against: tuple[str, ...] = ()) -> list[tuple[Ar
     """(run, reference) pairs: every run against the widest untied run of its rate (of any rate
     where its rate has none), and every tied run against each narrower untied run of that
     reference's rate; then for each name in `against` every other run of that run's tie schedule
-    against it (e.g. each tied convention against GPT-2's tied arm)."""
+    against it, where not compared already (e.g. each tied convention against GPT-2's tied
+    arm)."""
     pairs = []
     for run in runs:
         untied = ([r for r in runs if r.lr == run.lr and r.tie == "untied"]
@@ -148,7 +149,8 @@ def comparisons(runs: list[Arm], against: tuple[str, ...] = ()) -> list[tuple[Ar
             raise SystemExit(f"error: --against {name}: no run of that name in the studies")
         reference = named[name]
         pairs += [(run, reference) for run in runs
-                  if run is not reference and run.tie == reference.tie]
+                  if run is not reference and run.tie == reference.tie
+                  and not any(r is run and ref is reference for r, ref in pairs)]
     return pairs
 
 

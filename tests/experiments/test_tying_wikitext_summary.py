@@ -107,8 +107,8 @@ def test_runs_of_one_name_join_by_seed_and_pair_by_seed(studies):
 
 @pytest.mark.slow
 def test_against_a_run_adds_every_other_run_of_its_tie_schedule(studies):
-    """--against tied: the other tied run against it, paired by the seed both have; an unknown
-    name stops the script in one line."""
+    """--against tied: the other tied run against it, paired by the seed both have; a pair
+    compared already is not repeated; an unknown name stops the script in one line."""
     runs = {run.name: run for run in summary.read_study(*studies)}
     plain = summary.comparisons(list(runs.values()))
     more = summary.comparisons(list(runs.values()), ("tied",))
@@ -120,6 +120,9 @@ def test_against_a_run_adds_every_other_run_of_its_tie_schedule(studies):
                                       - _valid(studies[0] / "runs" / "tied", 1, 20)], rtol=1e-12)
     text = "\n".join(summary.best_table(list(runs.values()), 0.02, ("tied",)))
     assert "| tied-lr3e-2 | tied | 20 | 1 |" in text
+    again = summary.comparisons(list(runs.values()), ("untied",))  # untied-d4 - untied: once
+    assert [(run.name, ref.name) for run, ref in again] == [(run.name, ref.name)
+                                                            for run, ref in plain]
     with pytest.raises(SystemExit, match="^error: --against tide: no run of that name"):
         summary.comparisons(list(runs.values()), ("tide",))
 
