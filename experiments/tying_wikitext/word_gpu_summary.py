@@ -423,8 +423,8 @@ def main() -> None:
     stem = args.stem + (f"-{args.name}" if args.name else "")
     title = (f"{args.title}: "
              + tomllib.loads((args.studies[-1] / "study.toml").read_text())["study"]["name"])
+    text = report(runs, title, args.every, args.margin, against)  # a bad --against stops here
     write_csv(runs, args.out / f"results-{stem}.csv")
-    text = report(runs, title, args.every, args.margin, against)
     (args.out / f"results-{stem}.md").write_text(text)
     draw = (figure if args.figure == "curves"
             else partial(difference_figure, margin=args.margin, against=against))
