@@ -75,7 +75,7 @@ from dhwt.filenames import DATA
 from dhwt.runs import layout
 from dhwt.runs.layout import run_paths
 from dhwt.runs.checkpoints import common_step, list_checkpoints
-from dhwt.runs.run import is_finished, load_config_text
+from dhwt.runs.run import check_data, data_checksum, is_finished, load_config_text
 from dhwt.checks import split_init_from
 from dhwt.config.run import TrainConfig, overrides
 from dhwt.config.sources import SOURCES, resolve_source
@@ -283,6 +283,8 @@ def study_results(study: Study, out: str | Path, *, overwrite: bool = False,
     if language is not None:
         _check_pairs(study, language.vocab(study.runs[0][1].data.objective))
     inputs = [p for p in inputs if p is not None and Path(str(p)).exists()]
+    if not overwrite:
+        _check_data(study, out)
     with _claim(out, study, overwrite, inputs):
         try:
             return _run_claimed(study, out, language, steps, jobs)
@@ -290,6 +292,26 @@ def study_results(study: Study, out: str | Path, *, overwrite: bool = False,
             raise Interrupted(f"interrupted; the same `dhwt study` command continues {out} "
                               "(finished runs are kept, interrupted ones resume from their last "
                               "checkpoint)") from None
+
+
+def _check_data(study: Study, out: Path) -> None:
+    """DhwtError, before anything is written, if the data of `study`'s runs in `out` changed
+    since they were trained (dhwt.runs.run.check_data): a grammar study's data/ (rebuilt from
+    the grammar when missing), a text study's corpus."""
+    found: dict[tuple[str | None, str | None], str | None] = {}
+    for name, _ in study.runs:
+        run_dir = out / "runs" / name
+        if not run_paths(run_dir).config.is_file():
+            continue
+        config = TrainConfig.from_toml(run_paths(run_dir).config)
+        if config.data.data_sha256 is None or (
+                config.data.corpus is None and not Path(str(config.data.data)).is_dir()):
+            continue
+        where = (config.data.corpus, config.data.data)  # read once for all the runs
+        if where not in found:
+            found[where] = data_checksum(config, run_dir)
+        check_data(config, run_dir, found[where], remedy="put back the data its runs were "
+                   "trained on, or pass --overwrite to train the study again on this data")
 
 
 def _run_claimed(study: Study, out: Path, language: Language | None, steps: int | None,
