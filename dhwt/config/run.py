@@ -498,9 +498,7 @@ class TrainConfig:
     def from_dict(cls, values: dict[str, object], source: str = "config") -> TrainConfig:
         """A config from flat settings (a parsed TOML file, CLI options), or from one table per
         section; unknown keys are errors naming `source`."""
-        values = _flatten(values, source)
-        _check_keys(values, source)
-        return cls(**values)
+        return cls(**known_settings(values, source))
 
     @classmethod
     def from_toml(cls, path: str | Path) -> TrainConfig:
@@ -519,10 +517,7 @@ class TrainConfig:
             raise DhwtError(f"config file {path} does not exist") from None
         except UnicodeDecodeError as exc:
             raise DhwtError(f"config file {path} is not valid TOML: {exc}") from None
-        values = parse_toml(text, f"config file {path}")
-        values = _flatten(values, f"config file {path}")
-        _check_keys(values, str(path))
-        return values
+        return known_settings(parse_toml(text, f"config file {path}"), f"config file {path}")
 
     def to_dict(self) -> dict[str, object]:
         """Every setting, flat, as plain values (batch_size None stays None; the tie schedule
@@ -566,6 +561,24 @@ class TrainConfig:
             tables = {k: v for k, v in values.items() if v is not None and k in TABLES}
             text += "\n" + dumps({name: tables}) if tables else ""
         return text
+
+
+def known_settings(values: dict[str, object], source: str) -> dict[str, object]:
+    """`values` (flat settings, or one table per section) as flat settings, each checked to be
+    a setting but not yet validated as a config (a study's [train] table holds only part of
+    one); DhwtError naming `source` and the first unknown key.
+
+    Examples:
+        >>> known_settings({"optim": {"lr": 0.01}, "seeds": "1-2"}, "[train]")
+        {'seeds': '1-2', 'lr': 0.01}
+        >>> known_settings({"lrr": 0.01}, "[train]")
+        Traceback (most recent call last):
+          ...
+        dhwt.errors.DhwtError: unknown key 'lrr' in [train]; allowed keys: ...
+    """
+    values = _flatten(values, source)
+    _check_keys(values, source)
+    return values
 
 
 def _flatten(values: dict[str, object], source: str) -> dict[str, object]:
