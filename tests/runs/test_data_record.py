@@ -4,7 +4,6 @@ that changed since, in one `error:` line, before anything is touched."""
 
 from __future__ import annotations
 
-import hashlib
 import re
 import shutil
 from pathlib import Path
@@ -20,14 +19,6 @@ from dhwt.runs import load_run
 from dhwt.text.corpus import load_corpus
 
 TINY = ["--steps", "4", "--eval-every", "2", "--snapshot-every", "2", "--checkpoint-every", "2"]
-
-
-def _tree(root: Path) -> dict[str, tuple[str, int]]:
-    """Every file under root with a hash of its bytes and its modification time, but the
-    writer's lock (dhwt.directories), which each command takes."""
-    return {str(p.relative_to(root)): (hashlib.sha256(p.read_bytes()).hexdigest(),
-                                       p.stat().st_mtime_ns)
-            for p in sorted(root.rglob("*")) if p.is_file() and p.name != ".lock"}
 
 
 def _replace_dataset(data: Path, tmp_path: Path, **split: object) -> None:
@@ -65,7 +56,7 @@ def test_a_new_run_records_the_checksum_of_its_dataset(run, tmp_path, cli, make_
 
 
 @pytest.mark.parametrize("extend", [False, True], ids=["resume", "resume --steps"])
-def test_resume_refuses_a_changed_dataset_and_touches_nothing(run, tmp_path, cli, extend):
+def test_resume_refuses_a_changed_dataset_and_touches_nothing(run, tmp_path, cli, extend, file_tree):
     """A resume of an unfinished run, or an extension of a finished one, on a dataset put in
     place of the one it trained on: one error line naming the dataset, the run as it was
     (report.md and config.toml too), rather than a size-mismatch traceback."""
@@ -73,12 +64,12 @@ def test_resume_refuses_a_changed_dataset_and_touches_nothing(run, tmp_path, cli
         (run / "report.md").unlink()
         (run / "checkpoints" / "step_0000004.pt").unlink()
     _replace_dataset(run / "data", tmp_path, seed=7)
-    before = _tree(run)
+    before = file_tree(run)
     code, _, err = cli(["train", "--out", run, "--resume", *(["--steps", "8"] * extend)])
     err = _one_error(code, err)
     assert re.search(rf"dataset {re.escape(str(run / 'data'))} changed since {re.escape(str(run))} "
                      r"was trained on it .*put back the data", err), err
-    assert _tree(run) == before
+    assert file_tree(run) == before
 
 
 def test_analyze_and_run_task_refuse_a_changed_dataset(run, tmp_path, cli):
@@ -91,15 +82,15 @@ def test_analyze_and_run_task_refuse_a_changed_dataset(run, tmp_path, cli):
         load_run(run).task
 
 
-def test_an_extension_that_cannot_restore_keeps_the_report(run, cli):
+def test_an_extension_that_cannot_restore_keeps_the_report(run, cli, file_tree):
     """Nothing of the run changes before its checkpoint is restored: a damaged one stops
     `--resume --steps` with report.md and config.toml's steps as they were."""
     checkpoint = run / "checkpoints" / "step_0000004.pt"
     checkpoint.write_bytes(checkpoint.read_bytes()[:-10])
-    before = _tree(run)
+    before = file_tree(run)
     code, _, err = cli(["train", "--out", run, "--resume", "--steps", "8"])
     assert "truncated or corrupt" in _one_error(code, err)
-    assert _tree(run) == before
+    assert file_tree(run) == before
 
 
 def test_a_run_made_before_the_record_still_resumes_with_a_note(run, cli):
@@ -141,7 +132,7 @@ def corpus(tmp_path, monkeypatch) -> Path:
     return folder
 
 
-def test_a_text_run_records_its_corpus_and_refuses_it_edited(corpus, tmp_path, cli):
+def test_a_text_run_records_its_corpus_and_refuses_it_edited(corpus, tmp_path, cli, file_tree):
     run = tmp_path / "text-run"
     code, _, err = cli(["train", "--corpus", corpus, "--tokenizer", "word", "--seq-len", "4",
                         "--objective", "clm", "--batch-size", "2", *TINY, "--out", run])
@@ -152,7 +143,7 @@ def test_a_text_run_records_its_corpus_and_refuses_it_edited(corpus, tmp_path, c
     (run / "checkpoints" / "step_0000004.pt").unlink()
     with (corpus / "train.txt").open("a") as text:  # same words: the same vocabulary
         text.write("a b c d\n")
-    before = _tree(run)
+    before = file_tree(run)
     code, _, err = cli(["train", "--out", run, "--resume"])
     assert re.search(rf"corpus {re.escape(str(corpus))} changed since", _one_error(code, err))
-    assert _tree(run) == before
+    assert file_tree(run) == before
