@@ -199,7 +199,8 @@ def _create(runs: list[tuple[TrainConfig, Path]], task: Task | None, named: Task
         write_dataset(load_language(config.data.grammar, config.data.set), data,
                       valid_fraction=config.data.valid_fraction,
                       test_fraction=config.data.test_fraction, seed=config.data.split_seed)
-        built = run_task(config, staging, fresh=True)
+        built = load_task(data, config.data.objective)
+        check_data(config, run_dir, built.checksum, fresh=True)  # named as it will be
         recorded = _recorded(runs, built.checksum)
         run_paths(staging).config.write_text(recorded[0][0].to_toml(), encoding="utf-8")
         return Trainer(recorded, built, parallel)
@@ -211,9 +212,11 @@ def _create(runs: list[tuple[TrainConfig, Path]], task: Task | None, named: Task
         stack.enter_context(held(created))
         if created is not None and i == 0:
             trainer = created.value
-    if build or trainer is None:  # the dataset now lies in RUN_DIR/data; other ranks: their own
-        built = run_task(config, run_dir) if task is None else task
-        trainer = Trainer(_recorded(runs, built.checksum), built, parallel)
+    if build:  # the dataset now lies in RUN_DIR/data (other ranks: once rank 0 made it)
+        task = run_task(config, run_dir)
+        trainer = Trainer(_recorded(runs, task.checksum), task, parallel)
+    elif trainer is None:  # other ranks
+        trainer = Trainer(runs, task, parallel)
     _note_split(trainer)
     return trainer
 
