@@ -196,7 +196,8 @@ class Run:
     @cached_property
     def task(self):  # noqa: ANN201 (a dhwt.languages Task; imported lazily: text needs tokenizers)
         """The data the run trained on: RUN/data for a grammar-built run, the dataset
-        `config.data.data`, or the text corpus `config.data.corpus`."""
+        `config.data.data`, or the text corpus `config.data.corpus`; DhwtError if it changed
+        since (the checksum config.toml records, check_data)."""
         return run_task(self.config, self.path)
 
     @property
@@ -270,7 +271,7 @@ def check_data(config: TrainConfig, run_dir: Path, checksum: str | None, *, fres
     recorded = config.data.data_sha256
     if recorded is None or checksum is None or checksum == recorded:
         return
-    where = data_name(config, run_dir)
+    where = _data_name(config, run_dir)
     if fresh:
         raise DhwtError(f"{where} is not the data that data_sha256 in the config names (its "
                         f"sha256 is {checksum[:16]}..., the config's {recorded[:16]}...); give "
@@ -280,20 +281,24 @@ def check_data(config: TrainConfig, run_dir: Path, checksum: str | None, *, fres
                     f"{layout.run_paths(run_dir).config}); {remedy}")
 
 
-def data_name(config: TrainConfig, run_dir: Path) -> str:
+def _data_name(config: TrainConfig, run_dir: Path) -> str:
     """The data `config` names for the run in `run_dir`, for a message: `dataset PATH` or
     `corpus NAME` (WikiText-2 with where it lies)."""
     data = config.data
     if data.corpus is not None:
         return f"corpus {data.corpus}" + (f" ({data.data})" if data.data is not None else "")
-    return f"dataset {_dataset_dir(config, run_dir)}"
+    return f"dataset {_dataset_path(config, run_dir)}"
+
+
+def _dataset_path(config: TrainConfig, run_dir: Path) -> Path:
+    """The dataset directory of a run's config: RUN_DIR/data for a grammar, else its data."""
+    return (layout.run_paths(run_dir).data if config.data.grammar is not None
+            else Path(str(config.data.data)))
 
 
 def _dataset_dir(config: TrainConfig, run_dir: Path) -> Path:
-    """The dataset directory of a run's config (RUN_DIR/data for a grammar, else its data);
-    DhwtError if it is not a directory."""
-    data = (layout.run_paths(run_dir).data if config.data.grammar is not None
-            else Path(str(config.data.data)))
+    """_dataset_path; DhwtError if it is not a directory."""
+    data = _dataset_path(config, run_dir)
     if not data.is_dir():
         problem = "is not a directory" if data.exists() else "does not exist"
         raise DhwtError(f"dataset directory {data} {problem}")
