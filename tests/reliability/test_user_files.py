@@ -17,21 +17,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-TRAIN = ["train", "--grammar", "parity", "--steps", "2", "--eval-every", "2",
-         "--snapshot-every", "2", "--checkpoint-every", "2", "--tensorboard"]
-STUDY = """[data]
-grammar = "parity"
-set = { n_bits = 3 }
-valid_fraction = 0.0
-[train]
-steps = 2
-eval_every = 2
-snapshot_every = 2
-checkpoint_every = 2
-tensorboard = true
-[[runs]]
-name = "a"
-"""
+from tests.reliability.test_overwrite import STUDY as OVERWRITE_STUDY, TRAIN as OVERWRITE_TRAIN
+
+TRAIN = [*OVERWRITE_TRAIN, "--tensorboard"]  # tensorboard/seed_S/ too
+STUDY = OVERWRITE_STUDY.replace("[[runs]]", "tensorboard = true\n[[runs]]")
 TEXT_STUDY = """[data]
 corpus = "corpus"
 tokenizer = "word"
