@@ -65,6 +65,8 @@ SPEC = "spec.toml"
 VOCAB = "vocab.json"
 STRINGS = "strings.npz"
 TRUTH = "truth.json"
+#: All of them, in the order a dataset's checksum reads them (dhwt.languages.dataset).
+DATASET_FILES = (SPEC, VOCAB, STRINGS, TRUTH)
 
 # -- an analyze report (dhwt.commands.analyze; a study's own report is one) ---------------------
 #: What was analysed, which only analyze writes: the sign of an earlier analyze report.
@@ -127,7 +129,7 @@ RUN_LAYOUT: Layout = {
     TENSORBOARD: {member_names(TENSORBOARD_MEMBER): {EVENTS: FILE}},
     DATA: "dataset",
 }
-DATASET_LAYOUT: Layout = dict.fromkeys((SPEC, VOCAB, STRINGS, TRUTH), FILE)
+DATASET_LAYOUT: Layout = dict.fromkeys(DATASET_FILES, FILE)
 ANALYZE_LAYOUT: Layout = {
     **dict.fromkeys((REPORT, HTML, ANALYZE_RECORD, ESCAPE_TABLE, SIMILARITY_CSV,
                      SIMILARITY_JSON), FILE),

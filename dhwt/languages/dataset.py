@@ -25,7 +25,7 @@ import numpy as np
 from dhwt.checksums import checksum
 from dhwt.directories import check_target, create
 from dhwt.errors import DhwtError
-from dhwt.filenames import SPEC, STRINGS, TRUTH, VOCAB
+from dhwt.filenames import DATASET_FILES as FILES, SPEC, STRINGS, TRUTH, VOCAB
 from dhwt.languages.language import OBJECTIVES, Language, load_language
 from dhwt.languages.splits import SPLIT_SEED, SPLITS, TEST_FRACTION, VALID_FRACTION, split_of
 from dhwt.languages.truth import GroundTruth, compute_truth
