@@ -9,12 +9,13 @@ Each run, study and dataset holds two hidden files:
             second writer gets. The kernel releases it when the process ends, so the lock of a
             killed writer never blocks the next one.
 
-What dhwt wrote is known by name: ENTRIES lists, per kind, every name dhwt writes at the top of
-such a directory (besides .dhwt, .lock and the hidden temporaries of its writes), and NESTED the
-dhwt directories inside one (a study's data/ and runs/NAME/, a run's data/), checked the same
-way. Anything else (a user's notes, a subfolder, a study file put there) makes `--overwrite`
-refuse, naming it: replacing the directory would delete it. The contents of dhwt's own
-subfolders (checkpoints/, figures/, ...) are not looked into.
+What dhwt wrote is known by name, at every depth: dhwt.filenames.LAYOUTS gives, per kind,
+every name (or pattern of names) dhwt writes in such a directory and in each of its folders
+(checkpoints/step_NNNNNNN.pt, figures/training.png, ...), the dhwt directories nested in it (a
+study's data/ and runs/NAME/, a run's data/), checked by their own kind's, and besides them
+only .dhwt, .lock and the hidden temporaries of its writes. Anything else, at any depth (a
+user's notes, figures/mine.png, a subfolder, a study file put there), makes `--overwrite` refuse,
+naming every such file and folder at once: replacing the directory would delete them.
 
 `create` builds a new directory in a hidden staging directory beside the target, locked from
 the start, and renames it into place only when complete; an old directory it replaces is moved
@@ -23,8 +24,11 @@ replaces the working directory or one of its ancestors, nor a directory that hol
 command's inputs.
 
 A report folder (`analyze --out`, ...) has no marker: an earlier report is known by its record
-file, which only its command writes (`check_report_dir`), and `replace_report` replaces it whole
-the same way, so an interrupted or narrower report never mixes with an older one.
+file, which only its command writes (`check_report_dir`), and replaced only if it holds nothing
+but what its command's layout names, at any depth; `replace_report` replaces it whole the same
+way, so an interrupted or narrower report never mixes with an older one. No report folder, and
+no other output a command is given (`knn --per-token`, `synth --out`), may lie inside a run,
+study or dataset directory (`check_outside`): those hold only what dhwt writes there.
 
 Examples:
     >>> import tempfile
@@ -72,24 +76,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from dhwt import filenames
+from dhwt.filenames import FILE, Layout
 from dhwt.errors import DhwtError, Interrupted, brief
 
 MARKER = ".dhwt"
 LOCK = ".lock"
-KINDS = ("run", "study", "dataset")
-#: The names dhwt writes at the top of a directory of each kind (dhwt.filenames,
-#: dhwt.languages.dataset, dhwt.commands.study; a study's analyze.json and similarity files are
-#: those of a text study's report, dhwt.commands.analyze; jobs/ its jobs' files).
-ENTRIES = {
-    "run": frozenset(filenames.RUN),
-    "study": frozenset({"study.toml", filenames.DATA, "runs", "analysis", filenames.FIGURES,
-                        filenames.REPORT, filenames.HTML, "escape.csv", "similarity.csv",
-                        "similarity.json", "analyze.json", "jobs"}),
-    "dataset": frozenset({"spec.toml", "vocab.json", "strings.npz", "truth.json"}),
-}
-#: The dhwt directories inside one of a kind: a glob pattern and the kind of what it matches.
-NESTED = {"run": (("data", "dataset"),), "study": (("data", "dataset"), ("runs/*", "run")),
-          "dataset": ()}
+KINDS = tuple(filenames.LAYOUTS)
 T = TypeVar("T")
 #: The hidden leftovers of dhwt's writes (atomic_write_bytes, create) killed half-way.
 LEFTOVER = re.compile(r"\..+\.(tmp|staging|replaced)-\d+")
@@ -212,43 +204,97 @@ def check_target(target: Path, kind: str, *, overwrite: bool, inputs: Iterable[o
                             f"would delete it")
     others = foreign(target, kind)
     if others:
-        raise DhwtError(f"{target} holds {brief(others, str)}, which dhwt did not write and a "
-                        f"replacement would delete; move {'it' if len(others) == 1 else 'them'} "
-                        "out first")
+        raise DhwtError(f"{target} holds {brief(others, str, len(others))}, which dhwt did not "
+                        f"write and a replacement would delete; move "
+                        f"{'it' if len(others) == 1 else 'them'} out first")
     if not overwrite:
         raise DhwtError(f"{target} already exists{'; ' + exists if exists else ''}")
     return True
 
 
 def foreign(directory: Path, kind: str) -> list[str]:
-    """What `directory`, a dhwt `kind` directory, holds that dhwt did not write: paths relative
-    to it, in order (names not in ENTRIES[kind], and in the directories NESTED in it, anything
-    but a dhwt directory of the expected kind, then what that holds of others).
+    """What `directory`, a dhwt `kind` directory, holds that dhwt did not write, at any depth:
+    paths relative to it, in order (`stray` from the kind's layout, dhwt.filenames.LAYOUTS, and
+    its marker and lock).
 
     Examples:
         >>> import tempfile
         >>> folder = Path(tempfile.mkdtemp())
-        >>> for name in ("config.toml", "NOTES.txt", "data/spec.toml", "data/mine.toml"):
+        >>> for name in ("config.toml", "NOTES.txt", "figures/training.png", "figures/mine.png",
+        ...              "data/spec.toml", "data/mine.toml", "checkpoints/step_0000010.pt"):
         ...     (folder / name).parent.mkdir(exist_ok=True)
         ...     _ = (folder / name).write_text("")
         >>> _ = (folder / "data" / MARKER).write_text('{"kind": "dataset"}')
         >>> foreign(folder, "run")
-        ['NOTES.txt', 'data/mine.toml']
+        ['NOTES.txt', 'data/mine.toml', 'figures/mine.png']
     """
-    directory = Path(directory)
-    found = [entry.name for entry in sorted(directory.iterdir())
-             if entry.name not in (*ENTRIES[kind], MARKER, LOCK)
-             and not LEFTOVER.fullmatch(entry.name)]
-    for pattern, inner in NESTED[kind]:
-        for entry in sorted(directory.glob(pattern)):
-            name = str(entry.relative_to(directory))
-            if LEFTOVER.fullmatch(entry.name):
-                continue
-            if entry.is_symlink() or not entry.is_dir() or kind_of(entry) != inner:
-                found.append(name)
-            else:
-                found.extend(f"{name}/{other}" for other in foreign(entry, inner))
+    return stray(Path(directory), {**filenames.LAYOUTS[kind], MARKER: FILE, LOCK: FILE})
+
+
+def stray(directory: Path, layout: Layout) -> list[str]:
+    """What `directory` holds that `layout` (dhwt.filenames) does not name, at any depth: paths
+    relative to it, in order. An entry not named, or not what its name is for (a folder where
+    the layout has a file, a file or link where it has a folder, a directory that is not a dhwt
+    one of the kind named), counts whole, its contents not listed; the hidden leftovers of
+    dhwt's writes (LEFTOVER) never count."""
+    found: list[str] = []
+    for entry in sorted(directory.iterdir()):
+        name = entry.name
+        if LEFTOVER.fullmatch(name):
+            continue
+        what = next((v for k, v in layout.items()
+                     if k == name or (isinstance(k, re.Pattern) and k.fullmatch(name))), None)
+        folder = entry.is_dir() and not entry.is_symlink()
+        if what == FILE and (entry.is_file() or entry.is_symlink()):
+            continue
+        if isinstance(what, dict) and folder:
+            found.extend(f"{name}/{inner}" for inner in stray(entry, what))
+        elif isinstance(what, str) and what in KINDS and folder and kind_of(entry) == what:
+            found.extend(f"{name}/{inner}" for inner in foreign(entry, what))
+        else:
+            found.append(name)
     return found
+
+
+def check_outside(path: str | Path, what: str) -> None:
+    """DhwtError if `path` lies inside a run, study or dataset directory of dhwt's (an ancestor
+    carries its marker): such a directory holds only what dhwt writes there (a report or a file
+    put in it would block its --overwrite; a dataset in it is what its runs read). `what` names
+    `path` in the message (e.g. "--out DIR").
+
+    Examples:
+        >>> check_outside("reports/new", "--out reports/new")
+    """
+    resolved, cwd = resolve(Path(path)), Path.cwd().resolve()
+    for parent in resolved.parents:
+        kind = kind_of(parent)
+        if kind is not None:
+            shown = parent.relative_to(cwd) if parent.is_relative_to(cwd) else parent
+            raise DhwtError(f"{what} is inside {shown}, a dhwt {kind} directory, which holds "
+                            "only what dhwt writes there; give a path outside it")
+
+
+def check_output_file(path: str | Path, what: str, inputs: Iterable[object],
+                      ours: Callable[[Path], bool]) -> None:
+    """DhwtError unless the file `path` may be written (replaced, if it exists): its path prints,
+    it lies outside dhwt's directories (`check_outside`), it is none of `inputs` (paths the
+    command reads; None entries skipped) and lies in none, and an existing `path` is a file
+    that `ours` recognises as this output of dhwt's, never anything else. `what` names the
+    option (e.g. "--per-token"); nothing is touched."""
+    path = Path(path)
+    check_printable(path)
+    resolved = resolve(path)
+    for given in (p for p in inputs if p is not None):
+        where = resolve(Path(str(given)))
+        if resolved == where or where in resolved.parents:
+            raise DhwtError(f"{what} {path} is {'' if resolved == where else 'inside '}{given}, "
+                            "which this command reads; give another file")
+    check_outside(path, f"{what} {path}")
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        raise DhwtError(f"{what} {path} exists and is not a file; give a new file")
+    if path.exists() and not ours(path):
+        raise DhwtError(f"{what} {path} exists and was not written by dhwt as this output; "
+                        "give a new file, or move or delete it yourself")
 
 
 def check_printable(path: Path) -> None:
@@ -333,20 +379,21 @@ def create(target: Path, kind: str, fill: Callable[[Path], Any] | None = None, *
     return held
 
 
-def check_report_dir(out: str | Path, command: str, earlier: str,
-                     entries: Iterable[str] = ()) -> bool:
+def check_report_dir(out: str | Path, command: str, earlier: str, layout: Layout) -> bool:
     """Whether `out` holds an earlier report to replace; DhwtError unless it may be the report
     folder of `command`: new, empty, or an earlier report of that command (its file `earlier`,
-    which only that command writes) that holds nothing but `entries` (the names the command
-    writes; not checked when empty). Refused too: the working directory or an ancestor of it,
-    a symbolic link, and a run, study or dataset directory of dhwt's.
+    which only that command writes) that holds nothing but what `layout` (the command's,
+    dhwt.filenames) names, at any depth. Refused too: the working directory or an ancestor of
+    it, a symbolic link, a run, study or dataset directory of dhwt's and a folder inside one
+    (`check_outside`).
 
     Examples:
-        >>> check_report_dir("a-new-directory", "diagnose", "diagnose.json")
+        >>> check_report_dir("a-new-directory", "diagnose", "diagnose.json", {})
         False
     """
     target = Path(out)
     _check_place(target, f"--out {out}", "report")
+    check_outside(target, f"--out {out}")
     blocker = next((p for p in (target, *target.parents) if p.exists()), None)
     if blocker is not None and not blocker.is_dir():
         raise DhwtError(f"--out {out}: {blocker} exists and is not a directory")
@@ -359,17 +406,15 @@ def check_report_dir(out: str | Path, command: str, earlier: str,
     if not (target / earlier).is_file():
         raise DhwtError(f"--out {out} holds files but no earlier {command} report ({earlier}); "
                         "give a new or empty directory")
-    names = set(entries)
-    others = sorted(p.name for p in target.iterdir() if p.name not in names
-                    and not LEFTOVER.fullmatch(p.name)) if names else []
+    others = stray(target, layout)
     if others:
-        raise DhwtError(f"--out {out} holds {brief(others, str)}, which {command} did not write "
-                        f"and replacing its earlier report would delete; move "
+        raise DhwtError(f"--out {out} holds {brief(others, str, len(others))}, which {command} "
+                        f"did not write and replacing its earlier report would delete; move "
                         f"{'it' if len(others) == 1 else 'them'} out of {out} first")
     return True
 
 
-def replace_report(out: str | Path, command: str, earlier: str, entries: Iterable[str],
+def replace_report(out: str | Path, command: str, earlier: str, layout: Layout,
                    fill: Callable[[Path], T]) -> T:
     """Write the report folder `out` of `command` whole and return what `fill` returned:
     `fill(staging)` writes the report into a hidden staging directory beside `out`, which then
@@ -378,7 +423,7 @@ def replace_report(out: str | Path, command: str, earlier: str, entries: Iterabl
     swap, `out` is left as it was (dhwt.errors.Interrupted says so); a write that fails is a
     DhwtError naming the report and the file."""
     target = Path(out)
-    replace = check_report_dir(target, command, earlier, entries)
+    replace = check_report_dir(target, command, earlier, layout)
     parent = target.absolute().parent
     missing = [p for p in (parent, *parent.parents) if not p.exists()]
     staging = parent / f".{target.name}.staging-{os.getpid()}"

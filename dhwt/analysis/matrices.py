@@ -37,6 +37,16 @@ class Matrix:
     vocab: tuple[str, ...] | None = None
 
 
+def matrix_source(spec: str) -> str:
+    """The path `spec` reads: the file (or folder) itself, or RUN_DIR of RUN_DIR@STEP.
+
+    Examples:
+        >>> matrix_source("a.npy"), matrix_source("runs/u@last")
+        ('a.npy', 'runs/u')
+    """
+    return spec.rpartition("@")[0] if "@" in spec and not Path(spec).exists() else spec
+
+
 def load_matrix(spec: str, *, side: str = "input", member: int = 0) -> Matrix:
     """The matrix named by `spec` (see the module doc)."""
     path = Path(spec)

@@ -36,7 +36,8 @@ from dhwt.cli.options import device_option, json_option, k_option, metric_option
                    "directions (doubles the time).")
 @seed_option("Seed of the random directions of the chance baseline.")
 @click.option("--per-token", metavar="FILE.csv", type=click.Path(dir_okay=False),
-              help="Also write token,intersection,jaccard,overlap,weight per token.")
+              help="Also write token,intersection,jaccard,overlap,weight per token: a new file, "
+                   "or one dhwt knn wrote (replaced).")
 @device_option("Where the neighbour search runs (a GPU searches every row against all rows there; "
                "the re-rank stays float64 on the CPU; the result is the same).")
 @json_option("Print the JSON document instead of the text (the means under mean_jaccard and "

@@ -17,7 +17,8 @@ from dhwt.cli.options import json_option
                    "(the same report as one self-contained page).")
 @click.option("--overwrite", is_flag=True,
               help="Replace an existing study directory instead of continuing it (only a study "
-                   "dhwt made that holds none of the study's inputs).")
+                   "dhwt made that holds none of the study's inputs and nothing dhwt did not "
+                   "write).")
 @click.option("--steps", type=int, metavar="M",
               help="Then continue every run to M steps (as `dhwt train --resume --steps M`, "
                    "a group's runs as one ensemble), and analyse and report again.")

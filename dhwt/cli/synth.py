@@ -27,8 +27,9 @@ from dhwt.cli.options import json_option, seed_option
 @seed_option("Seed of the shuffle that assigns class strings to splits.",
              default=defaults.SPLIT_SEED)
 @click.option("--overwrite", is_flag=True,
-              help="Replace --out if it is a dataset dhwt made (never a folder of yours, the "
-                   "working directory or one holding the grammar).")
+              help="Replace --out if it is a dataset dhwt made (never a folder of yours or one "
+                   "holding a file of yours, the working directory, one holding the grammar, "
+                   "or the data/ of a run or study).")
 @json_option("Print the JSON document instead of the summary (per objective the Bayes optimum and "
              "every symbol pair's relations).")
 def synth_cmd(grammar: str, assignments: tuple[str, ...], out: str | None,

@@ -105,8 +105,8 @@ class _BatchSize(click.ParamType):
 @click.option("--out", required=True, metavar="RUN_DIR", type=click.Path(file_okay=False),
               help="The run directory to create (or continue with --resume).")
 @click.option("--overwrite", is_flag=True,
-              help="Replace RUN_DIR if it is a run dhwt made and holds none of this command's "
-                   "inputs.")
+              help="Replace RUN_DIR if it is a run dhwt made that holds none of this "
+                   "command's inputs and nothing dhwt did not write.")
 @click.option("--resume", is_flag=True,
               help="Continue RUN_DIR from its newest checkpoint, bit for bit.")
 @json_option("Print what was trained as a JSON document (run directory, steps, the last "

@@ -22,11 +22,9 @@ from dhwt.analysis.runs_loss import runs_loss
 from dhwt.analysis.runs_similarity import SimilarityOptions, runs_similarity
 from dhwt.directories import kind_of, replace_report
 from dhwt.errors import DhwtError
-from dhwt.filenames import FIGURES, HTML, REPORT
+from dhwt.filenames import ANALYZE_LAYOUT, ANALYZE_RECORD, REPORT
 from dhwt.report import analyze_report
-from dhwt.report.escape_report import ESCAPE_TABLE
 from dhwt.report.json_document import json_text, write_json
-from dhwt.report.similarity_report import CSV, JSON
 from dhwt.runs.run import is_run, load_run
 from dhwt.runs.snapshots import vocabulary_difference
 
@@ -41,14 +39,6 @@ def parse_pairs(text: str) -> tuple[tuple[str, str], ...]:
                             f"e.g. 0a:0b,1a:1b")
         pairs.append((parts[0], parts[1]))
     return tuple(pairs)
-
-
-#: The file only analyze writes into its --out folder: what was analysed, and the sign that the
-#: folder holds an earlier analyze report (dhwt.directories.check_report_dir).
-RECORD = "analyze.json"
-#: Everything analyze writes into its --out folder, which an earlier report may hold (the
-#: escape table of synthetic runs, the similarity files).
-ENTRIES = (REPORT, HTML, FIGURES, RECORD, ESCAPE_TABLE, CSV, JSON)
 
 
 def analyze_command(run_dirs: Sequence[str], out: str, pairs: str | None, measure: str,
@@ -105,8 +95,9 @@ def analyze(run_dirs: Sequence[str | Path], out: str | Path, *, pairs: str | Non
             found["similarity"] = runs_similarity(runs, options)
         analyze_report.write(folder, f"Runs: {', '.join(str(d) for d in dirs)}.",
                              found["closeness"], found["loss"], found["similarity"], measure)
-        write_json(folder / RECORD, record)
+        write_json(folder / ANALYZE_RECORD, record)
         return out / REPORT
 
-    report = write(out) if owned else replace_report(out, "analyze", RECORD, ENTRIES, write)
+    report = write(out) if owned else replace_report(out, "analyze", ANALYZE_RECORD,
+                                                      ANALYZE_LAYOUT, write)
     return Analysis(report, record, found["closeness"], found["similarity"], found["loss"])

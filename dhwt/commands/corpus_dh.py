@@ -38,7 +38,7 @@ def corpus_dh_command(options: CorpusDhOptions, *, as_json: bool = False,
 def check_out(out: str | Path) -> None:
     """DhwtError unless `out` may hold the report: new, empty, or an earlier corpus-dh report
     (dhwt.directories.check_report_dir)."""
-    check_report_dir(out, "corpus-dh", corpus_dh_report.JSON)
+    check_report_dir(out, "corpus-dh", corpus_dh_report.JSON, corpus_dh_report.LAYOUT)
 
 
 def parse_order(text: str) -> int | str:

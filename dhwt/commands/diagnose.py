@@ -99,9 +99,9 @@ def diagnose_command(path: str, options: DiagnoseOptions, out: str | None = None
 def check_out(out: str) -> None:
     """Refuse a report directory that holds anything but an earlier diagnose report
     (dhwt.directories.check_report_dir)."""
-    from dhwt.report.diagnose_report import JSON
+    from dhwt.report.diagnose_report import JSON, LAYOUT
 
-    check_report_dir(out, "diagnose", JSON)
+    check_report_dir(out, "diagnose", JSON, LAYOUT)
 
 
 def _settings(options: DiagnoseOptions, n: int) -> dict[str, object]:

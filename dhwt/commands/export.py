@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 from dhwt.defaults import EXPORT_TARGETS
 from dhwt.directories import atomic_write_bytes, check_report_dir, replace_report
 from dhwt.errors import DhwtError
+from dhwt.filenames import FILE, Layout
 from dhwt.languages.language import BOS, EOS, PAD_TOKEN
 from dhwt.report import export_report
 from dhwt.report.json_document import json_text
@@ -51,7 +52,8 @@ CONFIG = "config.json"
 WEIGHTS = "model.safetensors"
 TOKENIZER = "tokenizer.json"
 TOKENIZER_CONFIG = "tokenizer_config.json"
-ENTRIES = (RECORD, CONFIG, WEIGHTS, TOKENIZER, TOKENIZER_CONFIG)
+#: Everything export writes into its --out folder (dhwt.filenames).
+LAYOUT: Layout = dict.fromkeys((RECORD, CONFIG, WEIGHTS, TOKENIZER, TOKENIZER_CONFIG), FILE)
 #: dhwt's activation -> transformers' activation_function of the same function.
 ACTIVATIONS = {"gelu": "gelu", "relu": "relu"}
 
@@ -77,7 +79,7 @@ def export_command(run_dir: str, out: str, options: ExportOptions, as_json: bool
 
 def check_out(out: str) -> None:
     """Refuse an --out that holds anything but an earlier export (check_report_dir)."""
-    check_report_dir(out, "export", RECORD, ENTRIES)
+    check_report_dir(out, "export", RECORD, LAYOUT)
 
 
 def gpt2_mismatch(config: ModelConfig) -> list[str]:
@@ -173,7 +175,7 @@ def export_run(path: str, out: str, options: ExportOptions) -> Exported:
         atomic_write_bytes(folder / RECORD, (json.dumps(record, indent=1) + "\n").encode())
         return tuple(written + [RECORD])
 
-    files = replace_report(out, "export", RECORD, ENTRIES, fill)
+    files = replace_report(out, "export", RECORD, LAYOUT, fill)
     return Exported(Path(out), member, seeds[member], step, tied, files,
                     (note,) if note else ())
 

@@ -71,7 +71,7 @@ from dhwt.directories import Lock, atomic_write_bytes, create, holder, lock, res
 from dhwt.errors import DhwtError, Interrupted, brief
 from dhwt.languages import Language, load_language, load_task, write_dataset
 from dhwt.languages.splits import SPLIT_SEED, TEST_FRACTION, VALID_FRACTION
-from dhwt.filenames import DATA
+from dhwt.filenames import ANALYSIS, DATA, JOBS, RUNS, STUDY_FILE
 from dhwt.runs import layout
 from dhwt.runs.layout import run_paths
 from dhwt.runs.checkpoints import common_step, list_checkpoints
@@ -87,14 +87,12 @@ from dhwt.analysis.runs_similarity import SimilarityOptions
 from dhwt.analysis.run_analysis import Analysis
 from dhwt.commands.analyze import analyze
 from dhwt.report.analyze_report import document as analyze_document
-from dhwt.commands.study_jobs import Job, JobSettings, run_jobs
+from dhwt.commands.study_jobs import Job, JobSettings, check_jobs, run_jobs
 from dhwt.commands.train import train
 from dhwt.report.json_document import json_text
 from dhwt.report.runs_report import closeness_document, write_runs_report
 from dhwt.userfiles import parse_toml
 
-STUDY_FILE = "study.toml"
-JOBS = "jobs"  # the files of a study's jobs (dhwt.commands.study_jobs)
 SECTIONS = {"study", "data", "train", "runs", "analysis"}
 DATA_KEYS = {"grammar", "set", "valid_fraction", "test_fraction", "split_seed"}
 TEXT_KEYS = {"corpus", "tokenizer", "seq_len", "eval_windows", "data", "mask_rate", "mask_rule",
@@ -264,6 +262,8 @@ def study_results(study: Study, out: str | Path, *, overwrite: bool = False,
     after another in this process."""
     out = Path(out)
     resolve(out)  # DhwtError naming --out itself if a symbolic link in it loops
+    if jobs is not None:
+        check_jobs(jobs)  # submitit installed (and SLURM here, if asked for)
     if steps is not None:
         _check_steps(study, None if overwrite else out, steps)
     text = "corpus" in study.data
@@ -326,7 +326,7 @@ def _run_claimed(study: Study, out: Path, language: Language | None, steps: int 
     pending = []
     for name, config in study.runs:
         config = _run_config(config, name, out, None if text else data_dir, _splits(study))
-        run_dir = out / "runs" / name
+        run_dir = out / RUNS / name
         run_dir.parent.mkdir(exist_ok=True)
         configured = _configured_steps(run_dir)  # an extended run continues to its own steps
         if configured is not None and configured > config.optim.steps:
@@ -352,7 +352,7 @@ def _run_claimed(study: Study, out: Path, language: Language | None, steps: int 
     if text:
         return _text_report(study, out)
     objective = study.runs[0][1].data.objective
-    runs = {name: out / "runs" / name for name, _ in study.runs}
+    runs = {name: out / RUNS / name for name, _ in study.runs}
     intro = [
         study.description.strip(),
         "",
@@ -398,7 +398,7 @@ def _train_all(groups: list[Group], study: Study, out: Path, jobs: JobSettings |
             train_group(group)
         return
     names = {run_dir.name for group in groups for _, run_dir in group.runs}
-    runs = resolve(out / "runs")
+    runs = resolve(out / RUNS)
     for group in groups:
         for _, run_dir in group.runs:
             other = holder(run_dir) if run_dir.is_dir() else None
@@ -421,7 +421,7 @@ def _starts_from(group: Group, runs: Path) -> set[str]:
 
 def _trained(out: Path, study: Study) -> list[tuple[TrainConfig, Path]]:
     """Each run of `study` in `out` with its config.toml (the config it trained to)."""
-    return [(TrainConfig.from_toml(run_paths(out / "runs" / name).config), out / "runs" / name)
+    return [(TrainConfig.from_toml(run_paths(out / RUNS / name).config), out / RUNS / name)
             for name, _ in study.runs]
 
 
@@ -435,7 +435,7 @@ def _check_steps(study: Study, out: Path | None, steps: int) -> None:
     """DhwtError if `steps` (--steps) is fewer than a run of `study` is configured for by the
     study file, or in `out` (None: a study to replace) by an earlier extension."""
     for name, config in study.runs:
-        extended = None if out is None else _configured_steps(out / "runs" / name)
+        extended = None if out is None else _configured_steps(out / RUNS / name)
         configured = max(config.optim.steps, extended or 0)
         if steps < configured:
             raise DhwtError(f"cannot continue the study with steps = {steps}: run {name!r} is "
@@ -543,14 +543,14 @@ def _source(init_from: str | None, out: Path) -> Path | None:
     if init_from is None:
         return None
     run = split_init_from(init_from)[0]
-    return resolve(out / run if "/" in run else out / "runs" / run)
+    return resolve(out / run if "/" in run else out / RUNS / run)
 
 
 def _text_report(study: Study, out: Path) -> StudyResult:
     """analysis/NAME/report.md per run (KNN match between its members over tokens seen in
     training, DH diagnostic) and report.md over all runs (loss, perplexity)."""
-    dirs = [out / "runs" / name for name, _ in study.runs]
-    per_run = {run.name: analyze([run], out / "analysis" / run.name,
+    dirs = [out / RUNS / name for name, _ in study.runs]
+    per_run = {run.name: analyze([run], out / ANALYSIS / run.name,
                                  similarity=SimilarityOptions(tokens="seen"), owned=True)
                for run in dirs}
     found = analyze(dirs, out, similarity=SimilarityOptions(measures="none"), owned=True)

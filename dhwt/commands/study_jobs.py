@@ -51,14 +51,13 @@ import torch
 
 from dhwt.defaults import EXECUTORS, JOB_REQUEUES
 from dhwt.errors import DhwtError, Interrupted, brief
+from dhwt.filenames import CONTROLLERS_LOG
 
 #: The local executor's time limit per job: none to speak of (submitit's default is 2 minutes).
 LOCAL_TIMEOUT_MIN = 60 * 24 * 365
 #: Seconds between two looks at the running jobs (a SLURM job's state comes from sacct, which
 #: submitit asks at most once a minute).
 POLL_S = {"local": 0.2, "slurm": 10.0}
-#: Where the controller processes of local jobs write (in the jobs' folder).
-CONTROLLERS_LOG = "controllers.log"
 
 
 @dataclass(frozen=True)
@@ -134,21 +133,26 @@ def _same_gpus() -> str:
     return f"export CUDA_VISIBLE_DEVICES={shlex.quote(visible)}"
 
 
-def make_executor(settings: JobSettings, folder: Path, name: str) -> Any:
-    """submitit's executor for `settings`, its files in `folder`; DhwtError if submitit is not
-    installed, or SLURM is asked for where it is not."""
+def check_jobs(settings: JobSettings) -> Any:
+    """The submitit module, once `settings`' jobs can run here; DhwtError if submitit is not
+    installed, or SLURM is asked for where it is not. A study checks this before it writes
+    anything."""
     try:
         import submitit
     except ImportError:
         raise DhwtError("a study's jobs (--jobs, --executor) run through submitit: pip install "
                         "'dhwt[cluster]'") from None
-    try:
-        executor = submitit.AutoExecutor(folder=folder, cluster=settings.executor,
-                                         **{f"{settings.executor}_max_num_timeout":
-                                            settings.most_requeues()})
-    except RuntimeError as exc:  # SLURM's srun is not on this machine
-        raise DhwtError(f"--executor slurm submits with SLURM, which this machine does not have "
-                        f"({exc}); run the study on a machine of the cluster") from None
+    if settings.executor == "slurm" and submitit.SlurmExecutor.affinity() <= 0:
+        raise DhwtError("--executor slurm submits with SLURM, which this machine does not have "
+                        "(no srun found); run the study on a machine of the cluster")
+    return submitit
+
+
+def make_executor(settings: JobSettings, folder: Path, name: str) -> Any:
+    """submitit's executor for `settings`, its files in `folder` (check_jobs first)."""
+    executor = check_jobs(settings).AutoExecutor(
+        folder=folder, cluster=settings.executor,
+        **{f"{settings.executor}_max_num_timeout": settings.most_requeues()})
     executor.update_parameters(**job_parameters(settings, name))
     return executor
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from dhwt.directories import check_target
+from dhwt.directories import check_outside, check_target
 from dhwt.languages.dataset import EXISTS, write_dataset
 from dhwt.languages.language import OBJECTIVES, load_language
 from dhwt.languages.spec import parse_assignments
@@ -26,7 +26,8 @@ def synthesize(grammar: str, assignments: Sequence[str] = (), out: str | Path | 
     truth; with `out`, the dataset is written there too."""
     check_split_options(valid_fraction, test_fraction, seed)  # even when nothing is written
     inputs = [grammar] if Path(grammar).is_file() else []
-    if out is not None:
+    if out is not None:  # never inside a run or study, whose runs read their dataset
+        check_outside(out, f"--out {out}")
         check_target(Path(out), "dataset", overwrite=overwrite, inputs=inputs, exists=EXISTS)
     language = load_language(grammar, parse_assignments(assignments))
     if language.split is not None:

@@ -25,13 +25,13 @@ import numpy as np
 from dhwt.checksums import checksum
 from dhwt.directories import check_target, create
 from dhwt.errors import DhwtError
+from dhwt.filenames import DATASET_FILES as FILES, SPEC, STRINGS, TRUTH, VOCAB
 from dhwt.languages.language import OBJECTIVES, Language, load_language
 from dhwt.languages.splits import SPLIT_SEED, SPLITS, TEST_FRACTION, VALID_FRACTION, split_of
 from dhwt.languages.truth import GroundTruth, compute_truth
 from dhwt.tomlwrite import dumps
 from dhwt.userfiles import load_npz
 
-FILES = ("spec.toml", "vocab.json", "strings.npz", "truth.json")
 EXISTS = "pass --overwrite to replace it"
 
 
@@ -68,9 +68,9 @@ def write_dataset(language: Language, out_dir: str | Path, *, valid_fraction: fl
     truths = truths or {objective: compute_truth(language, objective) for objective in OBJECTIVES}
 
     def fill(tmp: Path) -> None:
-        (tmp / "spec.toml").write_text(dumps(language.spec), "utf-8")
-        _write_json(tmp / "vocab.json", _vocab_json(language))
-        np.savez(tmp / "strings.npz", classes=language.strings.astype(np.int16),
+        (tmp / SPEC).write_text(dumps(language.spec), "utf-8")
+        _write_json(tmp / VOCAB, _vocab_json(language))
+        np.savez(tmp / STRINGS, classes=language.strings.astype(np.int16),
                  lengths=language.lengths, probs=language.probs, split=split,
                  split_names=np.array(SPLITS))
         summary = {"language": language.name, "family": language.family,
@@ -78,7 +78,7 @@ def write_dataset(language: Language, out_dir: str | Path, *, valid_fraction: fl
                    "split_seed": seed if language.split is None else None,
                    "split_fixed_by_language": language.split is not None,
                    "objectives": {obj: truths[obj].to_json() for obj in OBJECTIVES}}
-        _write_json(tmp / "truth.json", summary)
+        _write_json(tmp / TRUTH, summary)
 
     create(Path(out_dir), "dataset", fill, overwrite=overwrite, inputs=inputs,
            exists=EXISTS).release()
@@ -87,15 +87,15 @@ def write_dataset(language: Language, out_dir: str | Path, *, valid_fraction: fl
 def read_dataset(dataset_dir: str | Path) -> tuple[Language, np.ndarray]:
     """(language, split ids) of a dataset directory, checked against each other."""
     path = Path(dataset_dir)
-    missing = [name for name in ("spec.toml", "strings.npz") if not (path / name).is_file()]
+    missing = [name for name in (SPEC, STRINGS) if not (path / name).is_file()]
     if missing:
         raise DhwtError(f"{str(path)!r} is not a dataset directory (no {missing[0]}); write one "
                         f"with `dhwt synth --grammar NAME --out {path}`")
-    language = load_language(str(path / "spec.toml"))
-    data = load_npz(path / "strings.npz", "a strings archive")
+    language = load_language(str(path / SPEC))
+    data = load_npz(path / STRINGS, "a strings archive")
     missing = sorted({"classes", "probs", "split"} - data.keys())
     if missing:
-        raise DhwtError(f"cannot read {path / 'strings.npz'} as a strings archive: it has no "
+        raise DhwtError(f"cannot read {path / STRINGS} as a strings archive: it has no "
                         f"array {missing[0]!r}")
     classes, probs, split = data["classes"], data["probs"], data["split"]
     if (classes.shape != language.strings.shape or not (classes == language.strings).all()

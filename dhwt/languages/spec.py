@@ -14,6 +14,7 @@ from importlib import resources
 from pathlib import Path
 
 from dhwt.errors import DhwtError
+from dhwt.filenames import SPEC
 from dhwt.userfiles import parse_toml
 
 BUILTIN_PACKAGE = "dhwt.synthetic"
@@ -33,7 +34,7 @@ def read_spec(name_or_path: str) -> tuple[str, dict]:
         return name_or_path, parse_toml(text, f"built-in grammar {name_or_path!r}")
     path = Path(name_or_path)
     if path.is_dir():
-        spec = path / "spec.toml"  # a dataset directory's copy of its grammar
+        spec = path / SPEC  # a dataset directory's copy of its grammar
         hint = f"; its dataset's grammar is {str(spec)!r}" if spec.is_file() else ""
         raise DhwtError(f"grammar {name_or_path!r} is a directory, not a grammar TOML{hint}")
     if not path.is_file():

@@ -16,13 +16,18 @@ from dhwt.analysis.corpus_dh_result import (CorpusDhResult, CorpusSource, Gramma
                                             MatchSummary, Relations)
 from dhwt.analysis.frequency import count_span
 from dhwt.directories import atomic_write_bytes, replace_report
-from dhwt.filenames import FIGURES, HTML, REPORT
+from dhwt.filenames import FIGURES, FILE, HTML, REPORT, Layout
 from dhwt.report.document import write_report
 from dhwt.report.json_document import write_json
 
 JSON = "corpus_dh.json"
 PER_TOKEN = "per_token.csv"
-FIGURE = f"{FIGURES}/overlap_by_frequency.png"
+#: The figure, in the report's figures/ folder.
+FIGURE_NAME = "overlap_by_frequency.png"
+FIGURE = f"{FIGURES}/{FIGURE_NAME}"
+#: Everything corpus-dh writes into its --out folder (dhwt.filenames).
+LAYOUT: Layout = {**dict.fromkeys((JSON, PER_TOKEN, REPORT, HTML), FILE),
+                  FIGURES: {FIGURE_NAME: FILE}}
 #: What the listed DH-violating pairs are ranked by, with estimated relations (grammars) and
 #: without (a corpus).
 RANKED_BY_RELATIONS = ("estimated relations: pairs in one of sem, cnd and not the other, "
@@ -268,7 +273,7 @@ def write(result: CorpusDhResult, out: str | Path) -> list[Path]:
                   f"Machine-readable: {JSON}; per token: {PER_TOKEN}.", ""]
         write_report(paths[3], "\n".join(report))
 
-    replace_report(out, "corpus-dh", JSON, [*names[:2], FIGURES, REPORT, HTML], fill)
+    replace_report(out, "corpus-dh", JSON, LAYOUT, fill)
     return [*(Path(out) / name for name in names), Path(out) / HTML]
 
 

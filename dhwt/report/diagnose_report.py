@@ -13,16 +13,18 @@ from dhwt.analysis.diagnosis import DiagnoseResult, Diagnosis, Subject
 from dhwt.analysis.knn_curves import excess_over_chance
 from dhwt.analysis.knn.sample import Estimate
 from dhwt.directories import replace_report
+from dhwt.filenames import FIGURES, FILE, HTML, REPORT, Layout
 from dhwt.report.document import write_report
 from dhwt.report.dh_reading import EXCESS_AGREE, EXCESS_PARTLY, describe, member_reading
 from dhwt.report.figures import new_figure, save
 from dhwt.report.json_document import write_json
 
-REPORT = "report.md"
 JSON = "diagnose.json"
-FIGURE = "figures/diagnose.png"
-#: Everything diagnose writes into its --out folder.
-ENTRIES = (REPORT, "report.html", JSON, "figures")
+#: The figure, in the report's figures/ folder.
+FIGURE_NAME = "diagnose.png"
+FIGURE = f"{FIGURES}/{FIGURE_NAME}"
+#: Everything diagnose writes into its --out folder (dhwt.filenames).
+LAYOUT: Layout = {REPORT: FILE, HTML: FILE, JSON: FILE, FIGURES: {FIGURE_NAME: FILE}}
 #: Neighbours shown beside each token of the per-token tables.
 SHOWN = 5
 #: The JSON key of the headline number: the input/output KNN overlap.
@@ -69,7 +71,7 @@ def write(result: DiagnoseResult, out: str | Path, top: int) -> Path:
         write_json(folder / JSON, document(result, top))
         write_report(folder / REPORT, "\n".join(_markdown(result, top, bool(measured))))
 
-    replace_report(out, "diagnose", JSON, ENTRIES, fill)
+    replace_report(out, "diagnose", JSON, LAYOUT, fill)
     return Path(out) / REPORT
 
 

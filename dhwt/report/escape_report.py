@@ -18,9 +18,8 @@ from dhwt.analysis.escape import (CUTS, SPLIT as POPULATION, STATES, Escapes, de
                                   logrank, paired, parting_step, threshold_at)
 from dhwt.analysis.intervals import count_text, summarise
 from dhwt.directories import atomic_write_bytes
+from dhwt.filenames import ESCAPE_TABLE, FIGURES, SURVIVAL_FIGURE
 from dhwt.report.figures import survival_figure
-
-ESCAPE_TABLE = "escape.csv"  # per run and seed: escape step (empty if censored), last step
 
 
 def escape_lines(records: Mapping[str, list[dict]], configs: Mapping[str, object], truth,
@@ -35,7 +34,7 @@ def escape_lines(records: Mapping[str, list[dict]], configs: Mapping[str, object
     horizon = max(e.last for e in found.values())
     label = {name: f"{name} ({len(e.seeds)} seeds)" for name, e in found.items()}
     survival_figure({label[name]: kaplan_meier(e) for name, e in found.items()},
-                    figures / "survival.png", horizon,
+                    figures / SURVIVAL_FIGURE, horizon,
                     {label[name]: configs[name].tying.tie_schedule.events for name in found})
     table = ["run,seed,escape_step,last_step,off_at_end"]  # escape_step empty: censored
     table += [f"{name},{seed},{step if left else ''},{e.last},{int(end)}"
@@ -62,7 +61,7 @@ def escape_lines(records: Mapping[str, list[dict]], configs: Mapping[str, object
     lines += _cut_lines(records, found, truth)
     if len(found) > 1:
         lines += _comparison_lines(found, configs)
-    lines += ["", "![share still on the plateau](figures/survival.png)"]
+    lines += ["", f"![share still on the plateau]({FIGURES}/{SURVIVAL_FIGURE})"]
     return lines
 
 

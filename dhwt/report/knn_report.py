@@ -3,6 +3,8 @@ document, and the per-token CSV."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from dhwt.analysis.knn_comparison import KnnComparison
@@ -10,6 +12,8 @@ from dhwt.directories import atomic_path
 from dhwt.errors import DhwtError
 
 MEANING = {"jaccard": "|A∩B|/|A∪B|", "overlap": "|A∩B|/k"}
+#: The first line of the per-token CSV, by which an earlier one is known (`is_per_token`).
+HEADER = "token,intersection,jaccard,overlap,weight"
 
 
 def text(result: KnnComparison) -> str:
@@ -49,13 +53,23 @@ def document(result: KnnComparison) -> dict:
 
 
 def write_per_token(path: str, result: KnnComparison) -> None:
-    """CSV token,intersection,jaccard,overlap,weight, written whole or not at all (atomic_path)."""
+    """CSV HEADER, then a row per token, written whole or not at all (atomic_path)."""
     match = result.match
     rows = np.column_stack([match.tokens, match.intersection, match.jaccard, match.overlap,
                             match.weights])
     try:
         with atomic_path(path) as tmp:
             np.savetxt(tmp, rows, delimiter=",", fmt=["%d", "%d", "%.6f", "%.6f", "%.9g"],
-                       header="token,intersection,jaccard,overlap,weight", comments="")
+                       header=HEADER, comments="")
     except OSError as exc:
         raise DhwtError(f"cannot write {path}: {exc.strerror}") from None
+
+
+def is_per_token(path: Path) -> bool:
+    """Whether the file `path` is a per-token CSV of `dhwt knn` (its first line is HEADER): the
+    only file --per-token replaces."""
+    try:
+        with open(path, "rb") as file:
+            return file.readline(len(HEADER) + 2).rstrip(b"\r\n") == HEADER.encode()
+    except OSError:  # unreadable: not known to be one
+        return False

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from dhwt.analysis.runs_loss import RunsLoss
-from dhwt.filenames import FIGURES
+from dhwt.filenames import ACCURACY_FIGURE, FIGURES, LOSS_FIGURE
 from dhwt.report.figures import metric_figure
 
 
@@ -23,13 +23,13 @@ def loss_lines(result: RunsLoss, out: Path) -> list[str]:
                      f"{final.perplexity:.2f} | {final.accuracy.text(4)} |")
     figures = []
     for split, curves in result.loss.items():
-        metric_figure(curves, out / FIGURES / f"loss_{split}.png",
+        metric_figure(curves, out / FIGURES / LOSS_FIGURE.format(split),
                       ylabel=f"cross-entropy, nats ({split} set)", log=True,
                       events=result.events)
-        metric_figure(result.accuracy[split], out / FIGURES / f"accuracy_{split}.png",
+        metric_figure(result.accuracy[split], out / FIGURES / ACCURACY_FIGURE.format(split),
                       ylabel=f"next-token accuracy ({split} set)", events=result.events)
-        figures += [f"![loss ({split})](figures/loss_{split}.png)", "",
-                    f"![accuracy ({split})](figures/accuracy_{split}.png)", ""]
+        figures += [f"![loss ({split})]({FIGURES}/{LOSS_FIGURE.format(split)})", "",
+                    f"![accuracy ({split})]({FIGURES}/{ACCURACY_FIGURE.format(split)})", ""]
     if not figures:
         return ["## Loss", "", "No evaluations in metrics.jsonl yet.", ""]
     note = ("Perplexity = exp(mean cross-entropy) under the task's evaluation windowing; the "

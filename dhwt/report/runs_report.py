@@ -18,7 +18,7 @@ from dhwt.analysis.runs_closeness import RunsCloseness
 from dhwt.report.document import write_report
 from dhwt.report.escape_report import escape_lines
 from dhwt.report.figures import MEASURE_LABELS, closeness_figure, fit_figure
-from dhwt.filenames import FIGURES, REPORT
+from dhwt.filenames import CLOSENESS_FIGURE, FIGURES, FIT_FIGURE, REPORT
 
 
 def write_runs_report(
@@ -38,9 +38,9 @@ def write_runs_report(
     labels = {p: f"{p[0]}-{p[1]} ({kinds[p]})" for p in pairs}
     more = list(extra()) if extra is not None else []
     figures = out / FIGURES
-    closeness_figure(result.panels, figures / "closeness.png", measure, labels, off,
+    closeness_figure(result.panels, figures / CLOSENESS_FIGURE, measure, labels, off,
                      result.events)
-    fit_figure(result.fit_curves, figures / "fit.png", truth, result.exact, off, result.events)
+    fit_figure(result.fit_curves, figures / FIT_FIGURE, truth, result.exact, off, result.events)
     panels = [(f"{name}: {side}", c) for name, sides in result.panels.items()
               for side, c in sides.items()]
     panel_runs = [name for name, sides in result.panels.items() for _ in sides]
@@ -87,7 +87,7 @@ def write_runs_report(
            "set record.population_every for the exact fit), which can dip below the optimum "
            "by chance; one line per seed."),
         "",
-        "![loss and accuracy over training](figures/fit.png)",
+        f"![loss and accuracy over training]({FIGURES}/{FIT_FIGURE})",
     ]
     lines += [
         "",
@@ -112,7 +112,7 @@ def write_runs_report(
         "at the end (all seeds of a run with none), since the predictions are about models "
         "that fit the language; the tables above give every seed.",
         "",
-        f"![closeness ({measure})](figures/closeness.png)",
+        f"![closeness ({measure})]({FIGURES}/{CLOSENESS_FIGURE})",
     ]
     lines += escape_lines(result.records, result.configs, truth, figures)
     lines += [

@@ -22,13 +22,13 @@ from dhwt.report.dh_reading import EXCESS_AGREE, EXCESS_PARTLY, member_reading
 from dhwt.report.figures import (distinct_events, legend_below, mark_events, new_figure, save,
                                   spread, step_axis)
 from dhwt.directories import atomic_write_bytes
-from dhwt.filenames import FIGURES
+from dhwt.filenames import (FIGURES, SIMILARITY_CSV as CSV, SIMILARITY_DH_FIGURE,
+                            SIMILARITY_JSON as JSON, SIMILARITY_KNN_FIGURE,
+                            SIMILARITY_OTHER_FIGURE)
 from dhwt.report.json_document import write_json
 
 OTHER = {"cka": "linear CKA", "procrustes": "Procrustes relative error",
          "mutual_knn": "mutual k-NN (cosine overlap)"}
-CSV = "similarity.csv"
-JSON = "similarity.json"
 #: Most groups of seed pairs drawn one per run; more runs share one "within a run" group.
 WITHIN_GROUPS = 6
 
@@ -55,7 +55,7 @@ def similarity_section(result: SimilarityCurves, out: Path, *, score: str = "ove
         sides = sorted({c.side for c in pairs}, key=("input", "output").index)
         names = ["tied matrix"] if result.tied_everywhere else sides
         _curves_figure([group_curves([c for c in pairs if c.side == s], runs) for s in sides],
-                       names, result.steps, score, out / FIGURES / "similarity_knn.png",
+                       names, result.steps, score, out / FIGURES / SIMILARITY_KNN_FIGURE,
                        events)
         lines += ["### Between members", "",
                   "| pair | side | step | jaccard | overlap | chance overlap "
@@ -73,10 +73,10 @@ def similarity_section(result: SimilarityCurves, out: Path, *, score: str = "ove
                          f"{c.values['overlap'][peak]:.4f} ({result.steps[peak]}) |")
         lines += ["", "The figure groups the pairs (each run's seed pairs, the pairs across runs): "
                   "per group the median with the range as a band; the table gives every pair.",
-                  "", "![KNN match between members](figures/similarity_knn.png)", ""]
+                  "", f"![KNN match between members]({FIGURES}/{SIMILARITY_KNN_FIGURE})", ""]
     others = [m for m in OTHER if pairs and m in pairs[0].values]
     if others:
-        _others_figure(pairs, others, result, runs, out / FIGURES / "similarity_other.png",
+        _others_figure(pairs, others, result, runs, out / FIGURES / SIMILARITY_OTHER_FIGURE,
                        events)
         lines += ["| pair | side | " + " | ".join(OTHER[m] for m in others) + " (last step) |",
                   "|---|---|" + "---|" * len(others)]
@@ -85,10 +85,10 @@ def similarity_section(result: SimilarityCurves, out: Path, *, score: str = "ove
             if t is not None:
                 lines.append(f"| {c.a} vs {c.b} | {c.side} | "
                              + " | ".join(f"{c.values[m][t]:.4f}" for m in others) + " |")
-        lines += ["", "![other measures](figures/similarity_other.png)", ""]
+        lines += ["", f"![other measures]({FIGURES}/{SIMILARITY_OTHER_FIGURE})", ""]
     if dh and _has(dh, score):
         _curves_figure([group_curves(dh, runs)], ["input vs output (DH diagnostic)"],
-                       result.steps, score, out / FIGURES / "similarity_dh.png", events)
+                       result.steps, score, out / FIGURES / SIMILARITY_DH_FIGURE, events)
         lines += ["### DH diagnostic: each untied member's input vs output neighbourhoods", "",
                   "| member | step | jaccard | overlap | chance overlap | reading |",
                   "|---|---|---|---|---|---|"]
@@ -100,7 +100,7 @@ def similarity_section(result: SimilarityCurves, out: Path, *, score: str = "ove
             lines.append(f"| {c.a} | {result.steps[t]} | {c.values['jaccard'][t]:.4f} | "
                          f"{c.values['overlap'][t]:.4f} | {_cell(c, 'chance_overlap', t)} | "
                          f"{reading} |")
-        lines += ["", "![DH diagnostic](figures/similarity_dh.png)", "",
+        lines += ["", f"![DH diagnostic]({FIGURES}/{SIMILARITY_DH_FIGURE})", "",
                   "Reading: input rows gather semantically equivalent tokens (proofs/T3), output "
                   "rows conditionally equivalent ones (proofs/T1, T2), and a tied model pays "
                   "where the two differ (proofs/T4). The words follow the overlap's share of the "

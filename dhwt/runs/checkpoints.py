@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -29,15 +28,16 @@ import torch
 
 from dhwt.directories import LEFTOVER, atomic_write_bytes
 from dhwt.errors import DhwtError
+from dhwt.filenames import CHECKPOINT, step_names
 
 _MAGIC = b"dhwt-checkpoint sha256="
-_NAME = re.compile(r"^step_(\d{7,})\.pt$")
+_NAME = step_names(CHECKPOINT)
 KEEP = 2
 
 
 def checkpoint_path(directory: Path, step: int) -> Path:
     """Where the checkpoint of `step` lives."""
-    return directory / f"step_{step:07d}.pt"
+    return directory / CHECKPOINT.format(step)
 
 
 def save_checkpoint(directory: Path, step: int, state: dict[str, object], keep: int = KEEP) -> Path:
@@ -91,7 +91,7 @@ def list_checkpoints(directory: Path) -> list[Path]:
     """Well-named checkpoint files in `directory`, oldest step first (temporaries excluded)."""
     if not directory.is_dir():
         return []
-    return sorted((p for p in directory.iterdir() if _NAME.match(p.name)), key=checkpoint_step)
+    return sorted((p for p in directory.iterdir() if _NAME.fullmatch(p.name)), key=checkpoint_step)
 
 
 def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, object]:
@@ -114,7 +114,7 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
 
 def checkpoint_step(path: Path) -> int:
     """The step of a well-named checkpoint file."""
-    match = _NAME.match(path.name)
+    match = _NAME.fullmatch(path.name)
     if match is None:
         raise ValueError(f"{path} is not named like a checkpoint")
     return int(match.group(1))

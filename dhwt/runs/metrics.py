@@ -19,6 +19,7 @@ import numpy as np
 
 from dhwt.errors import DhwtError
 from dhwt.directories import atomic_write_bytes
+from dhwt.filenames import TENSORBOARD_MEMBER
 
 
 def metric_table(records: list[dict], split: str,
@@ -151,7 +152,8 @@ class MetricsWriter:
             seed, step = int(record["seed"]), int(record["step"])
             if seed not in self._boards:
                 self._boards[seed] = self._board_class(
-                    str(self._tensorboard / f"seed_{seed}"), purge_step=self._purge_step)
+                    str(self._tensorboard / TENSORBOARD_MEMBER.format(seed)),
+                    purge_step=self._purge_step)
             split, member = board_scalars(record)
             if self._member_steps.get(seed) == step:  # logged with another split's line
                 member = {}

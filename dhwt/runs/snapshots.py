@@ -9,7 +9,6 @@ analysis reads them (read_snapshot) and never needs the trainer.
 from __future__ import annotations
 
 import json
-import re
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,21 +20,22 @@ from safetensors import safe_open
 
 from dhwt.directories import LEFTOVER, atomic_write_bytes
 from dhwt.errors import DhwtError
+from dhwt.filenames import SNAPSHOT, step_names
 from dhwt.runs import layout
 
-_NAME = re.compile(r"^step_(\d{7,})\.safetensors$")
+_NAME = step_names(SNAPSHOT)
 
 
 def snapshot_step(path: Path) -> int:
     """The step a snapshot file's name says."""
-    match = _NAME.match(path.name)
+    match = _NAME.fullmatch(path.name)
     if not match:
         raise DhwtError(f"{path} is not a snapshot file name (step_XXXXXXX.safetensors)")
     return int(match.group(1))
 
 
 def snapshot_path(directory: Path, step: int) -> Path:
-    return directory / f"step_{step:07d}.safetensors"
+    return directory / SNAPSHOT.format(step)
 
 
 def save_snapshot(directory: Path, step: int, input_weight: torch.Tensor,
@@ -98,7 +98,7 @@ def remove_snapshots_after(directory: Path, step: int) -> None:
     """Delete snapshots newer than `step` (a resumed run writes them again, identically)."""
     if directory.is_dir():
         for p in directory.iterdir():
-            m = _NAME.match(p.name)
+            m = _NAME.fullmatch(p.name)
             if (m and int(m.group(1)) > step) or LEFTOVER.fullmatch(p.name):
                 p.unlink()
 
@@ -158,7 +158,7 @@ def _read(path: Path, tensors: bool) -> Snapshot:
 def snapshot_paths(run_dir: str | Path) -> list[Path]:
     """The snapshot files of a run directory, in step order."""
     folder = Path(run_dir) / layout.EMBEDDINGS
-    paths = sorted(p for p in folder.glob("step_*.safetensors") if _NAME.match(p.name))
+    paths = sorted(p for p in folder.glob("*") if _NAME.fullmatch(p.name))
     if not paths:
         raise DhwtError(f"no embedding snapshots in {folder}; is {run_dir} a dhwt run directory?")
     return paths

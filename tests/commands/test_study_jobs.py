@@ -80,6 +80,7 @@ def test_slurm_where_there_is_none_is_one_line(tmp_path, cli, study_file, monkey
     code, out, err = cli(["study", study_file, "--out", tmp_path / "out", "--executor", "slurm"])
     assert one_error(code, out, err)
     assert "--executor slurm submits with SLURM, which this machine does not have" in err
+    assert not (tmp_path / "out").exists()  # checked before anything is written
 
 
 def test_without_submitit_jobs_name_the_extra(tmp_path, cli, study_file, monkeypatch):
