@@ -27,7 +27,9 @@ def runs(tmp_path_factory):
     return {"untie": make_run(root, "untie", "untie@2", 1e-4),
             "untied": make_run(root, "untied", "untied", 0.05),
             "tied": make_run(root, "tied", "tied", 0.05),
-            "tie": make_run(root, "tie", "tie@4", 0.05)}
+            "tie": make_run(root, "tie", "tie@4", 0.05),
+            "wide untie": make_text_run(root / "wide", schedule="untie@2", lr=1e-4, steps=4,
+                                        d_model=32)}
 
 
 def test_right_after_an_untie_the_reading_is_withheld(runs, cli):
@@ -44,6 +46,24 @@ def test_right_after_an_untie_the_reading_is_withheld(runs, cli):
     code, out, _ = cli(["diagnose", runs["untie"], "--step", 4, "--k", 5, "--json"])
     assert code == 0 and all(s["reading"].startswith("withheld") for s in
                              json.loads(out)["subjects"])
+
+
+def test_a_copy_at_the_untie_step_has_procrustes_error_zero(runs, cli):
+    """At the untie step the two matrices are bit-identical: the Procrustes error is below
+    1e-12 (the closed form's square root once made 2.5e-4 of its cancellation), and two steps
+    later it agrees with scipy's orthogonal_procrustes."""
+    from scipy.linalg import orthogonal_procrustes
+
+    code, out, err = cli(["diagnose", runs["wide untie"], "--step", 2, "--k", 5, "--json"])
+    assert code == 0, err
+    subjects = json.loads(out)["subjects"]
+    assert all(s["copy_residue"] == 0 and s["procrustes_error"] < 1e-12 for s in subjects), out
+    code, out, err = cli(["diagnose", runs["wide untie"], "--step", 4, "--k", 5, "--json"])
+    snap = read_snapshot(snapshot_paths(runs["wide untie"])[2])
+    for subject, m in zip(json.loads(out)["subjects"], range(2)):
+        x, y = (np.asarray(e[m], np.float64) for e in (snap.input, snap.output))
+        expected = np.linalg.norm(x @ orthogonal_procrustes(x, y)[0] - y) / np.linalg.norm(y)
+        assert 0 < subject["procrustes_error"] == pytest.approx(expected, abs=1e-6)
 
 
 def test_untied_from_the_start_gets_a_reading_and_tied_is_said(runs):
