@@ -78,6 +78,23 @@ def test_untied_from_the_start_gets_a_reading_and_tied_is_said(runs):
                for s in tied.subjects)
 
 
+def test_the_terminal_reading_is_short_bullet_lines_of_the_same_words(runs, cli):
+    """The reading (one ~700-character sentence in the JSON) prints as one bullet per clause,
+    wrapped to 100 columns."""
+    code, out, err = cli(["diagnose", runs["untied"]])
+    assert code == 0, err
+    doc = json.loads(cli(["diagnose", runs["untied"], "--json"])[1])
+    blocks = out.split("  reading:\n")[1:]
+    assert len(blocks) == len(doc["subjects"]) == 2
+    for block, subject in zip(blocks, doc["subjects"]):
+        lines = block.split("\n\n")[0].splitlines()
+        assert len(lines) >= 3 and all(len(line) <= 100 for line in lines)
+        assert all(line.startswith(("    - ", "      ")) for line in lines)
+        assert sum(line.startswith("    - ") for line in lines) >= 3
+        words = " ".join(line[6:] for line in lines).replace(";", "").split()
+        assert words == subject["reading"].replace(";", "").split()
+
+
 def test_a_tie_switch_is_named_by_its_own_step_at_every_later_snapshot(runs, cli):
     for step in ("4", "6", "last"):  # the switch after update 4; snapshots 4, 6 and 8
         result = diagnose_path(str(runs["tie"]), DiagnoseOptions(step=step))
