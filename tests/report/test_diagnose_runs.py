@@ -125,3 +125,30 @@ def test_analyze_withholds_the_reading_after_an_untie(runs, tmp_path, cli):
     dh = text[text.index("### DH diagnostic"):]
     rows = [line for line in dh.splitlines() if line.startswith("| seed")]
     assert len(rows) == 2 and all("withheld: untied at step 2, 6 steps before" in r for r in rows)
+
+
+def test_analyzes_dh_figure_leaves_out_what_diagnose_withholds(runs, tmp_path, cli, monkeypatch):
+    """The untie run at lr 1e-4 is still a copy at every untied snapshot (2, 4, 6, 8), where
+    diagnose withholds the reading: the DH figure draws none of them (it drew an overlap of 1
+    at the untie step); the numbers stay in similarity.csv."""
+    from dhwt.report import similarity_report
+
+    drawn = {}
+
+    def keep(fig, path):
+        drawn[path.name] = [line.get_ydata() for ax in fig.axes for line in ax.get_lines()]
+        return save(fig, path)
+
+    save = similarity_report.save
+    monkeypatch.setattr(similarity_report, "save", keep)
+    assert cli(["analyze", runs["untie"], "--out", tmp_path / "rep", "--k", 5])[0] == 0
+    curves = [y for y in drawn["similarity_dh.png"] if len(y) == 5]  # steps 0, 2, 4, 6, 8
+    assert curves and all(np.isnan(y[1:]).all() for y in curves)
+    dh = [c for c in json.loads((tmp_path / "rep" / "similarity.json").read_text())["curves"]
+          if c["kind"] == "dh"]
+    assert len(dh) == 2 and all(c["overlap"][1] > 0.99 for c in dh)  # kept in the numbers
+    assert "The figure leaves out the snapshots whose reading is withheld" in (
+        tmp_path / "rep" / "report.md").read_text()
+    assert cli(["analyze", runs["untied"], "--out", tmp_path / "rep2", "--k", 5])[0] == 0
+    assert "The figure leaves out" not in (tmp_path / "rep2" / "report.md").read_text()
+
