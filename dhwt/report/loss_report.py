@@ -14,8 +14,8 @@ def loss_lines(result: RunsLoss, out: Path) -> list[str]:
     """Write out/figures/loss_SPLIT.png and accuracy_SPLIT.png; return the markdown section:
     per run, the last evaluation of each split (test perplexity once the run has finished)."""
     lines = ["## Loss (last evaluation; over members: mean ± 95% t-interval, clipped to the "
-             "quantity's range where it leaves it, median [quartiles] where bimodal, the values "
-             "where fewer than 3; dhwt.analysis.intervals)", "",
+             "quantity's range where it leaves it, the two groups (count and range of each) "
+             "where bimodal, the values where fewer than 3; dhwt.analysis.intervals)", "",
              "| run | split | step | cross-entropy (nats) | perplexity | accuracy |",
              "|---|---|---|---|---|---|"]
     for final in result.finals:
