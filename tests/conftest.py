@@ -5,6 +5,7 @@ console script, and datasets and tasks built once per session. (Tests run with
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import subprocess
 import sys
@@ -76,3 +77,15 @@ def make_task(make_dataset) -> Callable[..., Task]:
     def build(objective: str = "mlm", **dataset: object) -> Task:
         return load_task(make_dataset(**dataset), objective)
     return build
+
+
+@pytest.fixture(scope="session")
+def file_tree() -> Callable[[Path], dict[str, tuple[str, int]]]:
+    """file_tree(root) -> every file under root with a hash of its bytes and its modification
+    time, but the writers' locks (dhwt.directories), which each command takes: compare two to
+    see that a command touched nothing."""
+    def tree(root: Path) -> dict[str, tuple[str, int]]:
+        return {str(p.relative_to(root)): (hashlib.sha256(p.read_bytes()).hexdigest(),
+                                           p.stat().st_mtime_ns)
+                for p in sorted(root.rglob("*")) if p.is_file() and p.name != ".lock"}
+    return tree

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # languages', text's and models' settings; runs (the run-directory format) lies under training,
 # which writes it, and analysis/theory, which read it via load_run; pretrained is input.
 LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
-    {"errors", "filenames", "defaults", "tomlwrite"},
+    {"errors", "filenames", "defaults", "tomlwrite", "checksums"},
     {"userfiles", "directories", "checks"},
     {"languages", "pretrained"},
     {"text"},

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 
 import numpy as np
 import pytest
@@ -12,6 +13,8 @@ from dhwt.runs.snapshots import read_snapshot
 from dhwt.errors import DhwtError
 from dhwt.commands.study import load_study, run_study
 from dhwt.commands import train
+from dhwt.languages import load_language, write_dataset
+from dhwt.languages.dataset import FILES
 
 STUDY = """
 [study]
@@ -127,19 +130,40 @@ def test_tie_variants_train_as_one_group_equal_to_one_after_another(tmp_path, mo
                                atol=1e-5)
 
 
-@pytest.mark.parametrize("edit", [
-    lambda s: s.replace("lr = 1e-2", "lr = 2e-2"),  # [train]
-    lambda s: s.replace("valid_fraction = 0.25", "valid_fraction = 0.5"),  # [data]
-    lambda s: s.replace('"untie@10"', '"untie@15"'),  # a run already there
-    lambda s: s.replace('name = "untie"', 'name = "untie2"'),  # a run gone (renamed)
+@pytest.mark.parametrize("edit, keys", [
+    (lambda s: s.replace("lr = 1e-2", "lr = 2e-2"), "train.lr differs"),
+    (lambda s: s.replace("valid_fraction = 0.25", "valid_fraction = 0.5").replace(
+        "steps = 20", "steps = 20\nwarmup_steps = 1"),
+     "data.valid_fraction, train.warmup_steps differ"),
+    (lambda s: s.replace('"untie@10"', '"untie@15"'), "runs.untie.tie_schedule differs"),
+    (lambda s: s.replace('name = "untie"', 'name = "untie2"'), "runs.untie differs"),  # gone
 ])
-def test_a_different_study_in_the_same_dir_is_refused(tmp_path, edit):
+def test_a_different_study_in_the_same_dir_is_refused_naming_what_differs(tmp_path, edit, keys):
     out = tmp_path / "out"
     run_study(load_study(write(tmp_path)), out)
     other = load_study(write(tmp_path, edit(STUDY), "b.toml"))
-    with pytest.raises(DhwtError, match="does not hold this study; pass --overwrite"):
+    with pytest.raises(DhwtError, match=re.escape(f"does not hold this study ({keys}); pass "
+                                                  "--overwrite")):
         run_study(other, out)
     assert (out / "study.toml").read_text() == STUDY
+
+
+def test_a_study_whose_dataset_was_replaced_is_refused_before_anything_changes(tmp_path, cli,
+                                                                              file_tree):
+    """Continued (`--steps`) on another dataset put in its data/, a study says so in one line
+    and keeps every file, its runs' report.md too."""
+    path, out = write(tmp_path), tmp_path / "out"
+    run_study(load_study(path), out)
+    other = tmp_path / "other"
+    write_dataset(load_language("parity", {"n_bits": 4}), other)
+    for name in FILES:
+        shutil.copyfile(other / name, out / "data" / name)
+    before = file_tree(out)
+    code, _, err = cli(["study", path, "--out", out, "--steps", "30"])
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert re.search(rf"error: dataset {re.escape(str((out / 'data').resolve()))} changed since "
+                     r".*runs/tied was trained on it .*pass --overwrite", err), err
+    assert file_tree(out) == before
 
 
 def test_a_study_with_runs_added_continues_and_keeps_the_finished_ones(tmp_path):
@@ -176,7 +200,10 @@ def test_a_section_that_is_not_a_table_is_one_clear_error(tmp_path, text, messag
     (lambda s: s + '\n[analysis]\nmeasure = "angle"\n', "measure must be one of"),
     (lambda s: s + "\n[analysis]\npairs = [[\"0a\"]]\n", "pairs must be a list"),
     (lambda s: s + "\n[analysis]\nk = 20\n", r"unknown \[analysis\] keys \['k'\]"),
-    (lambda s: s.replace("[train]", "[train]\nbogus_key = 1"), "bogus_key"),
+    (lambda s: s.replace("[train]", "[train]\nbogus_key = 1"),
+     r"unknown key 'bogus_key' in \[train\] of study file .*study.toml; allowed keys"),
+    (lambda s: s.replace('tie_schedule = "tied"', 'tie_schedule = "tied"\nlrr = 1'),
+     r"unknown key 'lrr' in run 'tied' of"),
     (lambda s: s.replace('name = "tiny"', 'title = "tiny"'), r"unknown \[study\] keys \['title'\]"),
     (lambda s: s.replace('name = "tiny"', 'group = "yes"'), "group must be true or false"),
     (lambda s: s + "\nnot toml [", "not valid TOML"),

@@ -29,10 +29,13 @@ class PopulationFit:
 
 
 def run_population_fit(run_dir: str | Path, task) -> PopulationFit:
-    """The exact fit of the newest checkpoint of `run_dir`, trained on `task`."""
+    """The exact fit of the newest checkpoint of `run_dir`, trained on `task` (its step taken
+    first, so a checkpoint the run writes meanwhile is not mixed in)."""
     from dhwt.runs import load_run
 
     run = load_run(run_dir)
-    ce, acc = population_fit(run.model(), task.truth)
-    return PopulationFit(step=run.checkpoint_steps[-1], seeds=tuple(run.config.members.seeds), cross_entropy=ce,
+    steps = run.checkpoint_steps
+    model = run.model(steps[-1] if steps else None)  # none: the error that says so
+    ce, acc = population_fit(model, task.truth)
+    return PopulationFit(step=steps[-1], seeds=tuple(run.config.members.seeds), cross_entropy=ce,
                          excess=ce - task.truth.bayes_cross_entropy, accuracy=acc)

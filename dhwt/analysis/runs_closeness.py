@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +20,7 @@ from dhwt.analysis.escape import SPLIT as POPULATION
 from dhwt.analysis.population import PopulationFit, run_population_fit
 from dhwt.runs import load_run
 from dhwt.runs.metrics import metric_table
+from dhwt.runs.snapshots import read_snapshot
 
 EVAL_SPLIT = "train"  # the fixed evaluation set over the training strings (see dhwt.training)
 
@@ -34,7 +35,9 @@ class RunsCloseness:
     panels: run -> {"tied matrix" | "input" | "output": closeness over snapshots}; records: each
     run's metrics; fit_curves: run -> (steps, loss, accuracy) on curve_split (the exact
     population fit where every run recorded it, exact True, else the train evaluation set);
-    events: each run's tie events."""
+    events: each run's tie events; unfinished: run -> the steps it is configured for, for each
+    run that has not finished training (interrupted, or still training), whose snapshots and
+    metrics are taken up to the step of its fit only, so all its numbers are of one step."""
 
     runs: Mapping[str, Path]
     task: object
@@ -49,6 +52,7 @@ class RunsCloseness:
     events: Mapping[str, object]
     exact: bool
     fit_curves: Mapping[str, tuple[np.ndarray, np.ndarray, np.ndarray]]
+    unfinished: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def split(self) -> dict[str, bool]:
@@ -66,17 +70,23 @@ def runs_closeness(runs: Mapping[str, Path], task,  # noqa: ANN001 (a Task)
     baseline = baseline_pairs(task.language, truth)
     relation = {(r.first, r.second): r for r in truth.pairs()}
     kinds = {p: _kind(relation, p) for p in pairs}
+    loaded = {name: load_run(run_dir) for name, run_dir in runs.items()}
+    unfinished = {name: run.config.optim.steps for name, run in loaded.items()
+                  if not run.finished}
     fits = {name: run_population_fit(run_dir, task) for name, run_dir in runs.items()}
     plateau = truth.marginal_entropy - truth.bayes_cross_entropy
     off = {name: fit.excess < plateau / 2 for name, fit in fits.items()}  # (S,) at the end
-    loaded = {name: load_run(run_dir) for name, run_dir in runs.items()}
+    # an unfinished run up to the step of its fit only: what it recorded after is left out
+    last = {name: fits[name].step if name in unfinished else None for name in runs}
     panels: dict[str, dict[str, Closeness]] = {}
     for name, run in loaded.items():
-        snapshots = run.snapshots()
+        snapshots = [read_snapshot(path) for step, path in run.snapshot_files.items()
+                     if last[name] is None or step <= last[name]]
         sides = ("input",) if all(s.tied for s in snapshots) else ("input", "output")
         panels[name] = {"tied matrix" if len(sides) == 1 else side:
                         pair_closeness(snapshots, side, pairs, baseline) for side in sides}
-    records = {name: run.metrics() for name, run in loaded.items()}
+    records = {name: [r for r in run.metrics() if last[name] is None or r["step"] <= last[name]]
+               for name, run in loaded.items()}
     exact = all(any(r["split"] == POPULATION for r in rows) for rows in records.values())
     curve_split = POPULATION if exact else EVAL_SPLIT
     fit_curves = {name: (*metric_table(rows, curve_split, "loss"),
@@ -85,7 +95,7 @@ def runs_closeness(runs: Mapping[str, Path], task,  # noqa: ANN001 (a Task)
     return RunsCloseness(runs, task, pairs, kinds, baseline, fits, off, panels, records,
                          {name: run.config for name, run in loaded.items()},
                          {name: run.tie_events for name, run in loaded.items()}, exact,
-                         fit_curves)
+                         fit_curves, unfinished)
 
 
 def default_pairs(language) -> tuple[tuple[str, str], ...]:  # noqa: ANN001

@@ -23,7 +23,6 @@ from dhwt.analysis.runs_similarity import SimilarityOptions, runs_similarity
 from dhwt.directories import kind_of, replace_report
 from dhwt.errors import DhwtError
 from dhwt.filenames import FIGURES, HTML, REPORT
-from dhwt.languages import load_task
 from dhwt.report import analyze_report
 from dhwt.report.escape_report import ESCAPE_TABLE
 from dhwt.report.json_document import json_text, write_json
@@ -109,11 +108,11 @@ def analyze(run_dirs: Sequence[str | Path], out: str | Path, *, pairs: str | Non
             dirs[0], vocabularies[dirs[0]], other, vocabularies[other]))
     runs, out = dict(zip(run_labels(dirs), dirs)), Path(out)
     options = similarity or SimilarityOptions()
-    config = loaded[dirs[0]].config
     data = loaded[dirs[0]].dataset
     if data is None and pairs:
         raise DhwtError(f"--pairs tracks symbols of a synthetic language; {dirs[0]} was not "
                         "trained on one")
+    task = None if data is None else loaded[dirs[0]].task  # the data checked to be the run's
     record = {"runs": [str(d) for d in dirs], "pairs": pairs, "measure": measure,
               "similarity": asdict(options)}
     found: dict[str, object] = {"closeness": None, "loss": None}
@@ -123,8 +122,7 @@ def analyze(run_dirs: Sequence[str | Path], out: str | Path, *, pairs: str | Non
             found["similarity"] = runs_similarity(runs, options)
             found["loss"] = runs_loss(runs)
         else:
-            found["closeness"] = runs_closeness(runs, load_task(data, config.data.objective),
-                                                parse_pairs(pairs) if pairs else None)
+            found["closeness"] = runs_closeness(runs, task, parse_pairs(pairs) if pairs else None)
             found["similarity"] = runs_similarity(runs, options)
         analyze_report.write(folder, f"Runs: {', '.join(str(d) for d in dirs)}.",
                              found["closeness"], found["loss"], found["similarity"], measure)

@@ -75,9 +75,9 @@ from dhwt.filenames import DATA
 from dhwt.runs import layout
 from dhwt.runs.layout import run_paths
 from dhwt.runs.checkpoints import common_step, list_checkpoints
-from dhwt.runs.run import is_finished, load_config_text
+from dhwt.runs.run import check_data, data_checksum, is_finished, load_config_text
 from dhwt.checks import split_init_from
-from dhwt.config.run import TrainConfig, overrides
+from dhwt.config.run import TrainConfig, known_settings, overrides
 from dhwt.config.sources import SOURCES, resolve_source
 from dhwt.config.device import resolve_device
 from dhwt.training.distributed import Parallel
@@ -161,7 +161,7 @@ def load_study(path: str | Path) -> Study:
     for key in SOURCES:  # a relative path beside the file is taken from there
         if isinstance(data.get(key), str):
             data[key] = resolve_source(key, data[key], base=path.parent)
-    shared = raw.get("train", {})
+    shared = known_settings(raw.get("train", {}), f"[train] of study file {path}")
     runs = raw.get("runs", [])
     if not runs:
         raise DhwtError(f"study file {path}: no [[runs]]; give at least one")
@@ -288,6 +288,8 @@ def study_results(study: Study, out: str | Path, *, overwrite: bool = False,
     if language is not None:
         _check_pairs(study, language.vocab(study.runs[0][1].data.objective))
     inputs = [p for p in inputs if p is not None and Path(str(p)).exists()]
+    if not overwrite:
+        _check_data(study, out)
     with _claim(out, study, overwrite, inputs):
         try:
             return _run_claimed(study, out, language, steps, jobs, say or _quiet)
@@ -295,6 +297,26 @@ def study_results(study: Study, out: str | Path, *, overwrite: bool = False,
             raise Interrupted(f"interrupted; the same `dhwt study` command continues {out} "
                               "(finished runs are kept, interrupted ones resume from their last "
                               "checkpoint)") from None
+
+
+def _check_data(study: Study, out: Path) -> None:
+    """DhwtError, before anything is written, if the data of `study`'s runs in `out` changed
+    since they were trained (dhwt.runs.run.check_data): a grammar study's data/ (rebuilt from
+    the grammar when missing), a text study's corpus."""
+    found: dict[tuple[str | None, str | None], str | None] = {}
+    for name, _ in study.runs:
+        run_dir = out / "runs" / name
+        if not run_paths(run_dir).config.is_file():
+            continue
+        config = TrainConfig.from_toml(run_paths(run_dir).config)
+        if config.data.data_sha256 is None or (
+                config.data.corpus is None and not Path(str(config.data.data)).is_dir()):
+            continue
+        where = (config.data.corpus, config.data.data)  # read once for all the runs
+        if where not in found:
+            found[where] = data_checksum(config, run_dir)
+        check_data(config, run_dir, found[where], remedy="put back the data its runs were "
+                   "trained on, or pass --overwrite to train the study again on this data")
 
 
 def _run_claimed(study: Study, out: Path, language: Language | None, steps: int | None,
@@ -560,28 +582,45 @@ def _claim(out: Path, study: Study, overwrite: bool, inputs: Sequence[object]) -
     """Make `out` this study's directory and return its lock, held: the same study continued
     (perhaps with runs added), or a new directory (replacing a dhwt study with `overwrite`)."""
     marker = out / STUDY_FILE
-    if not overwrite and out.is_dir() and marker.is_file() and _continues(marker, study.text):
+    changed = _changes(marker, study.text) if out.is_dir() and marker.is_file() else None
+    if not overwrite and changed == []:
         held = lock(out, f"study directory {out}")
         if marker.read_text(encoding="utf-8") != study.text:
             atomic_write_bytes(marker, study.text.encode("utf-8"))
         return held
+    differs = f" ({brief(changed, str)} differ{'s' * (len(changed) == 1)})" if changed else ""
     return create(out, "study", lambda staging: (staging / STUDY_FILE).write_text(
                       study.text, encoding="utf-8"),
                   overwrite=overwrite, inputs=inputs,
-                  exists="it does not hold this study; pass --overwrite to replace it (a study "
-                         "continues with runs added, not with its [data], [train] or runs "
-                         "changed)")
+                  exists=f"it does not hold this study{differs}; pass --overwrite to replace it "
+                         "(a study continues with runs added, not with its [data], [train] or "
+                         "runs changed)")
 
 
-def _continues(marker: Path, text: str) -> bool:
-    """True if study file `text` keeps the [data], the [train] and every run of the study held
-    in `marker` as written (it may add runs and change [study] and [analysis])."""
+def _changes(marker: Path, text: str) -> list[str] | None:
+    """What study file `text` changes of the study held in `marker`, as dotted keys
+    (`train.lr`, `runs.NAME.tie_schedule`, `runs.NAME` for a run gone): in its [data], its
+    [train] or a run already there ([] if none: it continues the study; it may add runs and
+    change [study] and [analysis]); None if `marker` cannot be read as a study file."""
     try:
         old = tomllib.loads(marker.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return False
+        return None
     new = tomllib.loads(text)
     runs = {run.get("name"): run for run in new.get("runs", [])}
-    return (old.get("data") == new.get("data") and old.get("train") == new.get("train")
-            and all(runs.get(run.get("name")) == run for run in old.get("runs", [])))
+    changed = [*_differing(old.get("data", {}), new.get("data", {}), "data"),
+               *_differing(old.get("train", {}), new.get("train", {}), "train")]
+    for run in old.get("runs", []):
+        name = f"runs.{run.get('name')}"
+        changed += [name] if run.get("name") not in runs else _differing(
+            run, runs[run.get("name")], name)
+    return changed
 
+
+def _differing(old: object, new: object, key: str) -> list[str]:
+    """The dotted keys, under `key`, whose values differ between the tables `old` and `new`
+    (a key in one only differs)."""
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return [] if old == new else [key]
+    return [found for name in sorted(old.keys() | new.keys())
+            for found in _differing(old.get(name), new.get(name), f"{key}.{name}")]

@@ -42,6 +42,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from contextlib import ExitStack
+from functools import partial
 from pathlib import Path
 from typing import overload
 
@@ -49,21 +50,21 @@ import numpy as np
 
 from dhwt.checks import split_init_from
 from dhwt.config.device import resolve_device
-from dhwt.config.run import TrainConfig
+from dhwt.config.run import SPLIT_OPTIONS, TrainConfig
 from dhwt.config.sources import SOURCES, resolve_source
 from dhwt.directories import atomic_write_bytes, held, lock
 from dhwt.errors import DhwtError, Interrupted
 from dhwt.languages import Task, load_language, load_task, write_dataset
 from dhwt.languages.dataset import read_dataset
 from dhwt.languages.splits import SPLITS, split_of
-from dhwt.report.run_report import write_run_report
+from dhwt.report.run_report import FEW, split_line, write_run_report
 from dhwt.runs import layout
 from dhwt.runs.checkpoints import latest_checkpoint
 from dhwt.runs.history import check_history
 from dhwt.runs.layout import run_paths
 from dhwt.runs.metrics import read_metrics
 from dhwt.runs.result import RunResult
-from dhwt.runs.run import check_task, is_finished, run_task
+from dhwt.runs.run import check_data, check_task, is_finished, run_task
 from dhwt.text.corpus import WIKITEXT2, wikitext2_location
 from dhwt.training.distributed import Parallel, launch
 from dhwt.training.group import PER_RUN, group_key
@@ -94,9 +95,10 @@ def train(config, task, run_dir=None, *, resume=False, overwrite=False, inputs=(
     behind. `resume`: continue from the newest checkpoint (a group's: the newest step every run
     holds); the config must equal config.toml but may raise `steps` (an extension; see
     dhwt.training.lr for what each lr schedule does then), a group's every run to the same
-    steps, extended as one ensemble; a finished run is left untouched. An extension first
-    rewrites each run's config.toml to the new steps and removes its report (all of the group's
-    runs), so a run stopped at any point after that is unfinished (dhwt.runs.run.is_finished).
+    steps, extended as one ensemble; a finished run is left untouched. An extension, once the
+    checkpoints are restored (before that nothing is changed), rewrites each run's config.toml
+    to the new steps and removes its report (all of the group's runs), so a run stopped at any
+    point after that is unfinished (dhwt.runs.run.is_finished).
     A group stopped before every config.toml was rewritten holds runs at the new steps and runs
     at the old: the same call extends it again (a run at the new steps that has not finished
     them counts as one being extended) from the newest step every run holds. A group whose runs
@@ -104,7 +106,9 @@ def train(config, task, run_dir=None, *, resume=False, overwrite=False, inputs=(
     for more than the others) is refused: extend each run on its own. A run directory is locked
     while this writes (dhwt.directories). `parallel`: this process's place in a torchrun launch
     and its device (dhwt.training.distributed.launch); only rank 0 writes. None: one process,
-    on the device the config asks for. A task given must be the data the config names, if it
+    on the device the config asks for. A new run records the checksum of its data in its
+    config.toml (data_sha256); a resume first refuses data that no longer has the checksum each
+    run recorded (dhwt.runs.run.check_data). A task given must be the data the config names, if it
     names any: the data is given once (dhwt.runs.run.check_task).
     """
     if isinstance(config, TrainConfig):
@@ -128,14 +132,16 @@ def _train(runs: list[tuple[TrainConfig, Path]], task: Task | None, resume: bool
                             f"{' and '.join(PER_RUN)}, start from their own seeds (no "
                             "init_from) and vary all weights")
     config, run_dir = runs[0]
-    if task is not None:
-        check_task(config, run_dir, task, fresh=not resume)  # the data given once
+    saved = [check_resumable(d, c) for c, d in runs] if resume else []
+    if resume:  # each run's record of its data is its own (config.toml), whatever `runs` say
+        runs = [(c.replace(data_sha256=s.data.data_sha256), d) for (c, d), s in zip(runs, saved)]
+        config = runs[0][0]
+    named = None if task is None else check_task(config, run_dir, task, fresh=not resume)
     if parallel is None:
         parallel = Parallel(device=resolve_device(config.placement.device))  # before any write
-    started = time.perf_counter()
+    started, restored = time.perf_counter(), None
     with ExitStack() as stack:
         if resume:
-            saved = [check_resumable(d, c) for c, d in runs]
             extended = [c.optim.steps != s.optim.steps for (c, _), s in zip(runs, saved)]
             for _, d in runs:
                 stack.enter_context(held(parallel.on_writer(
@@ -145,43 +151,59 @@ def _train(runs: list[tuple[TrainConfig, Path]], task: Task | None, resume: bool
             done = [] if any(extended) else [_finished(d, s) for (_, d), s in zip(runs, saved)]
             if done and all(r is not None for r in done):
                 return done
-            trainer = Trainer(runs, run_task(config, run_dir) if task is None else task, parallel)
-            if any(extended):
-                for (c, d), s in zip(runs, saved):
-                    parallel.on_writer(lambda c=c, d=d, s=s: _extend(d, s.replace(
-                        steps=c.optim.steps)))
+            if task is None:
+                task = named = run_task(config, run_dir)
+            for c, d in runs[1:]:  # the data read is the one every run recorded
+                check_data(c, d, None if named is None else named.checksum)
+            trainer = Trainer(runs, task, parallel)
+            for run in trainer.runs:
+                if named is not None and run.config.data.data_sha256 is None:
+                    run.notes.append(f"note: {run.run_dir} records no checksum of its data "
+                                     "(made by an older dhwt), so it cannot be checked to be "
+                                     "the data the run was trained on")
+            if any(extended):  # once the checkpoints are restored: the extension goes ahead
+                restored = partial(_extend_all, runs, saved, parallel)
         else:
             for _, d in runs:
                 layout.refuse_existing(d, overwrite, inputs)
-            trainer = _create(runs, task, overwrite, inputs, parallel, stack)
-        start = trainer.run(resume)
+            trainer = _create(runs, task, named, overwrite, inputs, parallel, stack)
+        start = trainer.run(resume, restored)
         finals = _reports(trainer, parallel)
     seconds = time.perf_counter() - started
     return [RunResult(r.run_dir, trainer.step, final, r.last_checkpoint, seconds, start,
                       notes=tuple(r.notes)) for r, final in zip(trainer.runs, finals)]
 
 
-def _create(runs: list[tuple[TrainConfig, Path]], task: Task | None, overwrite: bool,
-            inputs: Sequence[object], parallel: Parallel, stack: ExitStack) -> Trainer:
+def _create(runs: list[tuple[TrainConfig, Path]], task: Task | None, named: Task | None,
+            overwrite: bool, inputs: Sequence[object], parallel: Parallel, stack: ExitStack
+            ) -> Trainer:
     """Create the run directories, locked on `stack`, and the Trainer; built first inside the
-    first directory's staging, so that a bad config, grammar or dataset leaves nothing."""
+    first directory's staging, so that a bad config, grammar or dataset leaves nothing. Each
+    config.toml records the checksum of the data (data_sha256): `named`'s, the task of the
+    data the config names when a task is given (dhwt.runs.run.check_task)."""
     config, run_dir = runs[0]
     build = task is None and config.data.grammar is not None
     if build and len(runs) > 1:
         raise DhwtError("runs trained as one ensemble need a task or a dataset; build the "
                         "grammar's dataset first (dhwt synth)")
     if task is None and not build:
-        task = run_task(config, run_dir)
+        task = named = run_task(config, run_dir, fresh=True)
         _check_split(config)
+    if named is not None:
+        runs = _recorded(runs, named.checksum)
 
     def fill(staging: Path) -> Trainer:
-        if build:
-            data = run_paths(staging).data
-            write_dataset(load_language(config.data.grammar, config.data.set), data,
-                          valid_fraction=config.data.valid_fraction,
-                          test_fraction=config.data.test_fraction, seed=config.data.split_seed)
-            return Trainer(runs, load_task(data, config.data.objective), parallel)
-        return Trainer(runs, task, parallel)
+        if not build:
+            return Trainer(runs, task, parallel)
+        data = run_paths(staging).data
+        write_dataset(load_language(config.data.grammar, config.data.set), data,
+                      valid_fraction=config.data.valid_fraction,
+                      test_fraction=config.data.test_fraction, seed=config.data.split_seed)
+        built = load_task(data, config.data.objective)
+        check_data(config, run_dir, built.checksum, fresh=True)  # named as it will be
+        recorded = _recorded(runs, built.checksum)
+        run_paths(staging).config.write_text(recorded[0][0].to_toml(), encoding="utf-8")
+        return Trainer(recorded, built, parallel)
 
     trainer = None
     for i, (c, d) in enumerate(runs):
@@ -190,9 +212,28 @@ def _create(runs: list[tuple[TrainConfig, Path]], task: Task | None, overwrite: 
         stack.enter_context(held(created))
         if created is not None and i == 0:
             trainer = created.value
-    if build or trainer is None:  # the dataset now lies in RUN_DIR/data; other ranks: their own
-        trainer = Trainer(runs, run_task(config, run_dir) if task is None else task, parallel)
+    if build:  # the dataset now lies in RUN_DIR/data (other ranks: once rank 0 made it)
+        task = run_task(config, run_dir)
+        trainer = Trainer(_recorded(runs, task.checksum), task, parallel)
+    elif trainer is None:  # other ranks
+        trainer = Trainer(runs, task, parallel)
+    _note_split(trainer)
     return trainer
+
+
+def _recorded(runs: list[tuple[TrainConfig, Path]], checksum: str | None
+              ) -> list[tuple[TrainConfig, Path]]:
+    """`runs` with their configs recording `checksum` as the checksum of their data."""
+    return runs if checksum is None else [(c.replace(data_sha256=checksum), d) for c, d in runs]
+
+
+def _note_split(trainer: Trainer) -> None:
+    """Note in each run's result when its training split holds at most half of the language
+    (dhwt.report.run_report.split_line), which the report's exact fit covers whole."""
+    line = split_line(trainer.task, FEW)
+    if line is not None:
+        for run in trainer.runs:
+            run.notes.append(f"note: {line}")
 
 
 def _check_split(config: TrainConfig) -> None:
@@ -280,6 +321,14 @@ def _check_group_extension(runs: list[tuple[TrainConfig, Path]], saved: list[Tra
                             "with --steps")
 
 
+def _extend_all(runs: list[tuple[TrainConfig, Path]], saved: list[TrainConfig],
+                parallel: Parallel) -> None:
+    """Extend each of `runs` (its config.toml: `saved`) to the steps its config asks (_extend),
+    on the writing process."""
+    for (c, d), s in zip(runs, saved):
+        parallel.on_writer(lambda c=c, d=d, s=s: _extend(d, s.replace(steps=c.optim.steps)))
+
+
 def _extend(run_dir: Path, config: TrainConfig) -> None:
     """Record that the run in `run_dir` now trains to `config`'s steps (its config.toml), and
     remove the report of the steps before: the run is unfinished until the new report is
@@ -334,6 +383,8 @@ def _resolve_config(options: dict[str, object], config_file: str | None, run_dir
         return TrainConfig.from_dict({**config.to_dict(), **_absolute(options)},
                                      source="the flags")
     values = TrainConfig.toml_values(config_file) if config_file is not None else {}
+    if {"grammar", "set", "data", "corpus", *SPLIT_OPTIONS} & set(options):
+        values.pop("data_sha256", None)  # the file's checksum is of the data it names
     if {"grammar", "data", "corpus"} & set(options):
         for key in ("grammar", "set", "data", "corpus", "tokenizer", "seq_len", "eval_windows",
                     "mask_rate", "mask_rule", "twins", "twin_p", "twin_kind", "twin_seed"):

@@ -72,6 +72,9 @@ SPLIT_DEFAULTS = {"valid_fraction": VALID_FRACTION, "test_fraction": TEST_FRACTI
 TABLES = ("set",)
 #: Fields a resume may raise (an extension: `--resume --steps M`).
 EXTENDABLE = ("steps",)
+#: Fields a run records of its data when it is created (DataConfig.data_sha256): a resume keeps
+#: the run's own, whatever the config it is given says.
+RECORDED = ("data_sha256",)
 #: The most CPU threads a run may ask for: a fixed bound, not this machine's core count, since a
 #: config is read (and a run resumed, with the same threads) on other machines. Beyond a few
 #: thousand, OpenMP fails to start the threads (the system's limit on a user's processes) and
@@ -104,7 +107,13 @@ class DataConfig:
     defaults (dhwt.languages.splits). A dataset keeps the split it was built with: unset, they
     stay unset (config.toml says the split is the dataset's); given, they state how it was
     built, which the trainer checks (dhwt.commands.train). A text corpus has its own files: they
-    stay unset (the defaults, which configs of older versions recorded, are dropped)."""
+    stay unset (the defaults, which configs of older versions recorded, are dropped).
+
+    `data_sha256`: the checksum of the data (dhwt.checksums: the dataset's files or the corpus'
+    texts), which a run records in its config.toml when it is created; every later read of the
+    data (a resume, `dhwt analyze`, `Run.task`, a study continued) refuses data that no longer
+    has it (dhwt.runs.run.check_data). Given in a new run's config, it names the data the run
+    must train on. Unset: not checked (runs made before dhwt recorded it)."""
 
     grammar: str | None = None
     set: dict[str, object] | None = None
@@ -123,9 +132,11 @@ class DataConfig:
     valid_fraction: float | None = None
     test_fraction: float | None = None
     split_seed: int | None = None
+    data_sha256: str | None = None
 
     def __post_init__(self) -> None:
         check_choice("objective", self.objective, OBJECTIVES)
+        self._checksum()
         if self.set is not None:
             if self.grammar is None:
                 raise DhwtError("set (overrides of a grammar's spec, --set) needs grammar; a "
@@ -159,6 +170,19 @@ class DataConfig:
             check_int("eval_windows", self.eval_windows, low=1)
         self._masking()
         self._twins()
+
+    def _checksum(self) -> None:
+        """data_sha256 is a SHA-256 in hex, of a data source the config names."""
+        value = self.data_sha256
+        if value is None:
+            return
+        if not isinstance(value, str) or len(value) != 64 or \
+                not set(value) <= set("0123456789abcdef"):
+            raise DhwtError(f"data_sha256 must be a SHA-256 (64 hex digits, lower case), got "
+                            f"{value!r}")
+        if self.grammar is None and self.data is None and self.corpus is None:
+            raise DhwtError("data_sha256 is the checksum of the data; give grammar, data or "
+                            "corpus too")
 
     def _masking(self) -> None:
         """A masked LM on text takes the masking defaults (dhwt.text.masking); a causal one
@@ -474,9 +498,7 @@ class TrainConfig:
     def from_dict(cls, values: dict[str, object], source: str = "config") -> TrainConfig:
         """A config from flat settings (a parsed TOML file, CLI options), or from one table per
         section; unknown keys are errors naming `source`."""
-        values = _flatten(values, source)
-        _check_keys(values, source)
-        return cls(**values)
+        return cls(**known_settings(values, source))
 
     @classmethod
     def from_toml(cls, path: str | Path) -> TrainConfig:
@@ -495,10 +517,7 @@ class TrainConfig:
             raise DhwtError(f"config file {path} does not exist") from None
         except UnicodeDecodeError as exc:
             raise DhwtError(f"config file {path} is not valid TOML: {exc}") from None
-        values = parse_toml(text, f"config file {path}")
-        values = _flatten(values, f"config file {path}")
-        _check_keys(values, str(path))
-        return values
+        return known_settings(parse_toml(text, f"config file {path}"), f"config file {path}")
 
     def to_dict(self) -> dict[str, object]:
         """Every setting, flat, as plain values (batch_size None stays None; the tie schedule
@@ -516,8 +535,9 @@ class TrainConfig:
         return {k: v for k, v in self.to_dict().items() if k not in PLACEMENT}
 
     def resume_key(self) -> dict[str, object]:
-        """What a resume must repeat: the identity without the fields it may extend."""
-        return {k: v for k, v in self.identity().items() if k not in EXTENDABLE}
+        """What a resume must repeat: the identity without the fields it may extend and those
+        the run records itself (RECORDED)."""
+        return {k: v for k, v in self.identity().items() if k not in EXTENDABLE + RECORDED}
 
     def to_toml(self) -> str:
         """The resolved config as TOML, one table per section; unset (None) values follow
@@ -541,6 +561,24 @@ class TrainConfig:
             tables = {k: v for k, v in values.items() if v is not None and k in TABLES}
             text += "\n" + dumps({name: tables}) if tables else ""
         return text
+
+
+def known_settings(values: dict[str, object], source: str) -> dict[str, object]:
+    """`values` (flat settings, or one table per section) as flat settings, each checked to be
+    a setting but not yet validated as a config (a study's [train] table holds only part of
+    one); DhwtError naming `source` and the first unknown key.
+
+    Examples:
+        >>> known_settings({"optim": {"lr": 0.01}, "seeds": "1-2"}, "[train]")
+        {'seeds': '1-2', 'lr': 0.01}
+        >>> known_settings({"lrr": 0.01}, "[train]")
+        Traceback (most recent call last):
+          ...
+        dhwt.errors.DhwtError: unknown key 'lrr' in [train]; allowed keys: ...
+    """
+    values = _flatten(values, source)
+    _check_keys(values, source)
+    return values
 
 
 def _flatten(values: dict[str, object], source: str) -> dict[str, object]:

@@ -7,6 +7,9 @@
                  time a string is served, as in the paper.
     truth.json   exact ground truth per objective: relations, distances, DH verdicts, Bayes optima
 
+A dataset's checksum (`dataset_checksum`, dhwt.checksums over these four files) is recorded by
+each run trained on it, which refuses the dataset once it has changed.
+
 Written atomically: into a temporary directory beside DIR, renamed into place when complete
 (dhwt.directories, which also says what --overwrite may replace).
 """
@@ -19,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dhwt.checksums import checksum
 from dhwt.directories import check_target, create
 from dhwt.errors import DhwtError
 from dhwt.languages.language import OBJECTIVES, Language, load_language
@@ -101,6 +105,29 @@ def read_dataset(dataset_dir: str | Path) -> tuple[Language, np.ndarray]:
         raise DhwtError(f"dataset {str(path)!r} is inconsistent: its spec.toml does not produce "
                         "the strings in strings.npz (was a file edited?)")
     return language, split
+
+
+def dataset_checksum(dataset_dir: str | Path) -> str:
+    """The checksum of the dataset directory `dataset_dir` (dhwt.checksums): over its files
+    (FILES, in that order; one missing counts as empty), which define the language, its split
+    and its ground truth; DhwtError if one cannot be read.
+
+    Examples:
+        >>> import tempfile
+        >>> from dhwt.languages import load_language
+        >>> out = Path(tempfile.mkdtemp()) / "data"
+        >>> write_dataset(load_language("parity", {"n_bits": 3}), out)
+        >>> before = dataset_checksum(out)
+        >>> write_dataset(load_language("parity", {"n_bits": 3}), out, seed=7, overwrite=True)
+        >>> dataset_checksum(out) == before  # another split: other data
+        False
+    """
+    path = Path(dataset_dir)
+    try:
+        return checksum((path / name).read_bytes() if (path / name).exists() else b""
+                        for name in FILES)
+    except OSError as exc:
+        raise DhwtError(f"cannot read dataset {path}: {exc.strerror or exc}") from None
 
 
 def _vocab_json(language: Language) -> dict:

@@ -16,13 +16,13 @@ import numpy as np
 
 from dhwt.defaults import OBJECTIVES
 from dhwt.errors import DhwtError
-from dhwt.languages import automaton, parity
+from dhwt.languages import automaton, demand, parity
 from dhwt.checks import need_str
 from dhwt.languages.classes import SymbolClass, check_symbols
 from dhwt.languages.enumeration import PAD, group_arange
 from dhwt.languages.spec import apply_overrides, read_spec
 
-FAMILIES = {"parity": parity.build, "automaton": automaton.build}
+FAMILIES = {"parity": parity.build, "automaton": automaton.build, "demand": demand.build}
 MASK, PAD_TOKEN, BOS, EOS = "[MASK]", "[PAD]", "[BOS]", "[EOS]"
 
 

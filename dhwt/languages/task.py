@@ -15,7 +15,7 @@ import torch
 
 from dhwt.errors import DhwtError
 from dhwt.languages.batch import Batch
-from dhwt.languages.dataset import read_dataset
+from dhwt.languages.dataset import dataset_checksum, read_dataset
 from dhwt.languages.enumeration import PAD
 from dhwt.languages.language import BOS, EOS, MASK, PAD_TOKEN, Language, check_objective
 from dhwt.languages.splits import SPLITS
@@ -30,11 +30,14 @@ class Task:
     """One language, its split assignment, one objective ("mlm" or "clm").
 
     vocab: token ids (grammar symbols first, then the objective's special tokens);
-    symbols: the grammar symbols only; seq_len: L of every batch.
+    symbols: the grammar symbols only; seq_len: L of every batch; checksum: that of the dataset
+    directory it was read from (dhwt.languages.dataset.dataset_checksum), None if built here.
     """
 
-    def __init__(self, language: Language, split: np.ndarray, objective: str) -> None:
+    def __init__(self, language: Language, split: np.ndarray, objective: str,
+                 checksum: str | None = None) -> None:
         self.language = language
+        self.checksum = checksum
         self.objective = check_objective(objective)
         self.vocab = language.vocab(objective)
         self.symbols = language.symbols
@@ -217,4 +220,4 @@ def load_task(dataset_dir: str | Path, objective: str) -> Task:
     """
     check_objective(objective)
     language, split = read_dataset(dataset_dir)
-    return Task(language, split, objective)
+    return Task(language, split, objective, dataset_checksum(dataset_dir))

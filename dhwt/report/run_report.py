@@ -28,6 +28,9 @@ SPLITS = ("train", "valid", "test", "train_fresh")
 #: a new draw each time, stays in the table: in the figure it only adds noise).
 FIGURE_SPLITS = (POPULATION, "train", "valid")
 COLOURS = {POPULATION: "tab:blue", "train": "tab:blue", "valid": "tab:orange"}
+#: `dhwt train` says so when a training split holds at most this share of the language's class
+#: strings or of its probability (split_line); the report always does when it holds less than all.
+FEW = 0.5
 
 
 def write_run_report(run_dir: Path, config: TrainConfig, task) -> list[dict[str, object]]:
@@ -47,8 +50,40 @@ def write_run_report(run_dir: Path, config: TrainConfig, task) -> list[dict[str,
     windows = None if task.truth is not None else {
         **{split: task.n_strings(split) for split in SPLITS if split != "train_fresh"},
         "train_fresh": config.optim.batch_size}
-    write_report(run.report, config, final, task.truth, exact, len(task.vocab), windows)
+    write_report(run.report, config, final, task.truth, exact, len(task.vocab),
+                 split_line(task), windows)
     return final
+
+
+def split_line(task, at_most: float = 1.0) -> str | None:  # noqa: ANN001 (a Task or TextTask)
+    """What a synthetic language's task trains on, when its training split holds less than the
+    whole language and at most `at_most` of its class strings or of its probability: the exact
+    fit and the Bayes optimum are over the whole language, so a model that learned its training
+    split well can stay far from them. None otherwise (and for text, which has no language).
+
+    Examples:
+        >>> from dhwt.languages import Task, load_language
+        >>> from dhwt.languages.splits import split_of
+        >>> language = load_language("four-cases")
+        >>> print(split_line(Task(language, split_of(language), "clm")))  # the default split
+        training sees 2 of the language's 4 class strings (50% of its probability; valid and
+        test hold the rest), while the exact fit and the Bayes optimum are over all of it; set
+        valid_fraction = 0 and test_fraction = 0 in the config to train on every string
+        >>> split_line(Task(language, split_of(language, 0.0, 0.0), "clm")) is None
+        True
+    """
+    language = getattr(task, "language", None)
+    if language is None:
+        return None
+    train = task.indices("train").numpy()
+    strings, share = len(train) / len(language.probs), float(language.probs[train].sum())
+    if strings == 1 or (strings > at_most and share > at_most):
+        return None
+    hint = ("" if language.split is not None else "; set valid_fraction = 0 and test_fraction = "
+            "0 in the config to train on every string")
+    return (f"training sees {len(train):,} of the language's {len(language.probs):,} class "
+            f"strings ({share:.0%} of its probability; valid and test hold the rest), while the "
+            f"exact fit and the Bayes optimum are over all of it{hint}")
 
 
 def write_figure(records: list[dict[str, object]], path: Path, truth: GroundTruth | None,
@@ -110,11 +145,13 @@ def _vocabulary(tokenizer: str, size: int | None) -> str:
 
 def write_report(path: Path, config: TrainConfig, final: list[dict[str, object]],
                  truth: GroundTruth | None, exact: list[dict[str, object]] = (),
-                 vocab_size: int | None = None, windows: dict[str, int] | None = None) -> None:
+                 vocab_size: int | None = None, split: str | None = None,
+                 windows: dict[str, int] | None = None) -> None:
     """report.md: the config in brief (a corpus's tokenizer with its `vocab_size`); where the
     task has ground truth, each member's exact fit (`exact`: seed, loss, accuracy) against the
-    Bayes optimum; the final evaluation-set metrics (a text task: with the windows of each
-    split, `windows`); pointers to the figure and the files."""
+    Bayes optimum, after the `split` line (split_line) where there is one; the final
+    evaluation-set metrics (a text task: with the windows of each split, `windows`); pointers
+    to the figure and the files."""
     data = (f"grammar `{config.data.grammar}` (dataset in `data/`)" if config.data.grammar is not None
             else f"corpus `{config.data.corpus}`, tokenizer `{config.data.tokenizer}`"
                  f"{_vocabulary(config.data.tokenizer, vocab_size)}, windows of "
@@ -139,6 +176,7 @@ def write_report(path: Path, config: TrainConfig, final: list[dict[str, object]]
             f"task's Bayes optimum: cross-entropy **{truth.bayes_cross_entropy:.4f}** nats, "
             f"accuracy **{truth.bayes_accuracy:.4f}**; always predicting the target marginal "
             f"gives {truth.marginal_entropy:.4f} nats, accuracy {truth.marginal_accuracy:.4f}.",
+            *(["", f"Note: {split}."] if split is not None else []),
             "", "| seed | cross-entropy | excess over Bayes | expected accuracy | "
             "accuracy - Bayes |", "|---:|---:|---:|---:|---:|"]
         lines += [f"| {r['seed']} | {r['loss']:.4f} | {r['loss'] - truth.bayes_cross_entropy:+.4f}"

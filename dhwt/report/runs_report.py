@@ -55,8 +55,9 @@ def write_runs_report(
         f"{truth.bayes_cross_entropy:.4f} nats); always predicting the most frequent target gives "
         f"{truth.marginal_accuracy:.4f}.",
         "",
-        "## Final fit",
+        f"## {_fit_heading(result)}",
         "",
+        *_unfinished_lines(result),
         "Exact, over every context of the language weighted by its probability, at each run's "
         "newest checkpoint (dhwt.analysis.population): no sampling noise. `off plateau` counts "
         "the seeds whose excess is below half the unigram baseline's, with its exact 95% "
@@ -90,7 +91,10 @@ def write_runs_report(
     ]
     lines += [
         "",
-        "## Final closeness of the tracked pairs (summarised over seeds as the fit above)",
+        f"## {'Closeness' if result.unfinished else 'Final closeness'} of the tracked pairs "
+        "(summarised over seeds as the fit above"
+        + (", at each run's newest snapshot up to the step of its fit)" if result.unfinished
+           else ")"),
         "",
         "Normalised distance = raw Euclidean distance / mean distance of the baseline pairs "
         f"({', '.join(f'{a}-{b}' for a, b in baseline)}: symbols of different classes that are "
@@ -121,6 +125,31 @@ def write_runs_report(
     return write_report(out / REPORT, "\n".join(lines))
 
 
+def _fit_heading(result: RunsCloseness) -> str:
+    """"Final fit", or where a run has not finished training, the step its fit is of: "Fit at
+    step N (run unfinished: N of M steps)" for one run."""
+    if not result.unfinished:
+        return "Final fit"
+    if len(result.fits) == 1:
+        (name, steps), = result.unfinished.items()
+        step = result.fits[name].step
+        return f"Fit at step {step} (run unfinished: {step} of {steps} steps)"
+    return "Fit at each run's newest checkpoint (" + ", ".join(
+        f"{name} unfinished: {result.fits[name].step} of {steps} steps"
+        for name, steps in result.unfinished.items()) + ")"
+
+
+def _unfinished_lines(result: RunsCloseness) -> list[str]:
+    """What the report of a run that has not finished training is of, or nothing."""
+    if not result.unfinished:
+        return []
+    return ["An unfinished run (interrupted, or still training) is analysed at the step of its "
+            "newest checkpoint, from which `dhwt train --resume` continues it: its closeness, "
+            "curves and escape below stop at that step too, leaving out what it recorded "
+            "after (the similarity of embedding spaces, over training, takes every snapshot "
+            "it holds).", ""]
+
+
 def _closeness_rows(panels, panel_runs, kinds, off, only_off: bool = False) -> list[str]:
     """The closeness table at the last snapshot (off: name -> (S,) bool, the seeds off the
     plateau), over every seed (in two groups where they split) or `only_off` the seeds off the
@@ -142,15 +171,16 @@ def _closeness_rows(panels, panel_runs, kinds, off, only_off: bool = False) -> l
 
 def closeness_document(result: RunsCloseness) -> dict:
     """The numbers of the report as JSON-ready data: the Bayes optimum, each run's exact final
-    fit per seed and its seeds off the plateau, and each panel's final closeness per pair and
-    seed."""
+    fit per seed (of `step`: `steps`, the steps it is configured for, where it has `finished`)
+    and its seeds off the plateau, and each panel's final closeness per pair and seed."""
     truth = result.task.truth
     return {
         "bayes": {"accuracy": truth.bayes_accuracy, "cross_entropy": truth.bayes_cross_entropy,
                   "marginal_accuracy": truth.marginal_accuracy},
         "pairs": [{"pair": list(p), "relation": result.kinds[p]} for p in result.pairs],
         "baseline_pairs": [list(p) for p in result.baseline],
-        "runs": {name: {"step": fit.step, "seeds": list(fit.seeds),
+        "runs": {name: {"step": fit.step, "finished": name not in result.unfinished,
+                        "steps": result.configs[name].optim.steps, "seeds": list(fit.seeds),
                         "cross_entropy": fit.cross_entropy, "excess": fit.excess,
                         "accuracy": fit.accuracy, "off_plateau": result.off[name],
                         "final_closeness": {

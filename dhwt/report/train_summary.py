@@ -1,5 +1,6 @@
 """What `dhwt train` prints of a run it trained (dhwt.runs.result.RunResult): one line, after a
-line per repair a resume made, or the JSON document of the same result."""
+line per note (a repair a resume made, what the run's data leaves out), or the JSON document of
+the same result."""
 
 from __future__ import annotations
 
@@ -12,12 +13,12 @@ def trained(result: RunResult, resume: bool, as_json: bool = False) -> str:
     if as_json:
         return json_text(document(result, resume))
     where = f"run directory: {result.run_dir} (see report.md)"
+    notes = "".join(f"{note}\n" for note in result.notes)
     if not resume:
-        return f"trained {result.step} steps in {result.seconds:.1f} s; {where}"
+        return f"{notes}trained {result.step} steps in {result.seconds:.1f} s; {where}"
     if not result.touched:
         return (f"{result.run_dir} is already trained to step {result.step}; nothing to do (to "
                 f"train on, --resume --steps M with M > {result.step})")
-    notes = "".join(f"{note}\n" for note in result.notes)
     if result.start == result.step:
         return f"{notes}training had reached step {result.step}; wrote its report; {where}"
     return (f"{notes}resumed at step {result.start} and trained to step {result.step} "

@@ -196,7 +196,8 @@ class Run:
     @cached_property
     def task(self):  # noqa: ANN201 (a dhwt.languages Task; imported lazily: text needs tokenizers)
         """The data the run trained on: RUN/data for a grammar-built run, the dataset
-        `config.data.data`, or the text corpus `config.data.corpus`."""
+        `config.data.data`, or the text corpus `config.data.corpus`; DhwtError if it changed
+        since (the checksum config.toml records, check_data)."""
         return run_task(self.config, self.path)
 
     @property
@@ -230,24 +231,84 @@ def is_finished(path: str | Path) -> bool:
         checkpoint_step(checkpoints[-1]) == TrainConfig.from_toml(paths.config).optim.steps
 
 
-def run_task(config: TrainConfig, run_dir: Path):  # noqa: ANN201 (see Run.task)
-    """The Task of a run's config: RUN_DIR/data for a grammar-built run, the text corpus
-    `config.data.corpus`, else the dataset `config.data.data`."""
+def run_task(config: TrainConfig, run_dir: Path, *, fresh: bool = False):  # noqa: ANN201
+    """The Task of a run's config (see Run.task): RUN_DIR/data for a grammar-built run, the text
+    corpus `config.data.corpus`, else the dataset `config.data.data`; DhwtError if it is not the
+    data the config's data_sha256 names (check_data; `fresh`: a run not yet created)."""
     from dhwt.languages import load_task
+    from dhwt.languages.dataset import dataset_checksum
 
     if config.data.corpus is not None:
-        return load_config_text(config)
-    data = (layout.run_paths(run_dir).data if config.data.grammar is not None
-            else Path(str(config.data.data)))
-    if not data.is_dir():
-        problem = "is not a directory" if data.exists() else "does not exist"
-        raise DhwtError(f"dataset directory {data} {problem}")
+        task = load_config_text(config)
+        check_data(config, run_dir, task.checksum, fresh=fresh)
+        return task
+    data = _dataset_dir(config, run_dir)
+    check_data(config, run_dir, dataset_checksum(data), fresh=fresh)  # before it is read
     return load_task(data, config.data.objective)
 
 
-def check_task(config: TrainConfig, run_dir: Path, task, *,  # noqa: ANN001 (a Task)
-               fresh: bool) -> None:
-    """DhwtError unless `task`, given to train a run, is the data `config` names: the trainer
+def data_checksum(config: TrainConfig, run_dir: Path) -> str | None:
+    """The checksum (dhwt.checksums) of the data `config` names for the run in `run_dir`: its
+    dataset's files or its corpus' texts; None if it names none."""
+    from dhwt.languages.dataset import dataset_checksum
+    from dhwt.text.corpus import find_corpus
+
+    data = config.data
+    if data.corpus is not None:
+        return find_corpus(data.corpus, data.data).checksum
+    if data.grammar is None and data.data is None:
+        return None
+    return dataset_checksum(_dataset_dir(config, run_dir))
+
+
+def check_data(config: TrainConfig, run_dir: Path, checksum: str | None, *, fresh: bool = False,
+               remedy: str = "put back the data it was trained on, or train a new run on the "
+                             "changed data") -> None:
+    """DhwtError unless `checksum`, that of the data `config` names (data_checksum), is the one
+    its data_sha256 records (no record, or no checksum: nothing to check). The run in `run_dir`
+    recorded it when it was created, so its data changed since (`remedy` says what to do); a
+    `fresh` run's config gave it."""
+    recorded = config.data.data_sha256
+    if recorded is None or checksum is None or checksum == recorded:
+        return
+    where = _data_name(config, run_dir)
+    if fresh:
+        raise DhwtError(f"{where} is not the data that data_sha256 in the config names (its "
+                        f"sha256 is {checksum[:16]}..., the config's {recorded[:16]}...); give "
+                        "that data, or leave data_sha256 out to train on this one")
+    raise DhwtError(f"{where} changed since {run_dir} was trained on it (its sha256 is "
+                    f"{checksum[:16]}..., the run recorded {recorded[:16]}... in "
+                    f"{layout.run_paths(run_dir).config}); {remedy}")
+
+
+def _data_name(config: TrainConfig, run_dir: Path) -> str:
+    """The data `config` names for the run in `run_dir`, for a message: `dataset PATH` or
+    `corpus NAME` (WikiText-2 with where it lies)."""
+    data = config.data
+    if data.corpus is not None:
+        return f"corpus {data.corpus}" + (f" ({data.data})" if data.data is not None else "")
+    return f"dataset {_dataset_path(config, run_dir)}"
+
+
+def _dataset_path(config: TrainConfig, run_dir: Path) -> Path:
+    """The dataset directory of a run's config: RUN_DIR/data for a grammar, else its data."""
+    return (layout.run_paths(run_dir).data if config.data.grammar is not None
+            else Path(str(config.data.data)))
+
+
+def _dataset_dir(config: TrainConfig, run_dir: Path) -> Path:
+    """_dataset_path; DhwtError if it is not a directory."""
+    data = _dataset_path(config, run_dir)
+    if not data.is_dir():
+        problem = "is not a directory" if data.exists() else "does not exist"
+        raise DhwtError(f"dataset directory {data} {problem}")
+    return data
+
+
+def check_task(config: TrainConfig, run_dir: Path, task, *,  # noqa: ANN001, ANN201 (Tasks)
+               fresh: bool):
+    """The task of the data `config` names (run_task; None if it names none); DhwtError unless
+    `task`, given to train a run, is that data: the trainer
     uses the task, while the run's report, `--resume`, `dhwt analyze` and `Run.task` read the
     config's data back (run_task), so the two must be one data set. A config that names no data
     (grammar, data and corpus unset) leaves the task as the run's only data. The contents are
@@ -257,7 +318,7 @@ def check_task(config: TrainConfig, run_dir: Path, task, *,  # noqa: ANN001 (a T
     (not a resume) with a grammar and a task is refused."""
     data = config.data
     if data.grammar is None and data.data is None and data.corpus is None:
-        return
+        return None
     once = "give the data once: no task (the config's data is read) or a config that names "
     if data.grammar is not None and (fresh or not (run_dir / layout.DATA).is_dir()):
         raise DhwtError(f"the config names grammar {data.grammar!r}, which is built into "
@@ -267,12 +328,15 @@ def check_task(config: TrainConfig, run_dir: Path, task, *,  # noqa: ANN001 (a T
              f"grammar {data.grammar!r} ({run_dir / layout.DATA})" if data.grammar else
              f"data {data.data}")
     if task.objective != data.objective:
-        differs = f"objective is {task.objective!r}, the config's {data.objective!r}"
-    else:
-        differs = _difference(task, run_task(config, run_dir))
+        raise DhwtError(f"the task given is not the {named} the config names: its objective is "
+                        f"{task.objective!r}, the config's {data.objective!r}; {once}the task's "
+                        "data or none")
+    found = run_task(config, run_dir, fresh=fresh)
+    differs = _difference(task, found)
     if differs is not None:
         raise DhwtError(f"the task given is not the {named} the config names: its {differs}; "
                         f"{once}the task's data or none")
+    return found
 
 
 def _difference(given, named) -> str | None:  # noqa: ANN001 (Tasks or TextTasks)

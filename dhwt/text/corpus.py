@@ -11,7 +11,8 @@ Files found on disk are checked against the published SHA-256 sums (a mismatch i
 HF copy has another line layout, so it cannot be checked that way and says so in `origin`.
 
 Any other corpus: a directory with train.txt, valid.txt, test.txt (UTF-8), no checksum to check.
-A corpus' `checksum` (SHA-256 over its split checksums) names it in the token-id cache.
+A corpus' `checksum` (dhwt.checksums over its train, valid and test texts) names it in the
+token-id cache and in the config.toml of each run trained on it (data_sha256).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from dhwt.checksums import checksum
 from dhwt.errors import DhwtError
 
 SPLITS = ("train", "valid", "test")
@@ -69,6 +71,14 @@ def load_corpus(source: str | Path) -> Corpus:
                         f"test.txt, or WikiText-2 (wiki.train/valid/test.tokens, a {WIKITEXT2}/ "
                         f"folder of them, or the archive {ARCHIVE})")
     return found
+
+
+def find_corpus(corpus: str | Path, source: str | Path | None = None) -> Corpus:
+    """The corpus `corpus` names (load_corpus), WikiText-2 from `source` (where it lies) when
+    given: what a run's config names by its corpus and data."""
+    if source is not None and str(corpus) == WIKITEXT2:
+        return load_wikitext2(source)
+    return load_corpus(corpus)
 
 
 def load_wikitext2(source: str | Path | None = None) -> Corpus:
@@ -181,7 +191,4 @@ def _corpus(name: str, raw: dict[str, bytes], origin: str) -> Corpus:
         texts = {s: raw[s].decode("utf-8") for s in SPLITS}
     except UnicodeDecodeError as exc:
         raise DhwtError(f"{origin}: not UTF-8 text ({exc})") from None
-    digest = hashlib.sha256()
-    for s in SPLITS:
-        digest.update(hashlib.sha256(raw[s]).digest())
-    return Corpus(name=name, texts=texts, origin=origin, checksum=digest.hexdigest())
+    return Corpus(name=name, texts=texts, origin=origin, checksum=checksum(raw[s] for s in SPLITS))

@@ -35,7 +35,7 @@ import torch
 from dhwt.errors import DhwtError
 from dhwt.languages.batch import Batch, stack_batches
 from dhwt.languages.language import MASK, check_objective
-from dhwt.text.corpus import SPLITS, WIKITEXT2, load_corpus, load_wikitext2
+from dhwt.text.corpus import SPLITS, find_corpus
 from dhwt.text.masking import MASK_RATE, MASK_RULE, apply_mask
 from dhwt.text.token_cache import tokenize_corpus
 from dhwt.text.twins import plant_twins
@@ -53,6 +53,8 @@ class TextTask:
     truth = None
     #: The planted twins' truth (dhwt.text.twins), if any.
     twins: dict | None = None
+    #: The checksum of the corpus it was read from (dhwt.text.corpus.Corpus), if any.
+    checksum: str | None = None
 
     def __init__(self, ids: Mapping[str, np.ndarray], vocab: tuple[str, ...], seq_len: int,
                  eval_windows: int | None = None, objective: str = "clm",
@@ -165,9 +167,8 @@ def load_text_task(corpus: str | Path, tokenizer: str, seq_len: int, *,
     (`gpt2`, `bpe:N`, `word`, `char`); token ids come from the cache (dhwt.text.token_cache).
     `source`: where WikiText-2 lies (folder or archive), instead of the environment. `twins`:
     plant twins in the token ids (dhwt.text.twins); the task's `twins` is then the planted
-    truth (else None)."""
-    found = load_wikitext2(source) if source is not None and str(corpus) == WIKITEXT2 else (
-        load_corpus(corpus))
+    truth (else None). The task's `checksum` is the corpus'."""
+    found = find_corpus(corpus, source)
     tokens = tokenize_corpus(found, tokenizer, cache_dir)
     ids, vocab, planted = tokens.ids, tokens.vocab, None
     if twins is not None:
@@ -175,4 +176,5 @@ def load_text_task(corpus: str | Path, tokenizer: str, seq_len: int, *,
         ids, vocab = planted.ids, planted.vocab
     task = TextTask(ids, vocab, seq_len, eval_windows, objective, mask_rate, mask_rule)
     task.twins = None if planted is None else planted.truth
+    task.checksum = found.checksum
     return task

@@ -79,7 +79,7 @@ import io
 import json
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -198,9 +198,10 @@ class Trainer:
         self._pending: list[tuple[int, torch.Tensor]] = []  # (step, loss): see _check_loss
 
     # -- the run ----------------------------------------------------------------------------
-    def run(self, resume: bool) -> int:
+    def run(self, resume: bool, restored: Callable[[], object] | None = None) -> int:
         """Train to config.optim.steps (from the newest checkpoint if `resume`); the step it started
-        from. Afterwards `self.step` is the last step and each run's `last_checkpoint` its
+        from. `restored` is called once the checkpoints are restored, before the runs' records
+        are cut back to their step (so a resume that cannot restore changes nothing). Afterwards `self.step` is the last step and each run's `last_checkpoint` its
         checkpoint. A failed write (full disk, lost permission) or allocation (out of memory)
         stops the run with a DhwtError naming the last good checkpoint; everything written before
         it stays valid for --resume. On the CPU the process keeps the memory it frees until the
@@ -209,7 +210,7 @@ class Trainer:
             place = self.config.placement
             with (_torch_settings(place.threads, self.device), tf32_matmuls(place.tf32),
                   retained_memory(self.device.type == "cpu")):
-                return self._train(resume)
+                return self._train(resume, restored)
         except KeyboardInterrupt:
             raise Interrupted(f"interrupted at step {self.step}; {self._go_on()}") from None
         except OSError as exc:
@@ -249,10 +250,12 @@ class Trainer:
         return str(oldest) if len(written) == 1 else (
             f"{oldest} (and that step in the group's other runs)")
 
-    def _train(self, resume: bool) -> int:
+    def _train(self, resume: bool, restored: Callable[[], object] | None) -> int:
         """Train to config.optim.steps; the step it started from."""
         if resume:
             self._restore()
+            if restored is not None:
+                restored()
             self.parallel.on_writer(self._continue_history)
         self.net = self._wrap()  # a collective: after every rank has restored
         writers = ([MetricsWriter(run_paths(r.run_dir).metrics, run_paths(r.run_dir).tensorboard

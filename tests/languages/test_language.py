@@ -16,7 +16,7 @@ from dhwt.languages.spec import apply_overrides, builtin_names, parse_assignment
 
 
 def test_builtins_are_listed():
-    assert builtin_names() == ("four-cases", "parity", "parity-dh", "parity-nocnd")
+    assert builtin_names() == ("demand", "four-cases", "parity", "parity-dh", "parity-nocnd")
 
 
 def test_parity_has_every_string_and_the_paper_probabilities():

@@ -152,3 +152,33 @@ def test_a_users_file_in_an_earlier_report_is_never_deleted(runs, tmp_path, cli)
                                  "write and replacing its earlier report would delete; move it "
                                  f"out of {rep} first\n")
     assert _files(rep) == before
+
+
+def test_an_unfinished_run_is_analysed_at_its_checkpoint_step_and_says_so(tmp_path, cli):
+    """An interrupted run (its last checkpoint lost, snapshots beyond the newest one kept) is
+    reported at the step of its newest checkpoint throughout, never as a final fit."""
+    import json
+
+    run = tmp_path / "run"
+    assert cli(["train", "--grammar", "parity", "--set", "n_bits=3", "--steps", 30,
+                "--eval-every", 5, "--snapshot-every", 5, "--checkpoint-every", 10,
+                "--out", run])[0] == 0
+    (run / "report.md").unlink()  # killed after its snapshot of step 30, before the rest
+    (run / "checkpoints" / "step_0000030.pt").unlink()
+    code, out, err = cli(["analyze", run, "--similarity", "none", "--json", "--out",
+                          tmp_path / "rep"])
+    assert code == 0, err
+    text = (tmp_path / "rep" / "report.md").read_text()
+    assert "## Fit at step 20 (run unfinished: 20 of 30 steps)" in text
+    assert "Final" not in text
+    found = json.loads(out[out.index("{"):])["closeness"]["runs"]["run"]
+    assert (found["step"], found["steps"], found["finished"]) == (20, 30, False)
+    for step in (25, 30):  # what the run recorded after step 20 was left out
+        (run / "embeddings" / f"step_{step:07d}.safetensors").unlink()
+    metrics = run / "metrics.jsonl"
+    metrics.write_text("".join(line for line in metrics.read_text().splitlines(keepends=True)
+                               if json.loads(line)["step"] <= 20))
+    code, again, err = cli(["analyze", run, "--similarity", "none", "--json", "--out",
+                            tmp_path / "rep"])
+    assert code == 0, err
+    assert json.loads(again[again.index("{"):])["closeness"]["runs"]["run"] == found

@@ -262,3 +262,20 @@ def test_a_run_on_a_dataset_records_the_datasets_split_not_unused_options(tmp_pa
                         "--steps", "1", "--out", tmp_path / "right"])
     assert code == 0, err
     assert "\nvalid_fraction = 0.1\n" in (tmp_path / "right" / "config.toml").read_text()
+
+
+def test_a_split_that_leaves_half_the_language_out_is_said(tmp_path, cli):
+    """four-cases has 4 class strings: the default split holds one out for valid and one for
+    test, so training sees half the language, while the report's fit is over all of it."""
+    code, out, err = cli(["train", "--grammar", "four-cases", "--objective", "clm", "--steps", "2",
+                          "--eval-every", "2", "--out", tmp_path / "run"])
+    assert code == 0, err
+    said = "training sees 2 of the language's 4 class strings"
+    assert out.startswith(f"note: {said}") and "valid_fraction = 0" in out
+    assert said in (tmp_path / "run" / "report.md").read_text()
+    whole = tmp_path / "whole.toml"
+    whole.write_text("valid_fraction = 0.0\ntest_fraction = 0.0\n")
+    code, out, err = cli(["train", "--grammar", "four-cases", "--objective", "clm", "--config",
+                          whole, "--steps", "2", "--eval-every", "2", "--out", tmp_path / "all"])
+    assert code == 0, err
+    assert "note" not in out and "training sees" not in (tmp_path / "all" / "report.md").read_text()
