@@ -68,6 +68,20 @@ def test_study_runs_reports_and_continues(tmp_path):
     assert stamps == {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("*.safetensors")}
 
 
+def test_study_says_each_phase_on_stderr(tmp_path, cli):
+    """Off a terminal (no progress bar) `dhwt study` still says what it is doing: a line per
+    group it trains, one before the report; run again, only the report is written."""
+    out = tmp_path / "out"
+    code, stdout, stderr = cli(["study", write(tmp_path), "--out", out])
+    assert code == 0, stderr
+    assert stderr.splitlines() == [
+        "training 1 of 1: runs 'tied', 'untie' (4 members, to step 20)",
+        "writing the report of 2 runs"]
+    assert stdout == f"study report: {out / 'report.md'}\n"
+    code, _, stderr = cli(["study", write(tmp_path), "--out", out])
+    assert code == 0 and stderr.splitlines() == ["writing the report of 2 runs"]
+
+
 def _kill_after_step_10(run):
     """What a kill after a run's checkpoint of step 10 leaves: no report, nothing of step 20."""
     (run / "report.md").unlink()

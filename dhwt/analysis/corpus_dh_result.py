@@ -206,10 +206,27 @@ class PairDistance:
     cnd_true: bool
 
 
+@dataclass(frozen=True)
+class SampleSize:
+    """How well sampled counts see their contexts: the mean occurrences of a counted context
+    (positions / distinct contexts), and the most a relation's tolerance T asks, 1 / T^2 (a
+    context seen n times has its next-token distribution off by about 1 / sqrt(n), the
+    tolerance at n = 1 / T^2); too_small when the mean is below it."""
+
+    per_context: float
+    needed: float
+
+    @property
+    def too_small(self) -> bool:
+        return self.per_context < self.needed
+
+
 @dataclass(frozen=True, eq=False)
 class Relations:
     """The relations estimated from a grammar's counts at `tolerance` against the exact ones;
-    distance: the (m, m) distances over the symbols (sem, sem_last_position, cnd)."""
+    distance: the (m, m) distances over the symbols (sem, sem_last_position, cnd); sample: how
+    well sampled counts see their contexts (None: exact expected counts, exact relations where
+    the order covers every string)."""
 
     tolerance: float
     order_covers_strings: bool
@@ -219,6 +236,7 @@ class Relations:
     dh_violation: DhViolation
     pairs: tuple[PairDistance, ...]
     distance: dict[str, np.ndarray]
+    sample: SampleSize | None = None
 
 
 @dataclass(frozen=True)
@@ -450,8 +468,11 @@ def _relations(counts: cdh.Counts, language, options: CorpusDhOptions) -> Relati
                                float(distance["cnd"][i, j]), bool(truth.sem[i, j]),
                                bool(truth.cnd[i, j]))
                   for i in range(len(names)) for j in range(i + 1, len(names)))
+    sample = (None if options.samples is None or tolerance == 0 else
+              SampleSize(float(counts.joint.sum()) / len(counts.keys), 1 / tolerance**2))
     return Relations(tolerance, counts.order >= language.strings.shape[1], found["sem"],
-                     found["sem_last_position"], found["cnd"], violation, pairs, distance)
+                     found["sem_last_position"], found["cnd"], violation, pairs, distance,
+                     sample)
 
 
 def _pairs(relation: np.ndarray, names: Sequence[str]) -> tuple[tuple[str, str], ...]:

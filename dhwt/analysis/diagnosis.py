@@ -4,8 +4,9 @@ For every token (or a seeded sample of query tokens when the vocabulary is large
 nearest neighbours among all tokens in the input space and in the output space, and their KNN
 match; the chance level of the same measure on norm-matched random stand-ins, estimated from a
 sample of queries (its interval says how well); linear CKA and the orthogonal Procrustes error
-of the two spaces (from float32 Gram products of centred rows, within the bound that
-dhwt.analysis.similarity.whole_space states); the mean match by token-frequency bucket when
+of the two spaces (CKA from float32 Gram products of centred rows, within the bound that
+dhwt.analysis.similarity.whole_space states; the Procrustes error evaluated on the rows, 0 for a
+copy); the mean match by token-frequency bucket when
 counts are given.
 
 Why the chance level is sampled even when the match is exact: it is a baseline, and an estimate
@@ -165,15 +166,14 @@ def diagnose(e_in: np.ndarray, e_out: np.ndarray, *, k: int | None = None, metri
         chance = _chance(e_in, e_out, squares, k, metric, chance_queries, seed, progress, device)
     rows = (np.arange(n) if len(ids) == n else
             sample_queries(n, max(WHOLE_ROWS, 4 * max(e_in.shape[1], e_out.shape[1])), seed + 2))
-    traces = (float(squares[0][rows].sum()), float(squares[1][rows].sum()))
-    whole = (whole_space(e_in[rows], e_out[rows], rotation=False, float32=True, traces=traces)
-             if len(rows) < n else
-             whole_space(e_in, e_out, rotation=False, float32=True, traces=traces))
+    square = e_in.shape[1] == e_out.shape[1]
+    whole = (whole_space(e_in[rows], e_out[rows], align=square, float32=True) if len(rows) < n
+             else whole_space(e_in, e_out, align=square, float32=True))
     return Diagnosis(
         k=k, k_note=k_note, metric=metric, n_tokens=n, tokens=ids,
         overlap_per_token=match.overlap, jaccard=match.mean_jaccard,
         overlap=mean_estimate(match.overlap, n), chance=chance, cka=whole.cka,
-        procrustes=whole.procrustes.error if e_in.shape[1] == e_out.shape[1] else float("nan"),
+        procrustes=whole.procrustes.error if square else float("nan"),
         whole_rows=len(rows), input=near_in, output=near_out,
         buckets=() if counts is None else frequency_buckets(match.overlap, ids, counts),
         counts=None if counts is None else np.asarray(counts)[ids],

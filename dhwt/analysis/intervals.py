@@ -3,11 +3,14 @@
 - yes/no outcomes (did a seed leave the plateau?): a count with its exact Clopper-Pearson
   interval (`clopper_pearson`);
 - continuous outcomes (a loss, a distance): `summarise` gives mean ± a 95% Student-t interval only
-  where that fits (at least 3 values that look unimodal), else the median with its quartiles
-  (plainly labelled), and with fewer than 3 values the values themselves. Unimodal enough for a
-  t-interval means Sarle's bimodality coefficient (skewness^2 + 1) / (excess kurtosis + 3 (n-1)^2
-  / ((n-2)(n-3))) at most 5/9, the uniform distribution's value (a screen, not a test; n >= 4),
-  and not split by a known two-state outcome (the caller says so: `bimodal=True`).
+  where that fits (at least 3 values that look unimodal), else the two groups the values fall
+  in, each with its count and range (a median of a 4:4 split is a value no seed has), the
+  median with its quartiles where asked (`robust`: a law of unknown shape, e.g. escape steps),
+  and with fewer than 3 values the values themselves. Unimodal enough for a t-interval means
+  Sarle's bimodality coefficient (skewness^2 + 1) / (excess kurtosis + 3 (n-1)^2 / ((n-2)(n-3)))
+  at most 5/9, the uniform distribution's value (a screen, not a test; n >= 4), and not split by
+  a known two-state outcome (the caller gives it: `groups`, e.g. seeds on and off the plateau).
+  Bimodal values without a known split are grouped at their largest gap.
 - a median's distribution-free interval, two order statistics (`median_interval`: timings
   paired by round, whose law is unknown);
 - `bounds` clip an interval to the measure's range (a cosine lies in [-1, 1], a loss is not
@@ -92,8 +95,9 @@ def bimodality(values: np.ndarray) -> float:
 class Summary:
     """How `summarise` described some values: kind "t" (centre = mean, low/high its 95%
     t-interval, clipped to the measure's range; `half` its half-width before clipping),
-    "quartiles" (centre = median, low/high the quartiles) or "values" (fewer than 3: `values`
-    themselves, centre their mean)."""
+    "groups" (`groups`: the two groups of values, lower first, each sorted; centre the median,
+    low/high the least and largest value), "quartiles" (centre = median, low/high the
+    quartiles) or "values" (fewer than 3: `values` themselves, centre their mean)."""
 
     kind: str
     centre: float
@@ -101,39 +105,52 @@ class Summary:
     high: float
     values: tuple[float, ...]
     half: float = float("nan")
+    groups: tuple[tuple[float, ...], ...] = ()
 
     def text(self, digits: int = 3) -> str:
         """One table cell: 'm ± h' (', clipped to [lo, hi]' where the interval was clipped to
-        the measure's range), 'median m [q1, q3]' or the values."""
+        the measure's range), 'two groups: n at a to b; m at c to d', 'median m [q1, q3]' or the
+        values."""
         f = f".{digits}f"
         if self.kind == "t":
             text = f"{self.centre:{f}} ± {self.half:{f}}"
             if self.low > self.centre - self.half or self.high < self.centre + self.half:
                 text += f", clipped to [{self.low:{f}}, {self.high:{f}}]"
             return text
+        if self.kind == "groups":
+            return "two groups: " + "; ".join(_group(g, f) for g in self.groups)
         if self.kind == "quartiles":
             return f"median {self.centre:{f}} [{self.low:{f}}, {self.high:{f}}]"
         return ", ".join(f"{v:{f}}" for v in self.values) or "-"
 
 
-def summarise(values, *, bimodal: bool | None = None,
+def _group(values: tuple[float, ...], f: str) -> str:
+    """'n at a to b' of sorted values ('n at a' where they print alike)."""
+    low, high = f"{values[0]:{f}}", f"{values[-1]:{f}}"
+    return f"{len(values)} at {low}" + ("" if low == high else f" to {high}")
+
+
+def summarise(values, *, groups=None, robust: bool = False, bimodal: bool | None = None,
               bounds: tuple[float, float] | None = None) -> Summary:
-    """Values over seeds, summarised as fits them (see the module docstring). `bimodal` True
-    forces quartiles (a known two-state outcome, e.g. some seeds on the plateau and some off),
-    False a t-interval (n >= 3); None decides by the bimodality coefficient. `bounds` clip the
-    interval (a cosine: (-1, 1)).
+    """Values over seeds, summarised as fits them (see the module docstring). `groups`: (n,)
+    bools of a known two-state outcome (seeds on and off the plateau): where both states occur
+    the values are given as those two groups. `robust`: the median [quartiles]. `bimodal` True
+    groups the values at their largest gap, False gives a t-interval (n >= 3), None decides by
+    the bimodality coefficient. `bounds` clip the interval (a cosine: (-1, 1)).
 
     Examples:
         >>> summarise([1.0, 2.0, 3.0]).text()  # t(0.975, 2) * 1 / sqrt(3)
         '2.000 ± 2.484'
         >>> two_modes = [0.51, 0.52, 0.50, 0.51, 0.50, 0.52, 0.93, 0.94, 0.92, 0.93]
         >>> summarise(two_modes).text(2)  # bimodality coefficient 0.60 > 5/9
-        'median 0.52 [0.51, 0.93]'
+        'two groups: 6 at 0.50 to 0.52; 4 at 0.92 to 0.94'
         >>> few = [0.51, 0.52, 0.50, 0.51, 0.93, 0.94, 0.92, 0.93]
         >>> summarise(few).text(2)  # coefficient 0.47: with few values the screen is weak
         '0.72 ± 0.19'
-        >>> summarise(few, bimodal=True).text(2)  # so say it where it is known
-        'median 0.72 [0.51, 0.93]'
+        >>> summarise(few, groups=[0, 0, 0, 0, 1, 1, 1, 1]).text(2)  # so say it where known
+        'two groups: 4 at 0.50 to 0.52; 4 at 0.92 to 0.94'
+        >>> summarise([3.0, 9.0, 4.0, 5.0], robust=True).text(1)  # escape steps, say
+        'median 4.5 [3.8, 6.0]'
         >>> summarise([0.4, 0.6]).text(1)
         '0.4, 0.6'
         >>> summarise([0.95, 0.99, 0.97], bounds=(-1, 1)).text()  # a cosine's t-interval, clipped
@@ -146,20 +163,31 @@ def summarise(values, *, bimodal: bool | None = None,
     if n < 3:
         centre = float(values.mean()) if n else float("nan")
         return Summary("values", centre, centre, centre, tuple(values.tolist()))
+    if groups is not None and 0 < np.count_nonzero(groups) < n:
+        state = np.asarray(groups, bool)
+        return _groups(values, values[state], values[~state])
+    if robust:
+        q1, median, q3 = np.quantile(values, [0.25, 0.5, 0.75])
+        return Summary("quartiles", float(median), float(q1), float(q3), tuple(values.tolist()))
     if bimodal is None:
         bimodal = n >= 4 and bimodality(values) > BIMODAL
-    half = float("nan")
-    if bimodal:
-        q1, median, q3 = np.quantile(values, [0.25, 0.5, 0.75])
-        low, centre, high = float(q1), float(median), float(q3)
-    else:
-        centre = float(values.mean())
-        half = float(values.std(ddof=1) / np.sqrt(n) * stats.t.ppf(0.5 + LEVEL / 2, n - 1))
-        low, high = centre - half, centre + half
+    if bimodal and np.ptp(values) > 0:
+        ordered = np.sort(values)
+        cut = int(np.argmax(np.diff(ordered))) + 1  # at the largest gap
+        return _groups(values, ordered[:cut], ordered[cut:])
+    centre = float(values.mean())
+    half = float(values.std(ddof=1) / np.sqrt(n) * stats.t.ppf(0.5 + LEVEL / 2, n - 1))
+    low, high = centre - half, centre + half
     if bounds is not None:
         low, high = max(low, float(bounds[0])), min(high, float(bounds[1]))
-    return Summary("quartiles" if bimodal else "t", centre, low, high, tuple(values.tolist()),
-                   half)
+    return Summary("t", centre, low, high, tuple(values.tolist()), half)
+
+
+def _groups(values: np.ndarray, a: np.ndarray, b: np.ndarray) -> Summary:
+    """The summary of `values` as the two groups a and b (the one of lower median first)."""
+    pair = sorted((tuple(np.sort(g).tolist()) for g in (a, b)), key=np.median)
+    return Summary("groups", float(np.median(values)), float(values.min()), float(values.max()),
+                   tuple(values.tolist()), groups=tuple(pair))
 
 
 def mean_band(values: np.ndarray, axis: int = 1) -> tuple[np.ndarray, np.ndarray]:

@@ -15,7 +15,8 @@ import numpy as np
 
 from dhwt.analysis.intervals import NON_NEGATIVE, SHARE, Summary, summarise
 from dhwt.config.schedule import TieEvent
-from dhwt.runs import load_run
+from dhwt.errors import DhwtError
+from dhwt.runs import Run, load_run
 from dhwt.runs.metrics import metric_table
 
 SPLITS = ("valid", "test", "train")  # final values, one run's next to each other
@@ -25,13 +26,16 @@ CURVES = ("valid", "train")  # curves: the trainer evaluates "test" at the last 
 @dataclass(frozen=True)
 class FinalLoss:
     """One run's last evaluation of one split: cross-entropy (nats) and accuracy over members,
-    each interval kept in its quantity's range (dhwt.analysis.intervals)."""
+    each interval kept in its quantity's range (dhwt.analysis.intervals); windows: how many
+    sequences the split's evaluation holds (text: windows of the run's seq_len tokens), None
+    where the run's data is not at hand to count them."""
 
     run: str
     split: str
     step: int
     loss: Summary
     accuracy: Summary
+    windows: int | None = None
 
     @property
     def perplexity(self) -> float:
@@ -57,13 +61,14 @@ def runs_loss(runs: Mapping[str, Path]) -> RunsLoss:
     records = {name: run.metrics() for name, run in loaded.items()}
     finals = []
     for name, rows in records.items():
-        for split in SPLITS:
-            if not any(r["split"] == split for r in rows):
-                continue
+        splits = [split for split in SPLITS if any(r["split"] == split for r in rows)]
+        windows = _windows(loaded[name], splits)
+        for split in splits:
             steps, losses = metric_table(rows, split, "loss")
             finals.append(FinalLoss(
                 name, split, int(steps[-1]), summarise(losses[-1], bounds=NON_NEGATIVE),
-                summarise(metric_table(rows, split, "accuracy")[1][-1], bounds=SHARE)))
+                summarise(metric_table(rows, split, "accuracy")[1][-1], bounds=SHARE),
+                windows.get(split)))
     loss, accuracy = {}, {}
     for split in CURVES:
         curves = {name: metric_table(r, split, "loss") for name, r in records.items()
@@ -74,3 +79,14 @@ def runs_loss(runs: Mapping[str, Path]) -> RunsLoss:
                                for name in curves}
     return RunsLoss(tuple(finals), loss, accuracy,
                     {name: run.tie_events for name, run in loaded.items()})
+
+
+def _windows(run: Run, splits: list[str]) -> dict[str, int]:
+    """split -> the sequences its evaluation holds, counted on the run's data as its config
+    names it (the same windows the trainer evaluated: check_task holds them equal); none where
+    that data is not at hand (a corpus on another machine, a task given only in code)."""
+    try:
+        task = run.task
+    except DhwtError:
+        return {}
+    return {split: task.n_strings(split) for split in splits}

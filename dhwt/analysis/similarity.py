@@ -37,56 +37,56 @@ GRAM_EPSILON = GRAM_ROWS * _U32 / (1 - GRAM_ROWS * _U32) + 5 * _U32
 
 @dataclass(frozen=True)
 class Procrustes:
-    """rotation: (d_x, d_y) with orthonormal columns (rows if d_x < d_y), None when not asked
-    for; error: ||X Q - Y||_F / ||Y||_F after alignment; error_before: ||X - Y||_F / ||Y||_F
-    (equal widths only, else nan)."""
+    """rotation: (d_x, d_y) with orthonormal columns (rows if d_x < d_y); error:
+    ||X Q - Y||_F / ||Y||_F after alignment; error_before: ||X - Y||_F / ||Y||_F (equal widths
+    only, else nan)."""
 
-    rotation: np.ndarray | None
+    rotation: np.ndarray
     error: float
     error_before: float
 
 
 @dataclass(frozen=True)
 class WholeSpace:
-    """Linear CKA and the Procrustes fit of two spaces, from one pass over their rows."""
+    """Linear CKA and the Procrustes fit of two spaces (None when not asked for)."""
 
     cka: float
-    procrustes: Procrustes
+    procrustes: Procrustes | None
 
 
-def whole_space(x: np.ndarray, y: np.ndarray, *, rotation: bool = True, float32: bool = False,
-                traces: tuple[float, float] | None = None) -> WholeSpace:
+def whole_space(x: np.ndarray, y: np.ndarray, *, align: bool = True,
+                float32: bool = False) -> WholeSpace:
     """CKA and Procrustes of x (n, d_x) and y (n, d_y) from the uncentred float64 Gram blocks
-    X^T X, Y^T Y, X^T Y (three n d^2 products, streamed over row chunks).
+    X^T X, Y^T Y, X^T Y (three n d^2 products, streamed over row chunks), and the Procrustes
+    residual from a second pass over the rows (align False: CKA only).
 
-    float32 (with rotation False, for float32 x and y; 1.1-1.5x faster on a busy Xeon): the
-    blocks are float32 products of row chunks of GRAM_ROWS rows (c) centred by their column
-    means rounded to float32 (mu, nu), summed in float64, and the uncentred blocks follow by the
-    rank-one terms in float64. With X' = X - 1 mu^T and Y' = Y - 1 nu^T, every centred block is
-    then within eps ||X'||_F ||Y'||_F of the float64 one in Frobenius norm, eps = GRAM_EPSILON =
-    gamma_c + 5u (u = 2^-24: the float32 products, the rounding of the centred rows, the sums'
-    rank-one correction), and every uncentred one within 2 eps ||X||_F ||Y||_F. So CKA =
+    The Procrustes fit is Q = U V^T from the SVD X^T Y = U S V^T; its error is ||X Q - Y||_F
+    evaluated on the rows (_residuals), never by the closed form ||X||^2 - 2 tr(S) + ||Y||^2,
+    whose cancellation the square root amplifies (a copy gave 2.5e-4 from float32 blocks).
+    For equal widths the identity is a candidate too, and the smaller residual is the error:
+    rounding in the blocks moves U V^T off the identity by about their rounding, while a copy's
+    own residual is exactly 0.
+
+    float32 (for float32 x and y; 1.1-1.5x faster on a busy Xeon): the blocks are float32
+    products of row chunks of GRAM_ROWS rows (c) centred by their column means rounded to
+    float32 (mu, nu), summed in float64, and the uncentred blocks follow by the rank-one terms in
+    float64. With X' = X - 1 mu^T and Y' = Y - 1 nu^T, every centred block is then within
+    eps ||X'||_F ||Y'||_F of the float64 one in Frobenius norm, eps = GRAM_EPSILON = gamma_c + 5u
+    (u = 2^-24: the float32 products, the rounding of the centred rows, the sums' rank-one
+    correction), and every uncentred one within 2 eps ||X||_F ||Y||_F. So CKA =
     ||C_xy||^2 / (||C_xx|| ||C_yy||) is within a relative (1 + e_xy / ||C_xy||)^2 / ((1 - e_xx /
-    ||C_xx||) (1 - e_yy / ||C_yy||)) - 1 of the float64 value (e: those bounds), and for equal
-    widths d each Procrustes residual within 4 sqrt(d) eps ||X||_F ||Y||_F (the singular values'
-    sum moves at most sqrt(d) ||dG||_F; the traces ||X||_F^2 and ||Y||_F^2 are float64 sums).
-    Centring first keeps that bound relative to the spread of the rows, not to their mean.
-    traces: ||x||_F^2 and ||y||_F^2 in float64 where the caller has them (the float32 mode then
-    does not sum them again).
+    ||C_xx||) (1 - e_yy / ||C_yy||)) - 1 of the float64 value (e: those bounds). Centring first
+    keeps that bound relative to the spread of the rows, not to their mean. The residual pass
+    is then in float32 too (its rounding relative to ||Q - I|| and ||X - Y||: _residuals).
 
     Centring is a rank-one correction, G - s s^T / n with s the column sums (a space whose
-    centred block is below 1e-12 of its uncentred one counts as constant: CKA nan); the Procrustes
-    errors follow from the blocks too: ||X Q - Y||^2 = tr(Q^T X^T X Q) - 2 tr(S) + tr(Y^T Y)
-    with X^T Y = U S V^T and Q = U V^T, where tr(Q^T X^T X Q) = tr(X^T X) when d_x = d_y.
-    rotation True: the residuals in a second pass over the rows (exact to rounding). False: the
-    fit's rotation is left out (None), the errors come from the closed form (absolute error about
-    1e-8 of ||Y||: cancellation) and, for equal widths, only the singular values are computed (a
-    4,096-wide SVD: seconds instead of 18 s).
+    centred block is below 1e-12 of its uncentred one counts as constant: CKA nan).
     """
     x, y = _pair(x, y)
     n = x.shape[0]
-    if float32 and not rotation and x.dtype == y.dtype == np.float32:
-        (gxx, gyy, gxy), (cxx, cyy, cxy), traces = _float32_blocks(x, y, traces)
+    low = float32 and x.dtype == y.dtype == np.float32
+    if low:
+        (gxx, gyy, gxy), (cxx, cyy, cxy) = _float32_blocks(x, y)
     else:
         gxx, gyy, gxy = (np.zeros((a, b)) for a, b in
                          ((x.shape[1],) * 2, (y.shape[1],) * 2, (x.shape[1], y.shape[1])))
@@ -100,61 +100,73 @@ def whole_space(x: np.ndarray, y: np.ndarray, *, rotation: bool = True, float32:
             sy += b.sum(axis=0)
         cxx, cyy = gxx - np.outer(sx, sx) / n, gyy - np.outer(sy, sy) / n
         cxy = gxy - np.outer(sx, sy) / n
-        traces = float(np.trace(gxx)), float(np.trace(gyy))
     spread_x, spread_y = np.linalg.norm(cxx), np.linalg.norm(cyy)
     constant = (spread_x <= 1e-12 * np.linalg.norm(gxx) or spread_y <= 1e-12 * np.linalg.norm(gyy))
     cka = float("nan") if constant else float(np.linalg.norm(cxy) ** 2 / (spread_x * spread_y))
-    square = x.shape[1] == y.shape[1]
-    norm_x2, norm_y2 = traces
-    before = (norm_x2 - 2 * np.trace(gxy) + norm_y2 if square else float("nan"))
-    if rotation or not square:
-        u, singular, vt = np.linalg.svd(gxy, full_matrices=False)
-        q = u @ vt
-    else:
-        singular, q = _singular_values(gxy), None
-    if rotation:  # a second pass, exact to rounding (the closed form loses half the digits)
-        residual = _squared_residual(x, y, q)
-        before = _squared_residual(x, y, None) if square else before
-    else:
-        mapped = norm_x2 if square else float(((gxx @ q) * q).sum())
-        residual = mapped - 2 * singular.sum() + norm_y2
+    if not align:
+        return WholeSpace(cka=cka, procrustes=None)
+    q = _polar(gxy)
+    after, before, norm_y2 = _residuals(x, y, q, np.float32 if low else np.float64)
+    if before <= after:  # the identity fits at least as well (equal widths only)
+        q, after = np.eye(len(q)), before
     norm_y = np.sqrt(norm_y2)
-    fit = Procrustes(rotation=q if rotation else None,
-                     error=float(np.sqrt(max(residual, 0.0)) / norm_y) if norm_y else float("nan"),
-                     error_before=float(np.sqrt(max(before, 0.0)) / norm_y) if norm_y
-                     else float("nan"))
+    fit = Procrustes(rotation=q,
+                     error=float(np.sqrt(after) / norm_y) if norm_y else float("nan"),
+                     error_before=float(np.sqrt(before) / norm_y) if norm_y else float("nan"))
     return WholeSpace(cka=cka, procrustes=fit)
 
 
-def _singular_values(g: np.ndarray) -> np.ndarray:
-    """The singular values of g by LAPACK on one thread: for a d x d block of a few thousand
-    at most, threads only wait on each other (768 wide, on a busy 2-core machine: 0.3 s on one
-    thread, 1-5 s for numpy's on two)."""
+def _polar(g: np.ndarray) -> np.ndarray:
+    """U V^T of the SVD g = U S V^T, by LAPACK on one thread: for a d x d block of a few
+    thousand at most, threads only wait on each other (768 wide, on a busy 2-core machine:
+    0.4 s on one thread, 1.6 s on two)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return torch.linalg.svdvals(torch.from_numpy(g)).numpy()
+        u, _, vt = torch.linalg.svd(torch.from_numpy(g), full_matrices=False)
+        return (u @ vt).numpy()
     finally:
         torch.set_num_threads(threads)
 
 
-def _float32_blocks(x: np.ndarray, y: np.ndarray, traces: tuple[float, float] | None
-                    ) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...], tuple[float, float]]:
-    """The uncentred Gram blocks (X^T X, Y^T Y, X^T Y), the centred ones, and the float64
-    traces ||X||_F^2, ||Y||_F^2 (summed here unless given), from float32 products of centred row
-    chunks (whole_space's float32 mode and its bound): all three blocks as one symmetric product
-    Z^T Z of Z = [X' Y'] per chunk (numpy's syrk: 1.3-1.5x three separate products here)."""
+def _residuals(x: np.ndarray, y: np.ndarray, q: np.ndarray, dtype: type
+               ) -> tuple[float, float, float]:
+    """||x Q - y||_F^2, ||x - y||_F^2 (nan unless the widths are equal) and ||y||_F^2, squares
+    summed in float64 over row chunks whose products and differences are in `dtype`.
+
+    Equal widths: x Q - y as x (Q - I) - (y - x), so the rounding is relative to ||Q - I|| and
+    ||y - x|| rather than to ||x||: a near copy's residual is not lost in its rounding (and
+    y - x is exact in float32 where the entries are within a factor 2: Sterbenz)."""
+    square = q.shape[0] == q.shape[1]
+    step = (q - np.eye(len(q)) if square else q).astype(dtype)
+    after = before = norm_y2 = 0.0
+    for s in range(0, x.shape[0], CHUNK):
+        a, b = x[s:s + CHUNK].astype(dtype, copy=False), y[s:s + CHUNK].astype(dtype, copy=False)
+        mapped = a @ step
+        if square:
+            difference = b - a
+            before += _squared_norm(difference)
+            mapped -= difference
+        else:
+            mapped -= b
+        after += _squared_norm(mapped)
+        norm_y2 += _squared_norm(b)
+    return after, before if square else float("nan"), norm_y2
+
+
+def _float32_blocks(x: np.ndarray, y: np.ndarray
+                    ) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
+    """The uncentred Gram blocks (X^T X, Y^T Y, X^T Y) and the centred ones from float32
+    products of centred row chunks (whole_space's float32 mode and its bound): all three blocks
+    as one symmetric product Z^T Z of Z = [X' Y'] per chunk (numpy's syrk: 1.3-1.5x three
+    separate products here)."""
     n, dx = x.shape
     mu, nu = (np.asarray(side.mean(axis=0, dtype=np.float64), np.float32) for side in (x, y))
     z = np.empty((min(GRAM_ROWS, n), dx + y.shape[1]), np.float32)
     gram = np.zeros((z.shape[1], z.shape[1]))
     sums = np.zeros(z.shape[1])
-    summed = [0.0, 0.0]
     for s in range(0, n, GRAM_ROWS):
         a, b = x[s:s + GRAM_ROWS], y[s:s + GRAM_ROWS]
-        if traces is None:
-            summed[0] += float(np.einsum("ij,ij->", a, a, dtype=np.float64))
-            summed[1] += float(np.einsum("ij,ij->", b, b, dtype=np.float64))
         chunk = z[:len(a)]
         np.subtract(a, mu, out=chunk[:, :dx])
         np.subtract(b, nu, out=chunk[:, dx:])
@@ -164,8 +176,7 @@ def _float32_blocks(x: np.ndarray, y: np.ndarray, traces: tuple[float, float] | 
     centred = gram - np.outer(sums, sums) / n
     uncentred = gram + np.outer(sums, means) + np.outer(means, sums) + n * np.outer(means, means)
     parts = (np.s_[:dx, :dx], np.s_[dx:, dx:], np.s_[:dx, dx:])
-    return (tuple(uncentred[p] for p in parts), tuple(centred[p] for p in parts),
-            (summed[0], summed[1]) if traces is None else traces)
+    return tuple(uncentred[p] for p in parts), tuple(centred[p] for p in parts)
 
 
 def linear_cka(x: np.ndarray, y: np.ndarray) -> float:
@@ -181,7 +192,7 @@ def linear_cka(x: np.ndarray, y: np.ndarray) -> float:
         >>> round(linear_cka(x, np.hstack([x, x])), 6)  # the same space, each feature twice
         1.0
     """
-    cka = whole_space(x, y, rotation=False).cka
+    cka = whole_space(x, y, align=False).cka
     if not np.isfinite(cka):
         raise DhwtError("linear CKA is undefined when a space is constant (all rows equal)")
     return cka
@@ -225,17 +236,6 @@ def _pair(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         raise DhwtError(f"X has {x.shape[0]} rows and Y has {y.shape[0]}; both must hold the "
                         "same tokens")
     return x, y
-
-
-def _squared_residual(x: np.ndarray, y: np.ndarray, rotation: np.ndarray | None) -> float:
-    """||x Q - y||_F^2 (Q None: ||x - y||_F^2), float64, streamed over row chunks."""
-    total = 0.0
-    for s in range(0, x.shape[0], CHUNK):
-        mapped = x[s:s + CHUNK].astype(np.float64)
-        if rotation is not None:
-            mapped = mapped @ rotation
-        total += float(((mapped - y[s:s + CHUNK]) ** 2).sum())
-    return total
 
 
 def _squared_norm(a: np.ndarray) -> float:

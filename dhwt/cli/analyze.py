@@ -65,7 +65,9 @@ def analyze_cmd(run_dirs: tuple[str, ...], out: str, pairs: str | None, measure:
     members (or runs), KNN match between them at every snapshot for the input and the output
     matrices beside its chance level; for each untied member the DH diagnostic (its own input vs
     output neighbourhoods) with a one-line reading on tying. Each matrix and its chance stand-in is
-    searched once per snapshot (8192 tokens x 128: about 0.6 s each on 2 cores).
+    searched once per snapshot (8192 tokens x 128: about 0.6 s each on 2 cores). Runs are labelled
+    by their names, or by the shortest endings of their paths that tell them apart (STUDY_A/runs/tied,
+    STUDY_B/runs/tied).
 
     \b
     Examples:

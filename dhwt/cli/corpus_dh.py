@@ -18,7 +18,8 @@ from dhwt.cli.options import json_option, k_option, seed_option
               help="Override a key of the grammar's spec, as `dhwt synth --set`; repeatable.")
 @click.option("--samples", type=int, metavar="N",
               help="Grammars: count N strings drawn from it instead of the exact expectation "
-                   "(finite data).")
+                   "(finite data): the relations are then estimates, and the report warns when "
+                   "the contexts occur fewer than 1 / tolerance^2 times on average.")
 @click.option("--corpus", metavar="wikitext-2|PATH",
               help="Count natural text: WikiText-2 (found as `dhwt train --corpus` finds it; its "
                    "folder or archive, or DHWT_DATA), a folder with train/valid/test.txt, or one "
@@ -28,7 +29,8 @@ from dhwt.cli.options import json_option, k_option, seed_option
                    "tokens trained on the train split, or GPT-2's (TIKTOKEN_CACHE_DIR offline).")
 @click.option("--order", default="1", show_default=True, metavar="N|full",
               help="Context length: the previous N tokens ([BOS] before the start); full (a "
-                   "grammar's longest string) makes the relations exact.")
+                   "grammar's longest string) makes the relations exact (with exact counts: no "
+                   "--samples).")
 @click.option("--dim", type=int, default=defaults.DIM, show_default=True,
               help="Dimensions kept by the truncated SVD of the PPMI profiles (capped at the "
                    "matrix size).")
@@ -80,7 +82,8 @@ def corpus_dh_cmd(order: str, out: str | None, as_json: bool, assignments: tuple
     \b
     Examples:
       dhwt corpus-dh --grammar four-cases --order full    # exact: one pair of each kind
-      dhwt corpus-dh --grammar parity --set classes.1.skew=0.4 --order full --samples 2000
+      dhwt corpus-dh --grammar parity --set n_bits=3 --set classes.1.skew=0.4 --order full \\
+          --samples 20000        # 20,000 strings drawn: the exact relations recovered
       dhwt corpus-dh --corpus ../shared/data --tokenizer char --out reports/wt2-char
       TIKTOKEN_CACHE_DIR=../shared/data/gpt2/tiktoken_cache \\
           dhwt corpus-dh --corpus ../shared/data --tokenizer gpt2 --json > gpt2-dh.json

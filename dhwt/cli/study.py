@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import click
 
 from dhwt import defaults
@@ -102,4 +104,5 @@ def study_cmd(study_file: str, out: str, overwrite: bool, as_json: bool, steps: 
                                     slurm_requeues)):
         settings = JobSettings(executor or "local", jobs, slurm_partition, slurm_time,
                                slurm_cpus, slurm_gpus, slurm_requeues)
-    click.echo(study_command(study_file, out, overwrite, as_json, steps=steps, jobs=settings))
+    click.echo(study_command(study_file, out, overwrite, as_json, steps=steps, jobs=settings,
+                             say=partial(click.echo, err=True)))

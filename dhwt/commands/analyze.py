@@ -41,6 +41,32 @@ def parse_pairs(text: str) -> tuple[tuple[str, str], ...]:
     return tuple(pairs)
 
 
+def run_labels(dirs: Sequence[Path]) -> list[str]:
+    """Each run's label in the report: the shortest ending of the resolved paths that tells
+    every run apart (its name alone where that does). One directory given twice is refused.
+
+    Examples:
+        >>> run_labels([Path("a/runs/tied"), Path("a/runs/untied")])
+        ['tied', 'untied']
+        >>> run_labels([Path("study_a/runs/tied"), Path("study_b/runs/tied")])
+        ['study_a/runs/tied', 'study_b/runs/tied']
+    """
+    resolved = [d.resolve() for d in dirs]
+    for i, path in enumerate(resolved):
+        if path in resolved[:i]:
+            first = dirs[resolved.index(path)]
+            raise DhwtError(f"{first} is given twice; give each run once" if first == dirs[i]
+                            else f"{first} and {dirs[i]} are the same run directory; give each "
+                            "run once")
+
+    def endings(depth: int) -> list[str]:
+        return ["/".join(p.parts[-depth:]).lstrip("/") for p in resolved]
+
+    # the whole paths differ, so some depth up to the longest tells them apart
+    return endings(next(depth for depth in range(1, max(len(p.parts) for p in resolved) + 1)
+                        if len(set(endings(depth))) == len(dirs)))
+
+
 def analyze_command(run_dirs: Sequence[str], out: str, pairs: str | None, measure: str,
                     similarity: SimilarityOptions, as_json: bool = False) -> tuple[str, str | None]:
     """What `dhwt analyze` prints: the line naming the report, and with `as_json` the JSON
@@ -70,12 +96,7 @@ def analyze(run_dirs: Sequence[str | Path], out: str | Path, *, pairs: str | Non
     if other is not None:
         raise DhwtError("the runs have different vocabularies: " + vocabulary_difference(
             dirs[0], vocabularies[dirs[0]], other, vocabularies[other]))
-    names = [d.name for d in dirs]
-    if len(set(names)) < len(names):
-        names = [f"{d.parent.name}/{d.name}" for d in dirs]
-    if len(set(names)) < len(names):
-        raise DhwtError("two run directories have the same name; give distinct runs")
-    runs, out = dict(zip(names, dirs)), Path(out)
+    runs, out = dict(zip(run_labels(dirs), dirs)), Path(out)
     options = similarity or SimilarityOptions()
     data = loaded[dirs[0]].dataset
     if data is None and pairs:

@@ -10,6 +10,7 @@ are one matrix.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -197,7 +198,10 @@ def _checkpoint(path: Path, options: DiagnoseOptions, hub_id: HubId | None = Non
         counts = _counts(read_weights(options.counts, "token counts"), n, options.counts)
     elif options.corpus:
         counts_source = f"{options.corpus}, tokenized with {path / 'tokenizer.json'}"
-        counts = count_tokens(path, options.corpus)
+        counted = count_tokens(path, options.corpus)
+        counts = counted.counts
+        if counted.unknown:
+            corpus_notes.append(_unknown_words(counted.unknown, options.corpus))
         if counts[n:].any():
             corpus_notes.append(f"{int(counts[n:].sum()):,} of the {int(counts.sum()):,} tokens "
                                 f"of {options.corpus} have ids {n}-{len(counts) - 1}, with no "
@@ -222,6 +226,15 @@ def _checkpoint(path: Path, options: DiagnoseOptions, hub_id: HubId | None = Non
         description=f"{what} ({model}, {ckpt.layout} layout: {ckpt.input_name}{outputs})",
         shape=(1, *ckpt.input.shape), subjects=(subject,), token=ckpt.token, notes=tuple(notes),
         counts_source=counts_source)
+
+
+def _unknown_words(unknown: Counter[str], corpus: str) -> str:
+    """The note on the words of `corpus` that tokenizer.json could not encode."""
+    total, examples = sum(unknown.values()), [w for w, _ in unknown.most_common(3)]
+    return (f"{total:,} word{'s' if total > 1 else ''} of {corpus} ({len(unknown):,} distinct: "
+            f"{', '.join(map(repr, examples))}{', ...' if len(unknown) > 3 else ''}) "
+            f"{'are' if total > 1 else 'is'} not in the vocabulary of tokenizer.json, which "
+            "has no unknown-word token, and not counted")
 
 
 def _step(text: str) -> int:

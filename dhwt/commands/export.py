@@ -18,7 +18,8 @@ an untied one lm_head.weight too.
 
 The folder also gets tokenizer.json (a word-level tokenizer of the run's symbols, split on
 whitespace: exact for a synthetic language; its [BOS], [EOS] and [PAD] as bos_token_id,
-eos_token_id and pad_token_id) where the run's tokens are such symbols and the `tokenizers`
+eos_token_id and pad_token_id; no unknown-word token, so a word outside the run's symbols is an
+error when encoded) where the run's tokens are such symbols and the `tokenizers`
 package is installed, and RECORD, what was exported from where. It is a report
 folder: new, empty, or an earlier export (replaced whole).
 """
@@ -238,6 +239,9 @@ def _tokenizer(run: Run) -> tuple[Tokenizer | None, str | None]:
                       "'dhwt[text]')")
     if len(set(vocab)) < len(vocab):
         return None, "no tokenizer files: the run's vocabulary repeats a token"
-    tokenizer = Tokenizer(models.WordLevel({token: i for i, token in enumerate(vocab)}))
+    # unk_token "": none (WordLevel must name one and otherwise names "<unk>", which the
+    # vocabulary does not hold: the model has no row for it); a word outside it cannot be encoded
+    tokenizer = Tokenizer(models.WordLevel({token: i for i, token in enumerate(vocab)},
+                                           unk_token=""))
     tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     return tokenizer, None

@@ -62,7 +62,7 @@ from __future__ import annotations
 
 import shutil
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -92,6 +92,9 @@ from dhwt.commands.train import train
 from dhwt.report.json_document import json_text
 from dhwt.report.runs_report import closeness_document, write_runs_report
 from dhwt.userfiles import parse_toml
+
+#: Where a study's progress lines go (`dhwt study`: stderr).
+Say = Callable[[str], None]
 
 SECTIONS = {"study", "data", "train", "runs", "analysis"}
 DATA_KEYS = {"grammar", "set", "valid_fraction", "test_fraction", "split_seed"}
@@ -230,11 +233,11 @@ class StudyResult:
 
 def study_command(study_file: str, out: str, overwrite: bool = False,
                   as_json: bool = False, *, steps: int | None = None,
-                  jobs: JobSettings | None = None) -> str:
+                  jobs: JobSettings | None = None, say: Say | None = None) -> str:
     """What `dhwt study` prints: the line naming its report, or (`as_json`) the JSON document
-    of its numbers."""
+    of its numbers (say: where its progress lines go, study_results)."""
     result = study_results(load_study(study_file), out, overwrite=overwrite, steps=steps,
-                           jobs=jobs)
+                           jobs=jobs, say=say)
     if not as_json:
         return f"study report: {result.report}"
     return json_text({
@@ -252,14 +255,16 @@ def run_study(study: Study, out: str | Path, *, overwrite: bool = False,
 
 
 def study_results(study: Study, out: str | Path, *, overwrite: bool = False,
-                  steps: int | None = None, jobs: JobSettings | None = None) -> StudyResult:
+                  steps: int | None = None, jobs: JobSettings | None = None,
+                  say: Say | None = None) -> StudyResult:
     """Run (or continue) `study` into `out`; return its report and results. The whole study is
     checked before anything is written, and `out` is locked while the study writes it
     (dhwt.directories: a second `dhwt study` on it is refused; `overwrite` replaces only a dhwt
     study directory that holds none of the study's inputs). `steps`: then continue every run
     to that many steps (an extension, as `dhwt train --resume --steps`; a group's runs as one
     ensemble). `jobs`: train the groups as jobs (dhwt.commands.study_jobs) rather than one
-    after another in this process."""
+    after another in this process. `say`: given a line before each phase (each group trained
+    in this process, the report), so that a log shows progress where no bar is drawn."""
     out = Path(out)
     resolve(out)  # DhwtError naming --out itself if a symbolic link in it loops
     if jobs is not None:
@@ -287,7 +292,7 @@ def study_results(study: Study, out: str | Path, *, overwrite: bool = False,
         _check_data(study, out)
     with _claim(out, study, overwrite, inputs):
         try:
-            return _run_claimed(study, out, language, steps, jobs)
+            return _run_claimed(study, out, language, steps, jobs, say or _quiet)
         except KeyboardInterrupt:
             raise Interrupted(f"interrupted; the same `dhwt study` command continues {out} "
                               "(finished runs are kept, interrupted ones resume from their last "
@@ -315,7 +320,7 @@ def _check_data(study: Study, out: Path) -> None:
 
 
 def _run_claimed(study: Study, out: Path, language: Language | None, steps: int | None,
-                 jobs: JobSettings | None) -> StudyResult:
+                 jobs: JobSettings | None, say: Say) -> StudyResult:
     """Run `study` in its claimed (locked) directory `out` (then, with `steps`, extend every
     run to that many steps), in this process or as `jobs`; its report and results."""
 
@@ -346,9 +351,10 @@ def _run_claimed(study: Study, out: Path, language: Language | None, steps: int 
                 shutil.rmtree(run_dir)
         pending.append(_Pending(config, run_dir, resume))
     data = None if text else data_dir
-    _train_all(_study_groups(study, pending, data), study, out, jobs)
+    _train_all(_study_groups(study, pending, data), study, out, jobs, say)
     if steps is not None:
-        _train_all(_extensions(study, out, steps, data), study, out, jobs)
+        _train_all(_extensions(study, out, steps, data), study, out, jobs, say)
+    say(f"writing the report of {len(study.runs)} run{'s' if len(study.runs) > 1 else ''}")
     if text:
         return _text_report(study, out)
     objective = study.runs[0][1].data.objective
@@ -389,12 +395,14 @@ def train_group(group: Group) -> None:
           parallel=Parallel(device=resolve_device(config.placement.device)))
 
 
-def _train_all(groups: list[Group], study: Study, out: Path, jobs: JobSettings | None) -> None:
+def _train_all(groups: list[Group], study: Study, out: Path, jobs: JobSettings | None,
+               say: Say) -> None:
     """Train `groups` one after another in this process, or (`jobs`) as jobs in out/jobs, each
     after the groups of the runs it starts from; DhwtError before any job starts if a run is
     being trained by another process (a job of an earlier `dhwt study` still running)."""
     if jobs is None:
-        for group in groups:
+        for i, group in enumerate(groups):
+            say(f"training {i + 1} of {len(groups)}: {_describe(group)}")
             train_group(group)
         return
     names = {run_dir.name for group in groups for _, run_dir in group.runs}
@@ -409,6 +417,19 @@ def _train_all(groups: list[Group], study: Study, out: Path, jobs: JobSettings |
     run_jobs([Job(partial(train_group, group), tuple(d.name for _, d in group.runs),
                   frozenset(_starts_from(group, runs)) & names) for group in groups],
              jobs, out / JOBS, f"dhwt-{study.name}")
+
+
+def _describe(group: Group) -> str:
+    """'runs 'a', 'b' (16 members, to step 10,000; resumed)', what a group trains."""
+    names = [run_dir.name for _, run_dir in group.runs]
+    members = sum(len(config.members.seeds) for config, _ in group.runs)
+    return (f"run{'s' if len(names) > 1 else ''} {brief(names)} ({members} member"
+            f"{'s' if members > 1 else ''}, to step {group.runs[0][0].optim.steps:,}"
+            f"{'; resumed' if group.resume else ''})")
+
+
+def _quiet(line: str) -> None:
+    """A study's progress lines, unsaid (study_results called without `say`)."""
 
 
 def _starts_from(group: Group, runs: Path) -> set[str]:

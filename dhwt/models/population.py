@@ -15,12 +15,15 @@ import numpy as np
 import torch
 
 from dhwt.errors import DhwtError
+from dhwt.languages.truth import GroundTruth
 
 CHUNK = 2**13  # contexts x members per forward pass: small passes stay in cache
 
 
-def population_fit(model: torch.nn.Module, truth) -> tuple[np.ndarray, np.ndarray]:
-    """(cross-entropy (S,), expected accuracy (S,)) of an ensemble model over `truth`'s contexts.
+def population_fit(model: torch.nn.Module, data: GroundTruth | object
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """(cross-entropy (S,), expected accuracy (S,)) of an ensemble model over the contexts of
+    `data`: a language's GroundTruth, or a task that holds one as `truth` (run.task, a Task).
 
     Examples:
         >>> import torch
@@ -37,8 +40,7 @@ def population_fit(model: torch.nn.Module, truth) -> tuple[np.ndarray, np.ndarra
         >>> accuracy.round(6).tolist()  # ties pick token 0, '0a': P(bit 0 masked) * 0.1
         [0.05, 0.05]
     """
-    if truth is None:
-        raise DhwtError("this task has no exact ground truth (only synthetic languages do)")
+    truth = _truth(data)
     weight0 = next(model.parameters())
     members, device = weight0.shape[0], weight0.device
     chunk = max(1, CHUNK // members)
@@ -62,3 +64,16 @@ def population_fit(model: torch.nn.Module, truth) -> tuple[np.ndarray, np.ndarra
             chosen = p.gather(1, at.argmax(-1).T).T  # (S, n): p(argmax q | r)
             acc += (chosen * weight).sum(-1)
     return ce.numpy(), acc.numpy()
+
+
+def _truth(data: GroundTruth | object) -> GroundTruth:
+    """The GroundTruth of `data` (itself, or a task's `truth`); DhwtError for anything else."""
+    if isinstance(data, GroundTruth):
+        return data
+    truth = getattr(data, "truth", None)
+    if isinstance(truth, GroundTruth):
+        return truth
+    if data is None or hasattr(data, "truth"):
+        raise DhwtError("this task has no exact ground truth (only synthetic languages do)")
+    raise DhwtError(f"population_fit takes a task (with .truth) or a GroundTruth, got "
+                    f"{type(data).__name__}")

@@ -11,15 +11,20 @@ read with the `tokenizers` package when both are present, else tokens are shown 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from dhwt.checks import check_matrix
 from dhwt.errors import DhwtError, reason, shorten
 from dhwt.pretrained.layouts import find_layout
+
+if TYPE_CHECKING:
+    from tokenizers import Encoding, Tokenizer
 
 CONFIG = "config.json"
 INDEX = "model.safetensors.index.json"
@@ -212,9 +217,20 @@ def _tokens(path: Path) -> tuple[Callable[[int], str], int | None, str | None]:
     return text, tokenizer.get_vocab_size(with_added_tokens=True), None
 
 
-def count_tokens(path: str | Path, corpus: str | Path) -> np.ndarray:
+@dataclass(frozen=True)
+class TokenCounts:
+    """counts: how often each token id of the tokenizer occurs in a corpus; unknown: the words
+    it could not encode (a word-level tokenizer with no unknown-word token raises on a word
+    outside its vocabulary), with how often each occurs."""
+
+    counts: np.ndarray
+    unknown: Counter[str]
+
+
+def count_tokens(path: str | Path, corpus: str | Path) -> TokenCounts:
     """How often each token id occurs in the text file `corpus` tokenized by the checkpoint's
-    tokenizer.json, line by line (one count per id of the tokenizer)."""
+    tokenizer.json, line by line (one count per id of the tokenizer), and the words it could not
+    encode (left out of the counts)."""
     file = Path(path) / TOKENIZER
     if not file.is_file():
         raise DhwtError(f"counting tokens in a corpus needs the checkpoint's {TOKENIZER}, and "
@@ -236,8 +252,27 @@ def count_tokens(path: str | Path, corpus: str | Path) -> np.ndarray:
         raise DhwtError(f"cannot read corpus {corpus} as UTF-8 text: {reason(exc)}") from None
     size = tokenizer.get_vocab_size(with_added_tokens=True)
     counts = np.zeros(size, np.int64)
+    unknown: Counter[str] = Counter()
     for batch in range(0, len(lines), 4096):
-        encodings = tokenizer.encode_batch(lines[batch:batch + 4096], add_special_tokens=False)
+        try:
+            encodings = tokenizer.encode_batch(lines[batch:batch + 4096], add_special_tokens=False)
+        except Exception:  # tokenizers' own type: a word it cannot encode; again word by word
+            encodings = [e for line in lines[batch:batch + 4096]
+                         for e in _encode_words(tokenizer, line, unknown)]
         ids = np.fromiter((i for e in encodings for i in e.ids), np.int64)
         counts += np.bincount(ids[ids < size], minlength=size)
-    return counts
+    return TokenCounts(counts, unknown)
+
+
+def _encode_words(tokenizer: Tokenizer, line: str, unknown: Counter[str]) -> list[Encoding]:
+    """The encodings of the words of `line` (as the tokenizer's pre-tokenizer splits it, else at
+    whitespace) that `tokenizer` can encode; the others are counted in `unknown`."""
+    words = ([w for w, _ in tokenizer.pre_tokenizer.pre_tokenize_str(line)]
+             if tokenizer.pre_tokenizer is not None else line.split())
+    encodings = []
+    for word in words:
+        try:
+            encodings.append(tokenizer.encode(word, add_special_tokens=False))
+        except Exception:  # tokenizers' own type
+            unknown[word] += 1
+    return encodings

@@ -125,7 +125,15 @@ def _relations(rel: Relations) -> dict:
                                                     "position only (the input profile I_a)",
                                "cnd": "relative L1: sum_c |N(c,a) - N(c,b)| / (N(a) + N(b))"},
                  "order_covers_strings": rel.order_covers_strings,
+                 "estimated_from_sample": rel.sample is not None,
                  "truth": "dhwt.languages.truth, causal objective (clm)"}
+    if rel.sample is not None:
+        out["sample_size"] = {
+            "occurrences_per_context": rel.sample.per_context,
+            "needed_per_context": rel.sample.needed, "too_small": rel.sample.too_small,
+            "rule": "too small when the counted contexts' mean occurrences (positions / "
+                    "contexts) are below 1 / tolerance^2: a context seen n times has its "
+                    "next-token distribution off by about 1 / sqrt(n)"}
     for name in ("sem", "sem_last_position", "cnd"):
         r = getattr(rel, name)
         out[name] = {"predicted": [list(p) for p in r.predicted],
@@ -172,6 +180,7 @@ def _text(document: dict) -> str:
         f"left out ({tokens['left_out_why']})",
         f"vectors: {vectors['weighting']}; {vectors['reduction']}, d = {vectors['dim']} (asked "
         f"{vectors['dim_asked']}); cosine",
+        *_sample_warning(document),
         f"KNN match of input vs output neighbourhoods, k = {knn['k']} (self excluded):",
         f"  overlap {knn['mean_overlap']:.4f}  chance {knn['chance_overlap']:.4f} (expected "
         f"{knn['expected_chance_overlap']:.4f})  excess {knn['excess_overlap']:+.4f}",
@@ -229,6 +238,19 @@ def _signed(x: float) -> str:
     return f"{round(x, 3) + 0.0:+.3f}"
 
 
+def _sample_warning(document: dict) -> list[str]:
+    """The line warning that a grammar's sample is too small for its relations, if it is."""
+    rel = document.get("relations", {})
+    size = rel.get("sample_size")
+    if not size or not size["too_small"]:
+        return []
+    return [f"warning: the sample is too small for relations at tolerance {rel['tolerance']:g}: "
+            f"its {document['contexts']:,} contexts occur {size['occurrences_per_context']:.1f} "
+            "times each on average, and a context's next-token distribution comes within the "
+            f"tolerance at about 1 / {rel['tolerance']:g}^2 = {size['needed_per_context']:,.0f} "
+            "occurrences: draw more strings (--samples) or count shorter contexts (--order)"]
+
+
 def _relation_lines(rel: dict) -> list[str]:
     def number(x: float | None) -> str:
         return "n/a" if x is None else f"{x:.3f}"
@@ -236,11 +258,15 @@ def _relation_lines(rel: dict) -> list[str]:
     def pairs(items: list[list[str]]) -> str:
         return ", ".join(f"{a}~{b}" for a, b in items) or "none"
 
-    covered = ("the order covers every string: these are exact relations"
+    sampled = rel["estimated_from_sample"]
+    covered = ("the order covers every string: " + (
+        "relations estimated from the sampled strings" if sampled else "these are exact relations")
                if rel["order_covers_strings"] else
-               "the order is below the longest string: relations of the order-n contexts")
+               "the order is below the longest string: relations of the order-n contexts"
+               + (", estimated from the sampled strings" if sampled else ""))
     lines = [f"relations against the exact ones ({rel['truth']}; tolerance "
              f"{rel['tolerance']:g}; {covered}):"]
+
     labels = {"sem": "sem", "sem_last_position": "sem, last position only", "cnd": "cnd"}
     for name, label in labels.items():
         r = rel[name]

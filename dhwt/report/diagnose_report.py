@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +28,8 @@ FIGURE = f"{FIGURES}/{FIGURE_NAME}"
 LAYOUT: Layout = {REPORT: FILE, HTML: FILE, JSON: FILE, FIGURES: {FIGURE_NAME: FILE}}
 #: Neighbours shown beside each token of the per-token tables.
 SHOWN = 5
+#: Columns of the terminal text's wrapped reading.
+WIDTH = 100
 #: The JSON key of the headline number: the input/output KNN overlap.
 KEY = "input_output_knn_overlap"
 
@@ -47,8 +50,29 @@ def text(result: DiagnoseResult) -> str:
                   f"  jaccard  {d.jaccard:.4f}   CKA {d.cka:.4f}   Procrustes error "
                   f"{_procrustes(d)}" + (f"   copy residue {s.residue:.3f}"
                                            if s.residue is not None else ""),
-                  f"  reading: {reading(s, result)}"]
+                  "  reading:", *reading_lines(reading(s, result))]
     return "\n".join(lines)
+
+
+def reading_lines(text: str, width: int = WIDTH) -> list[str]:
+    """A reading as short bullet lines: one per clause (the parts joined by "; " or set off as
+    a "[flag: ...]", outside parentheses), each wrapped to `width` columns.
+
+    Examples:
+        >>> reading_lines("they agree (k 10; ip); a tied run decides [flag: a copy; mind it]")
+        ['    - they agree (k 10; ip)', '    - a tied run decides', '    - flag: a copy; mind it']
+    """
+    clauses, depth, start = [], 0, 0
+    for i, c in enumerate(text):
+        if depth == 0 and (text.startswith("; ", i) or text.startswith(" [flag: ", i)):
+            clauses.append(text[start:i])
+            start = i + 2  # past "; " or " ["
+        depth += (c in "([") - (c in ")]")
+    clauses.append(text[start:])
+    return [line for clause in clauses
+            for line in textwrap.wrap(clause.removesuffix("]")
+                                      if clause.startswith("flag: ") else clause, width,
+                                      initial_indent="    - ", subsequent_indent="      ")]
 
 
 def document(result: DiagnoseResult, top: int) -> dict[str, object]:

@@ -54,7 +54,7 @@ def escape_lines(records: Mapping[str, list[dict]], configs: Mapping[str, object
              "|---|---|---|---|"]
     for name, e in found.items():
         left = e.step[e.escaped]
-        steps = summarise(left, bimodal=True).text(0) if len(left) else "-"
+        steps = summarise(left, robust=True).text(0) if len(left) else "-"
         lines.append(f"| {name} (to step {e.last}) | "
                      f"{count_text(int(e.escaped.sum()), len(e.seeds))} | {steps} | "
                      f"{count_text(int(e.final_off.sum()), len(e.seeds))} |")

@@ -14,13 +14,14 @@ def loss_lines(result: RunsLoss, out: Path) -> list[str]:
     """Write out/figures/loss_SPLIT.png and accuracy_SPLIT.png; return the markdown section:
     per run, the last evaluation of each split (test perplexity once the run has finished)."""
     lines = ["## Loss (last evaluation; over members: mean ± 95% t-interval, clipped to the "
-             "quantity's range where it leaves it, median [quartiles] where bimodal, the values "
-             "where fewer than 3; dhwt.analysis.intervals)", "",
-             "| run | split | step | cross-entropy (nats) | perplexity | accuracy |",
-             "|---|---|---|---|---|---|"]
+             "quantity's range where it leaves it, the two groups (count and range of each) "
+             "where bimodal, the values where fewer than 3; dhwt.analysis.intervals)", "",
+             "| run | split | step | windows | cross-entropy (nats) | perplexity | accuracy |",
+             "|---|---|---|---|---|---|---|"]
     for final in result.finals:
-        lines.append(f"| {final.run} | {final.split} | {final.step} | {final.loss.text(4)} | "
-                     f"{final.perplexity:.2f} | {final.accuracy.text(4)} |")
+        windows = "—" if final.windows is None else f"{final.windows:,}"
+        lines.append(f"| {final.run} | {final.split} | {final.step} | {windows} | "
+                     f"{final.loss.text(4)} | {final.perplexity:.2f} | {final.accuracy.text(4)} |")
     figures = []
     for split, curves in result.loss.items():
         metric_figure(curves, out / FIGURES / LOSS_FIGURE.format(split),
@@ -32,6 +33,9 @@ def loss_lines(result: RunsLoss, out: Path) -> list[str]:
                     f"![accuracy ({split})]({FIGURES}/{ACCURACY_FIGURE.format(split)})", ""]
     if not figures:
         return ["## Loss", "", "No evaluations in metrics.jsonl yet.", ""]
-    note = ("Perplexity = exp(mean cross-entropy) under the task's evaluation windowing; the "
-            "test split is evaluated at a run's last step only.")
+    note = ("Perplexity = exp(mean cross-entropy) under the task's evaluation windowing: "
+            "`windows` sequences of the run's seq_len tokens (valid and test: the whole split "
+            "cut into consecutive windows; train: a fixed sample of its windows; —: the run's "
+            "data is not at hand to count them); the test split is evaluated at a run's last "
+            "step only.")
     return lines + ["", note, ""] + figures

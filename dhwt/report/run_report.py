@@ -47,8 +47,11 @@ def write_run_report(run_dir: Path, config: TrainConfig, task) -> list[dict[str,
         exact = [{"seed": seed, "loss": float(ce), "accuracy": float(acc)}
                  for seed, ce, acc in zip(fit.seeds, fit.cross_entropy, fit.accuracy)]
     write_figure(records, run.training_figure, task.truth, run.tie_events)
+    windows = None if task.truth is not None else {
+        **{split: task.n_strings(split) for split in SPLITS if split != "train_fresh"},
+        "train_fresh": config.optim.batch_size}
     write_report(run.report, config, final, task.truth, exact, len(task.vocab),
-                 split_line(task))
+                 split_line(task), windows)
     return final
 
 
@@ -142,11 +145,13 @@ def _vocabulary(tokenizer: str, size: int | None) -> str:
 
 def write_report(path: Path, config: TrainConfig, final: list[dict[str, object]],
                  truth: GroundTruth | None, exact: list[dict[str, object]] = (),
-                 vocab_size: int | None = None, split: str | None = None) -> None:
+                 vocab_size: int | None = None, split: str | None = None,
+                 windows: dict[str, int] | None = None) -> None:
     """report.md: the config in brief (a corpus's tokenizer with its `vocab_size`); where the
     task has ground truth, each member's exact fit (`exact`: seed, loss, accuracy) against the
     Bayes optimum, after the `split` line (split_line) where there is one; the final
-    evaluation-set metrics; pointers to the figure and the files."""
+    evaluation-set metrics (a text task: with the windows of each split, `windows`); pointers
+    to the figure and the files."""
     data = (f"grammar `{config.data.grammar}` (dataset in `data/`)" if config.data.grammar is not None
             else f"corpus `{config.data.corpus}`, tokenizer `{config.data.tokenizer}`"
                  f"{_vocabulary(config.data.tokenizer, vocab_size)}, windows of "
@@ -186,13 +191,20 @@ def write_report(path: Path, config: TrainConfig, final: list[dict[str, object]]
            "held-out strings)." if truth is not None else "."),
     ]
     if truth is None:  # a text task: no exact optimum to compare with; perplexity = exp(loss)
-        lines += ["", "| seed | split | loss | perplexity | accuracy |", "|---:|---|---:|---:|---:|"]
+        lines[-1] += (" Windows: the sequences evaluated (valid and test: the whole split cut "
+                      "into consecutive windows; train: a fixed sample of them; train_fresh: "
+                      "one training batch per member).")
+        lines += ["", "| seed | split | windows | loss | perplexity | accuracy |",
+                  "|---:|---|---:|---:|---:|---:|"]
     else:
         lines += ["", "| seed | split | loss | accuracy |", "|---:|---|---:|---:|"]
     for r in sorted((r for r in final if r["split"] in SPLITS),
                     key=lambda r: (r["member"], SPLITS.index(r["split"]))):
+        count = (windows or {}).get(r["split"])
+        cell = "" if truth is not None else f" {'—' if count is None else f'{count:,}'} |"
         ppl = f" {math.exp(r['loss']):.2f} |" if truth is None else ""
-        lines.append(f"| {r['seed']} | {r['split']} | {r['loss']:.4f} |{ppl} {r['accuracy']:.4f} |")
+        lines.append(f"| {r['seed']} | {r['split']} |{cell} {r['loss']:.4f} |{ppl} "
+                     f"{r['accuracy']:.4f} |")
     lines += ["", f"![loss and accuracy over training]({layout.FIGURE})", "",
               "Metrics per evaluation: `metrics.jsonl`. Embedding snapshots (input and output, "
               "per step): `embeddings/`. Checkpoints: `checkpoints/`.", ""]

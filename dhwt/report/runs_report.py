@@ -3,9 +3,9 @@ figures like the paper's, loss and accuracy against the Bayes optimum, and a tab
 values. `dhwt study` writes one for its runs; `dhwt analyze` for any run directories given.
 
 Values over the ensemble members (seeds) are summarised as fits them (dhwt.analysis.intervals):
-mean ± 95% t-interval where plausibly unimodal, median and quartiles where the seeds split
-between the plateau and a learned fit (or fail the bimodality screen), the values themselves
-where fewer than 3; plateau escape is a count with its exact interval.
+mean ± 95% t-interval where plausibly unimodal, the two groups (each one's count and range)
+where the seeds split between the plateau and a learned fit (or fail the bimodality screen), the
+values themselves where fewer than 3; plateau escape is a count with its exact interval.
 """
 
 from __future__ import annotations
@@ -62,7 +62,8 @@ def write_runs_report(
         "newest checkpoint (dhwt.analysis.population): no sampling noise. `off plateau` counts "
         "the seeds whose excess is below half the unigram baseline's, with its exact 95% "
         "(Clopper-Pearson) interval. Where a run's seeds split between the plateau and a "
-        "learned fit, the outcome is bimodal and is given as the median [quartiles]; else as "
+        "learned fit, the outcome is bimodal and is given as those two groups (how many seeds, "
+        "and their range: a median of the two would be a value no seed has); else as "
         "mean ± 95% t-interval (3 or more seeds; fewer: the values), clipped where it leaves "
         "the quantity's range (no loss below 0, no accuracy above 1) and then said so.",
         "",
@@ -70,10 +71,9 @@ def write_runs_report(
         "off plateau |",
         "|---|---|---|---|---|---|",
     ]
-    split = result.split  # name -> its seeds split between plateau and learned
     for name, fit in result.fits.items():
         learned, n = int(off[name].sum()), len(fit.seeds)
-        cells = [summarise(v, bimodal=split[name] or None, bounds=bounds).text()
+        cells = [summarise(v, groups=off[name], bounds=bounds).text()
                  for v, bounds in ((fit.cross_entropy, NON_NEGATIVE), (fit.excess, NON_NEGATIVE),
                                    (fit.accuracy, SHARE))]
         lines.append(f"| {name} | {fit.step} | {' | '.join(cells)} | {count_text(learned, n)} |")
@@ -100,12 +100,12 @@ def write_runs_report(
         f"({', '.join(f'{a}-{b}' for a, b in baseline)}: symbols of different classes that are "
         "predicted somewhere) in the same matrix and snapshot.",
         "",
-        *_closeness_rows(panels, panel_runs, kinds, split),
+        *_closeness_rows(panels, panel_runs, kinds, off),
     ]
-    if any(split.values()):
+    if any(result.split.values()):
         lines += ["", "Over the seeds off the plateau at the end only (the picture of models "
                   "that learned; runs with none are left out):", "",
-                  *_closeness_rows(panels, panel_runs, kinds, split, off)]
+                  *_closeness_rows(panels, panel_runs, kinds, off, only_off=True)]
     lines += [
         "",
         f"The figure: {MEASURE_LABELS[measure]} over training, over the seeds off the plateau "
@@ -150,18 +150,18 @@ def _unfinished_lines(result: RunsCloseness) -> list[str]:
             "it holds).", ""]
 
 
-def _closeness_rows(panels, panel_runs, kinds, split, off=None) -> list[str]:
-    """The closeness table at the last snapshot, over every seed or (`off`: name -> (S,) bool)
-    only the seeds off the plateau."""
+def _closeness_rows(panels, panel_runs, kinds, off, only_off: bool = False) -> list[str]:
+    """The closeness table at the last snapshot (off: name -> (S,) bool, the seeds off the
+    plateau), over every seed (in two groups where they split) or `only_off` the seeds off the
+    plateau."""
     rows = ["| panel | pair | relation | raw distance | normalised | cosine |",
             "|---|---|---|---|---|---|"]
     for (title, c), name in zip(panels, panel_runs):
-        keep = slice(None) if off is None else off[name]
-        if off is not None and not keep.any():
+        keep = off[name] if only_off else slice(None)
+        if only_off and not keep.any():
             continue
         for p, pair in enumerate(c.pairs):
-            cells = [summarise(getattr(c, m)[-1, keep, p],
-                               bimodal=None if off is not None else split[name] or None,
+            cells = [summarise(getattr(c, m)[-1, keep, p], groups=None if only_off else off[name],
                                bounds=COSINE if m == "cosine" else NON_NEGATIVE).text()
                      for m in ("raw", "normalised", "cosine")]
             rows.append(f"| {title} | {pair[0]}-{pair[1]} | {kinds[pair]} | "

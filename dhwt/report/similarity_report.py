@@ -10,6 +10,7 @@ any number of members. The tables and files give every curve.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -17,8 +18,9 @@ from pathlib import Path
 import numpy as np
 
 from dhwt.analysis.knn_curves import Curve, SimilarityCurves
-from dhwt.config.schedule import TieSchedule, tie_history
-from dhwt.report.dh_reading import EXCESS_AGREE, EXCESS_PARTLY, member_reading
+from dhwt.config.schedule import TieHistory, TieSchedule, tie_history
+from dhwt.report.dh_reading import (COPY_RESIDUE, EXCESS_AGREE, EXCESS_PARTLY, member_reading,
+                                    withheld)
 from dhwt.report.figures import (distinct_events, legend_below, mark_events, new_figure, save,
                                   spread, step_axis)
 from dhwt.directories import atomic_write_bytes
@@ -87,7 +89,8 @@ def similarity_section(result: SimilarityCurves, out: Path, *, score: str = "ove
                              + " | ".join(f"{c.values[m][t]:.4f}" for m in others) + " |")
         lines += ["", f"![other measures]({FIGURES}/{SIMILARITY_OTHER_FIGURE})", ""]
     if dh and _has(dh, score):
-        _curves_figure([group_curves(dh, runs)], ["input vs output (DH diagnostic)"],
+        readable = [_readable(c, result.steps, schedules) for c in dh]
+        _curves_figure([group_curves(readable, runs)], ["input vs output (DH diagnostic)"],
                        result.steps, score, out / FIGURES / SIMILARITY_DH_FIGURE, events)
         lines += ["### DH diagnostic: each untied member's input vs output neighbourhoods", "",
                   "| member | step | jaccard | overlap | chance overlap | reading |",
@@ -100,7 +103,13 @@ def similarity_section(result: SimilarityCurves, out: Path, *, score: str = "ove
             lines.append(f"| {c.a} | {result.steps[t]} | {c.values['jaccard'][t]:.4f} | "
                          f"{c.values['overlap'][t]:.4f} | {_cell(c, 'chance_overlap', t)} | "
                          f"{reading} |")
-        lines += ["", f"![DH diagnostic]({FIGURES}/{SIMILARITY_DH_FIGURE})", "",
+        hidden = any(not np.array_equal(r.values[score], c.values[score], equal_nan=True)
+                     for r, c in zip(readable, dh))
+        lines += ["", f"![DH diagnostic]({FIGURES}/{SIMILARITY_DH_FIGURE})", ""]
+        lines += ["The figure leaves out the snapshots whose reading is withheld (right after "
+                  f"an untie, while the copy residue is below {COPY_RESIDUE}); the table and "
+                  f"`{CSV}` keep them.", ""] if hidden else []
+        lines += [
                   "Reading: input rows gather semantically equivalent tokens (proofs/T3), output "
                   "rows conditionally equivalent ones (proofs/T1, T2), and a tied model pays "
                   "where the two differ (proofs/T4). The words follow the overlap's share of the "
@@ -119,11 +128,31 @@ def _reading(curve: Curve, t: int, step: int, chance: float,
              schedules: Mapping[str, TieSchedule] | None, k: int, metric: str,
              vocab: int) -> str:
     """The DH reading of a dh curve at index t, withheld right after an untie."""
+    history, residue = _history(curve, t, step, schedules)
+    return member_reading(curve.values["overlap"][t], chance, k=k, metric=metric,
+                          history=history, residue=residue, vocab=vocab)
+
+
+def _history(curve: Curve, t: int, step: int, schedules: Mapping[str, TieSchedule] | None
+             ) -> tuple[TieHistory | None, float | None]:
+    """The tie history and copy residue of a dh curve's member at index t (None: not known)."""
     schedule = (schedules or {}).get(curve.a)
     residue = curve.values["copy_residue"][t] if "copy_residue" in curve.values else None
-    return member_reading(curve.values["overlap"][t], chance, k=k, metric=metric,
-                          history=tie_history(schedule, step) if schedule is not None else None,
-                          residue=residue, vocab=vocab)
+    return tie_history(schedule, step) if schedule is not None else None, residue
+
+
+def _readable(curve: Curve, steps: np.ndarray,
+              schedules: Mapping[str, TieSchedule] | None) -> Curve:
+    """The dh curve as its figure draws it: NaN at the steps whose reading is withheld
+    (dhwt.report.dh_reading.withheld: right after an untie, as diagnose and the table say)."""
+    def hidden(t: int) -> bool:
+        history, residue = _history(curve, t, int(steps[t]), schedules)
+        return (history is not None and residue is not None and math.isfinite(residue)
+                and withheld(history, residue) is not None)
+
+    mask = np.array([hidden(t) for t in range(len(steps))], bool)
+    return dataclasses.replace(curve, values={name: np.where(mask, np.nan, v)
+                                              for name, v in curve.values.items()})
 
 
 def _has(curves: Sequence[Curve], score: str) -> bool:

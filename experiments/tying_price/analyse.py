@@ -67,7 +67,8 @@ def read_cell(cell: Path, frozen: bool) -> dict[str, object]:
 
 
 def text(values: np.ndarray, digits: int = 4) -> str:
-    """One cell that says what it is: 'mean m ± h' (95% t) or 'median m [q1, q3]'."""
+    """One cell that says what it is: 'mean m ± h' (95% t) or, bimodal, 'two groups: n at a to
+    b; m at c to d'."""
     summary = summarise(values)
     return ("mean " if summary.kind == "t" else "") + summary.text(digits)
 
@@ -146,7 +147,7 @@ def figure(rows: list[dict[str, object]], out: Path) -> None:
     handles, labels = axes[0, 0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=8, frameon=False)
     fig.suptitle("Price of tying at step 3000: 10 seeds a point, paired by seed "
-                 "(mean ± 95% t, or median [quartiles] where bimodal)", fontsize=9)
+                 "(mean ± 95% t, or median and range where bimodal)", fontsize=9)
     fig.tight_layout(rect=(0, 0.06, 1, 0.96))
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=130)

@@ -66,9 +66,25 @@ def test_summarise_picks_the_summary_that_fits():
     assert (s.high - s.low) / 2 == pytest.approx(half)
     bimodal = np.r_[rng.normal(1.2, 0.01, 30), rng.normal(0.55, 0.01, 10)]
     s = summarise(bimodal)
-    assert s.kind == "quartiles" and s.centre == pytest.approx(np.median(bimodal))
-    assert s.text().startswith("median ")
-    assert summarise(unimodal, bimodal=True).kind == "quartiles"
+    assert s.kind == "groups" and [len(g) for g in s.groups] == [10, 30]
+    low, high = np.sort(bimodal[30:]), np.sort(bimodal[:30])
+    assert s.text() == (f"two groups: 10 at {low[0]:.3f} to {low[-1]:.3f}; "
+                        f"30 at {high[0]:.3f} to {high[-1]:.3f}")
+    robust = summarise(unimodal, robust=True)
+    assert robust.kind == "quartiles" and robust.centre == pytest.approx(np.median(unimodal))
+    assert robust.text().startswith("median ")
+
+
+def test_a_known_split_gives_its_two_groups_not_a_median_no_seed_has():
+    """4 seeds on the plateau and 4 off: the median (0.72) lies between the groups; the
+    summary gives each group's count and range (lower first), whatever the screen says."""
+    values = [0.93, 0.51, 0.94, 0.52, 0.92, 0.50, 0.93, 0.51]
+    off = [False, True, False, True, False, True, False, True]
+    s = summarise(values, groups=off)
+    assert s.text(2) == "two groups: 4 at 0.50 to 0.52; 4 at 0.92 to 0.94"
+    assert summarise(values, groups=[True] * 8).kind == "t"  # one state: no known split
+    assert summarise([0.5, 0.5, 0.9], groups=[True, True, False]).text(1) == (
+        "two groups: 2 at 0.5; 1 at 0.9")
     assert summarise([0.3, 0.7]).kind == "values" and summarise([0.3, 0.7]).text(1) == "0.3, 0.7"
     assert summarise([]).text() == "-"
 

@@ -89,6 +89,39 @@ def test_sampled_counts_say_so(cli):
     assert 4 * 5000 <= doc["source"]["positions"] <= 5 * 5000
 
 
+def test_sampled_relations_are_called_estimates_and_a_small_sample_is_warned_of(cli):
+    """Only exact counts at full order give exact relations; 50 strings of four-cases see each
+    of its contexts about 13 times, under the 1 / 0.05^2 = 400 the tolerance asks: warned."""
+    code, out, err = cli(["corpus-dh", "-g", "four-cases", "--order", "full"])
+    assert code == 0, err
+    assert "these are exact relations" in out and "warning" not in out
+    code, out, err = cli(["corpus-dh", "-g", "four-cases", "--order", "full", "--samples", 50])
+    assert code == 0, err
+    assert "exact relations" not in out
+    assert "the order covers every string: relations estimated from the sampled strings" in out
+    (warning,) = [line for line in out.splitlines() if line.startswith("warning:")]
+    assert ("warning: the sample is too small for relations at tolerance 0.05: its 18 contexts "
+            "occur 12.9 times each on average") in warning
+    assert "1 / 0.05^2 = 400 occurrences" in warning
+    code, out, err = cli(["corpus-dh", "-g", "four-cases", "--order", "full", "--samples", 50,
+                          "--json"])
+    size = json.loads(out)["relations"]["sample_size"]
+    assert size["too_small"] and size["needed_per_context"] == pytest.approx(400)
+    assert json.loads(out)["relations"]["estimated_from_sample"]
+
+
+def test_the_helps_sampled_example_recovers_the_exact_relations_unwarned(cli):
+    code, out, _ = cli(["corpus-dh", "--help"])
+    example = out[out.index("dhwt corpus-dh --grammar parity"):].split("#")[0]
+    args = example.replace("\\\n", " ").split()[2:]
+    assert "--samples" in args
+    code, out, err = cli(["corpus-dh", *args])
+    assert code == 0, err
+    assert "warning" not in out and "relations estimated from the sampled strings" in out
+    assert "sem: precision 1.000, recall 1.000" in out
+    assert "DH violation" in out and "estimated 1.000 (2 of 2), exact 1.000 (2 of 2)" in out
+
+
 def test_a_text_file_by_characters_with_out(cli, tmp_path):
     text = tmp_path / "tiny.txt"
     text.write_text(TEXT)

@@ -109,3 +109,27 @@ def test_options_of_the_other_kind_of_source_are_refused(tmp_path, cli):
     code, out, err = cli(["diagnose", run, "--corpus", corpus])
     assert one_error(code, out, err), (code, out, err)
     assert "it does not apply to a run directory" in err and "--counts FILE" in err
+
+
+
+@pytest.mark.parametrize("how", ["rotated", "independent"])
+def test_procrustes_error_matches_scipy(tmp_path, cli, how):
+    """The Procrustes error evaluated on the rows, against scipy's orthogonal_procrustes on the
+    matrices as stored (float32); a copy at an untie step: tests/report/test_diagnose_runs.py."""
+    from scipy.linalg import orthogonal_procrustes
+    from scipy.stats import ortho_group
+
+    rng = np.random.default_rng(3)
+    e_in = rng.standard_normal((400, 32)).astype(np.float32)
+    e_out = {"rotated": e_in @ ortho_group.rvs(32, random_state=4),
+             "independent": rng.standard_normal((400, 32))}[how]
+    folder = write_checkpoint(tmp_path / how, {"model.embed_tokens.weight": e_in,
+                                               "lm_head.weight": e_out}, LLAMA)
+    code, out, err = cli(["diagnose", folder, "--json"])
+    assert code == 0, err
+    error = json.loads(out)["subjects"][0]["procrustes_error"]
+    x, y = e_in.astype(np.float64), np.asarray(e_out, np.float32).astype(np.float64)
+    rotation, _ = orthogonal_procrustes(x, y)
+    expected = np.linalg.norm(x @ rotation - y) / np.linalg.norm(y)
+    assert error == pytest.approx(expected, abs=1e-6)
+    assert expected < 1e-6 if how == "rotated" else expected > 1

@@ -15,6 +15,7 @@ import torch
 
 from dhwt.config import TrainConfig
 from dhwt.models import ModelConfig, build_model
+from dhwt.pretrained.reader import count_tokens
 from dhwt.runs import layout
 from dhwt.runs.checkpoints import save_checkpoint
 from dhwt.runs.run import model_args
@@ -110,6 +111,36 @@ def test_diagnose_of_the_export_equals_diagnose_of_the_run(runs, schedule, tmp_p
         (subject,) = diagnosis(cli, out)["subjects"]
         assert measured(subject) == measured(of_run[member])
         assert subject["tied"] == (schedule == "tied")
+
+
+def test_the_tokenizer_names_no_unknown_word_token_and_diagnose_counts_unknown_words(
+        runs, tmp_path, cli):
+    """The word-level tokenizer.json holds the run's symbols only and names no <unk> it does
+    not hold: tokenizers loads it and encodes the symbols, and a word outside them is an error
+    there; `dhwt diagnose --corpus` counts such words in one note (it ended in a traceback)."""
+    tokenizers = pytest.importorskip("tokenizers")
+    run, _ = runs["untied"]
+    out = tmp_path / "hf"
+    assert cli(["export", run, "--to", "hf", "--out", out])[0] == 0
+    tokenizer = tokenizers.Tokenizer.from_file(str(out / "tokenizer.json"))
+    assert tokenizer.get_vocab() == {token: i for i, token in enumerate(VOCAB)}
+    named = json.loads((out / "tokenizer.json").read_text())["model"]["unk_token"]
+    assert named in ("", None) or named in VOCAB
+    assert tokenizer.encode("a j [EOS]").ids == [0, 9, 11]
+    with pytest.raises(Exception, match="(?i)unk"):
+        tokenizer.encode("a zz")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("a b zz a\nc zz q\n")
+    code, text, err = cli(["diagnose", out, "--corpus", corpus, "--json"])
+    assert code == 0, err
+    doc = json.loads(text)
+    assert [n for n in doc["notes"] if "zz" in n] == [
+        f"3 words of {corpus} (2 distinct: 'zz', 'q') are not in the vocabulary of "
+        "tokenizer.json, which has no unknown-word token, and not counted"]
+    code, text, err = cli(["diagnose", out, "--corpus", corpus])
+    assert code == 0 and "Traceback" not in err and "3 words of" in text
+    counted = count_tokens(out, corpus)  # the words it knows, counted all the same
+    assert counted.counts.tolist() == [2, 1, 1] + [0] * (len(VOCAB) - 3)
 
 
 def test_an_earlier_export_is_replaced_and_nothing_else(runs, tmp_path, cli):

@@ -29,11 +29,28 @@ def test_report_has_a_panel_per_matrix_and_the_exact_relations(runs, tmp_path, c
     assert (tmp_path / "rep" / "figures" / "closeness.png").stat().st_size > 0
 
 
+def test_one_arm_of_two_studies_is_labelled_by_the_shortest_distinct_path(runs, tmp_path, cli):
+    """Two run directories named alike (STUDY_A/runs/tied, STUDY_B/runs/tied) are distinct: the
+    report labels them by the shortest endings of their paths that differ."""
+    import shutil
+
+    for study in ("study_a", "study_b"):
+        shutil.copytree(runs / "tied", tmp_path / study / "runs" / "tied")
+    code, _, err = cli(["analyze", tmp_path / "study_a" / "runs" / "tied",
+                        tmp_path / "study_b" / "runs" / "tied", "--out", tmp_path / "rep"])
+    assert code == 0, err
+    text = (tmp_path / "rep" / "report.md").read_text()
+    assert "| study_a/runs/tied: tied matrix | 0a-0b |" in text
+    assert "| study_b/runs/tied: tied matrix | 0a-0b |" in text
+
+
 @pytest.mark.parametrize("args, message", [
     (lambda r: [r / "tied", "--pairs", "0a-0b"], "bad --pairs"),
     (lambda r: [r / "tied", "--pairs", "0a:zz"], "'zz' is not in the vocabulary"),
     (lambda r: [r / "parity"], "not a dhwt run directory"),
     (lambda r: [r / "tied", r / "other"], "different vocabularies"),
+    (lambda r: [r / "tied", r / "tied"], "is given twice; give each run once"),
+    (lambda r: [r / "tied", r / "untied" / ".." / "tied"], "are the same run directory"),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(runs, tmp_path, cli, args, message):
     code, _, err = cli(["analyze", *args(runs), "--out", tmp_path / "rep"])

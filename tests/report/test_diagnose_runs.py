@@ -27,7 +27,9 @@ def runs(tmp_path_factory):
     return {"untie": make_run(root, "untie", "untie@2", 1e-4),
             "untied": make_run(root, "untied", "untied", 0.05),
             "tied": make_run(root, "tied", "tied", 0.05),
-            "tie": make_run(root, "tie", "tie@4", 0.05)}
+            "tie": make_run(root, "tie", "tie@4", 0.05),
+            "wide untie": make_text_run(root / "wide", schedule="untie@2", lr=1e-4, steps=4,
+                                        d_model=32)}
 
 
 def test_right_after_an_untie_the_reading_is_withheld(runs, cli):
@@ -46,6 +48,24 @@ def test_right_after_an_untie_the_reading_is_withheld(runs, cli):
                              json.loads(out)["subjects"])
 
 
+def test_a_copy_at_the_untie_step_has_procrustes_error_zero(runs, cli):
+    """At the untie step the two matrices are bit-identical: the Procrustes error is below
+    1e-12 (the closed form's square root once made 2.5e-4 of its cancellation), and two steps
+    later it agrees with scipy's orthogonal_procrustes."""
+    from scipy.linalg import orthogonal_procrustes
+
+    code, out, err = cli(["diagnose", runs["wide untie"], "--step", 2, "--k", 5, "--json"])
+    assert code == 0, err
+    subjects = json.loads(out)["subjects"]
+    assert all(s["copy_residue"] == 0 and s["procrustes_error"] < 1e-12 for s in subjects), out
+    code, out, err = cli(["diagnose", runs["wide untie"], "--step", 4, "--k", 5, "--json"])
+    snap = read_snapshot(snapshot_paths(runs["wide untie"])[2])
+    for subject, m in zip(json.loads(out)["subjects"], range(2)):
+        x, y = (np.asarray(e[m], np.float64) for e in (snap.input, snap.output))
+        expected = np.linalg.norm(x @ orthogonal_procrustes(x, y)[0] - y) / np.linalg.norm(y)
+        assert 0 < subject["procrustes_error"] == pytest.approx(expected, abs=1e-6)
+
+
 def test_untied_from_the_start_gets_a_reading_and_tied_is_said(runs):
     result = diagnose_path(str(runs["untied"]), DiagnoseOptions(k=5))
     assert [history(s, result) for s in result.subjects] == [
@@ -56,6 +76,23 @@ def test_untied_from_the_start_gets_a_reading_and_tied_is_said(runs):
     assert all(s.diagnosis is None and history(s, tied) == "tied from the start"
                and s.tied_because == "the tie schedule 'tied' ties it from the start"
                for s in tied.subjects)
+
+
+def test_the_terminal_reading_is_short_bullet_lines_of_the_same_words(runs, cli):
+    """The reading (one ~700-character sentence in the JSON) prints as one bullet per clause,
+    wrapped to 100 columns."""
+    code, out, err = cli(["diagnose", runs["untied"]])
+    assert code == 0, err
+    doc = json.loads(cli(["diagnose", runs["untied"], "--json"])[1])
+    blocks = out.split("  reading:\n")[1:]
+    assert len(blocks) == len(doc["subjects"]) == 2
+    for block, subject in zip(blocks, doc["subjects"]):
+        lines = block.split("\n\n")[0].splitlines()
+        assert len(lines) >= 3 and all(len(line) <= 100 for line in lines)
+        assert all(line.startswith(("    - ", "      ")) for line in lines)
+        assert sum(line.startswith("    - ") for line in lines) >= 3
+        words = " ".join(line[6:] for line in lines).replace(";", "").split()
+        assert words == subject["reading"].replace(";", "").split()
 
 
 def test_a_tie_switch_is_named_by_its_own_step_at_every_later_snapshot(runs, cli):
@@ -88,3 +125,30 @@ def test_analyze_withholds_the_reading_after_an_untie(runs, tmp_path, cli):
     dh = text[text.index("### DH diagnostic"):]
     rows = [line for line in dh.splitlines() if line.startswith("| seed")]
     assert len(rows) == 2 and all("withheld: untied at step 2, 6 steps before" in r for r in rows)
+
+
+def test_analyzes_dh_figure_leaves_out_what_diagnose_withholds(runs, tmp_path, cli, monkeypatch):
+    """The untie run at lr 1e-4 is still a copy at every untied snapshot (2, 4, 6, 8), where
+    diagnose withholds the reading: the DH figure draws none of them (it drew an overlap of 1
+    at the untie step); the numbers stay in similarity.csv."""
+    from dhwt.report import similarity_report
+
+    drawn = {}
+
+    def keep(fig, path):
+        drawn[path.name] = [line.get_ydata() for ax in fig.axes for line in ax.get_lines()]
+        return save(fig, path)
+
+    save = similarity_report.save
+    monkeypatch.setattr(similarity_report, "save", keep)
+    assert cli(["analyze", runs["untie"], "--out", tmp_path / "rep", "--k", 5])[0] == 0
+    curves = [y for y in drawn["similarity_dh.png"] if len(y) == 5]  # steps 0, 2, 4, 6, 8
+    assert curves and all(np.isnan(y[1:]).all() for y in curves)
+    dh = [c for c in json.loads((tmp_path / "rep" / "similarity.json").read_text())["curves"]
+          if c["kind"] == "dh"]
+    assert len(dh) == 2 and all(c["overlap"][1] > 0.99 for c in dh)  # kept in the numbers
+    assert "The figure leaves out the snapshots whose reading is withheld" in (
+        tmp_path / "rep" / "report.md").read_text()
+    assert cli(["analyze", runs["untied"], "--out", tmp_path / "rep2", "--k", 5])[0] == 0
+    assert "The figure leaves out" not in (tmp_path / "rep2" / "report.md").read_text()
+

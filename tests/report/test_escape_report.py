@@ -69,8 +69,16 @@ def test_the_plateau_section_counts_escapes_with_exact_intervals(runs, tmp_path,
         assert [int(r[1]) for r in rows] == list(range(1, 7))
         assert sum(r[2] != "" for r in rows) == escaped_by_hand(runs / name, truth)[0]
     final = text[text.index("## Final fit"):text.index("## Final closeness")]
+    split = 0
     for row in (x for x in final.splitlines() if x.startswith(("| tied |", "| untied |"))):
-        assert "exact 95% CI" in row.split(" | ")[-1]  # escape: a count, never mean ± t
+        cells = row.split(" | ")
+        assert "exact 95% CI" in cells[-1]  # escape: a count, never mean ± t
+        k, n = (int(w) for w in cells[-1].split()[:3:2])
+        if 0 < k < n:  # seeds on and off the plateau: the two groups, never a median of both
+            split += 1
+            assert all(c.startswith("two groups: ") and f"{k} at " in c and f"{n - k} at " in c
+                       for c in cells[2:5]), row
+    assert split and not any("median" in x for x in final.splitlines() if x.startswith("|"))
 
 
 def test_an_untie_run_is_compared_with_its_tied_twin_per_seed_after_the_untie(runs, tmp_path,

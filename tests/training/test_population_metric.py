@@ -34,6 +34,13 @@ def test_population_lines_match_the_checkpointed_model(tmp_path):
     np.testing.assert_allclose([r["loss"] for r in last], cross_entropy, rtol=1e-6)
     np.testing.assert_allclose([r["accuracy"] for r in last], accuracy, rtol=1e-6)
     assert all(r["loss"] > task.truth.bayes_cross_entropy for r in lines)
+    for data in (run.task, task):  # a task holding the truth serves as well as the truth
+        given = population_fit(run.model(), data)
+        np.testing.assert_array_equal(given[0], cross_entropy)
+        np.testing.assert_array_equal(given[1], accuracy)
+    with pytest.raises(DhwtError, match="takes a task \\(with .truth\\) or a GroundTruth, got "
+                                        "str"):
+        population_fit(run.model(), "parity")
     exact = (tmp_path / "run" / "report.md").read_text().split("## Exact fit")[1]
     for r in last:  # the report's exact table is the recorded lines
         assert f"| {r['seed']} | {r['loss']:.4f} | " in exact.split("## Evaluation sets")[0]

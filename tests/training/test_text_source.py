@@ -52,6 +52,28 @@ def test_train_on_a_corpus_folder_reports_full_valid_and_test_perplexity(corpus,
     assert (config.data.corpus, config.data.tokenizer, config.data.seq_len) == (str(corpus), "word", 5)
 
 
+def test_text_reports_say_how_many_windows_each_split_evaluated(corpus, tmp_path, cli):
+    """valid and test: every token but the first predicted once, in windows of 5 predictions
+    (the last one short); train: as many as valid; train_fresh: one batch of 3. The run's
+    report and analyze's loss table both give them."""
+    code, _, err = cli(["train", "--corpus", str(corpus), "--tokenizer", "word", "--seq-len",
+                        "5", *MODEL, "--out", str(tmp_path / "run")])
+    assert code == 0, err
+    tokens = {split: len((corpus / f"{split}.txt").read_text().split()) + lines
+              for split, lines in (("valid", 9), ("test", 7))}  # a word each, <eos> a line
+    windows = {split: math.ceil((n - 1) / 5) for split, n in tokens.items()}
+    windows |= {"train": windows["valid"], "train_fresh": 3}
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert "| seed | split | windows | loss | perplexity | accuracy |" in report
+    for split, n in windows.items():
+        assert any(line.startswith(f"| 1 | {split} | {n} | ") for line in report.splitlines())
+    assert cli(["analyze", tmp_path / "run", "--similarity", "none", "--out",
+                tmp_path / "rep"])[0] == 0
+    table = (tmp_path / "rep" / "report.md").read_text()
+    for split in ("valid", "test", "train"):
+        assert f"| run | {split} | 2 | {windows[split]} | " in table
+
+
 def test_the_report_says_the_vocabulary_a_bpe_learned(corpus, tmp_path, cli):
     """The corpus has 14 words: bpe:100000 stops merging far short of 100,000 tokens."""
     code, out, err = cli(["train", "--corpus", str(corpus), "--tokenizer", "bpe:100000",
