@@ -11,7 +11,8 @@ P[m, j] = softmax(G[m])_j, and within the pair the twins split by the output `pa
 Then the tail (`tail = true`, for a causal LM): with probability `dose` (λ) the twin's own tail
 t_ja / t_jb, else the pair's shared token c_j. So λ = 0 is one shared tail (the twins predict the
 same future: ~sem), λ = 1 own tails (not ~sem), and every λ > 0 makes the twins differ in their
-future by λ log 2 nats of identity a model must carry. Symbols of probability zero are not in
+future: the tail tells which twin came with probability λ, so a model must carry λ times the
+twins' entropy within their pair (log 2 at 1 : 1) to the tail. Symbols of probability zero are not in
 the language (the t's at λ = 0, the c's at λ = 1).
 
 The demand factorial is pattern x λ in {0, 1}: six languages, three violating the DH (equal
