@@ -87,11 +87,6 @@ class Certificate:
     drift: np.ndarray
     iterations: int  # the most L-BFGS iterations a member ran, in steps of CHECK_EVERY
 
-    def to_json(self) -> dict:
-        return {"objective": self.objective.tolist(), "cross_entropy": self.cross_entropy.tolist(),
-                "grad_norm": self.grad_norm.tolist(), "drift": self.drift.tolist(),
-                "iterations": self.iterations}
-
 
 def fit_population(model: torch.nn.Module, batch: Batch, options: PopulationOptions,
                    progress: Callable[[str, int], None] | None = None) -> Certificate:
@@ -111,13 +106,11 @@ def fit_population(model: torch.nn.Module, batch: Batch, options: PopulationOpti
             progress("adam", step + 1)
     traces = [_polish(model, i, batch, options, progress) for i in range(model.members)]
     iterations = max(len(t) - 1 for t in traces) * CHECK_EVERY
-    with torch.no_grad():
-        f, ce = objective.terms()
+    f, ce, grad_norm = objective.measure()
     past = torch.stack([t[max(0, len(t) - 1 - -(-options.window // CHECK_EVERY))]
                         for t in traces])
-    return Certificate(objective=f.numpy(), cross_entropy=ce.numpy(),
-                       grad_norm=objective.grad_norms().numpy(), drift=(past - f).numpy(),
-                       iterations=iterations)
+    return Certificate(objective=f.numpy(), cross_entropy=ce.numpy(), grad_norm=grad_norm.numpy(),
+                       drift=(past - f).numpy(), iterations=iterations)
 
 
 def _polish(model, member: int, batch: Batch, options: PopulationOptions,
@@ -141,13 +134,14 @@ def _polish(model, member: int, batch: Batch, options: PopulationOptions,
         value.sum().backward()
         return value.sum()
 
-    trace = [objective.values()[0]]
+    trace = [objective.measure()[0][0]]
     for rounds in range(1, -(-options.lbfgs_steps // CHECK_EVERY) + 1):
         lbfgs.step(closure)
-        trace.append(objective.values()[0])
+        value, _, grad_norm = objective.measure()
+        trace.append(value[0])
         if progress is not None:
             progress(f"lbfgs {member}", rounds * CHECK_EVERY)
-        if float(objective.grad_norms()[0]) < options.tolerance:
+        if float(grad_norm[0]) < options.tolerance:
             break
     with torch.no_grad():
         for mine, theirs in zip(model.parameters(), solo.parameters()):
@@ -168,7 +162,7 @@ def restart_gaps(objective: np.ndarray, groups: np.ndarray) -> np.ndarray:
 
 
 class _Objective:
-    """F of every member at a flat point (S, P): values (S,) and gradients (S, P)."""
+    """F of every member of `model` on one batch, at the parameters' present values."""
 
     def __init__(self, model, params, batch: Batch, options: PopulationOptions) -> None:
         self.model, self.params, self.l2 = model, params, options.l2
@@ -185,14 +179,11 @@ class _Objective:
         norm = sum(p.pow(2).reshape(self.members, -1).sum(1) for p in self.params)
         return ce + 0.5 * self.l2 * norm, ce
 
-    def values(self) -> torch.Tensor:
-        """F (S,) at the parameters' present values."""
-        with torch.no_grad():
-            return self.terms()[0]
-
-    def grad_norms(self) -> torch.Tensor:
-        """||grad F|| (S,) of each member at the parameters' present values."""
-        value, _ = self.terms()
+    def measure(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(F, CE, ||grad F||) per member, (S,) each, from one forward and backward pass (the
+        parameters' .grad left as they were)."""
+        value, ce = self.terms()
         grads = torch.autograd.grad(value.sum(), self.params, allow_unused=True)
-        return torch.cat([(torch.zeros_like(p) if g is None else g).reshape(self.members, -1)
+        norm = torch.cat([(torch.zeros_like(p) if g is None else g).reshape(self.members, -1)
                           for p, g in zip(self.params, grads)], dim=1).norm(dim=1)
+        return value.detach(), ce.detach(), norm

@@ -18,7 +18,7 @@ reached" within --trainer-steps).
 from __future__ import annotations
 
 import argparse
-import platform
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -32,17 +32,12 @@ from dhwt.languages import compute_truth, load_language, load_task, write_datase
 from dhwt.languages.population import population_batch
 from dhwt.models import ModelConfig, build_model
 from dhwt.runs import load_run
-from dhwt.training.population import PopulationOptions, fit_population
+from dhwt.training.population import PopulationOptions, fit_population, restart_gaps
+
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_knn import cpu_model  # noqa: E402
 
 MODEL = dict(n_layers=1, n_heads=1, norm="pre", final_norm=False, positions="learned")
-
-
-def cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() \
-            else []:
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown CPU"
 
 
 def population_arm(language, k: int, d: int, seeds: int, tied: bool, options):
@@ -104,7 +99,7 @@ def main() -> None:
     language = load_language("demand", {"k": args.k, "pattern": args.pattern, "dose": args.dose,
                                         "draw": args.draw})
     bayes = compute_truth(language, "clm").bayes_cross_entropy
-    print(f"{cpu_name()}, {args.threads} threads, torch {torch.__version__}; demand K {args.k} "
+    print(f"{cpu_model()}, {args.threads} threads, torch {torch.__version__}; demand K {args.k} "
           f"{args.pattern} dose {args.dose:g} draw {args.draw}, d {args.d}, {args.seeds} seeds "
           "an arm", flush=True)
     options = PopulationOptions(adam_steps=args.adam_steps, lbfgs_steps=args.lbfgs_steps,
@@ -117,10 +112,12 @@ def main() -> None:
         excess = cert.cross_entropy - bayes
         targets[arm] = float(np.median(excess))
         certified = int(((cert.grad_norm < args.grad) & (cert.drift < args.drift)).sum())
+        best = int((restart_gaps(cert.objective, np.zeros(args.seeds)) < args.drift).sum())
         print(f"population {arm}: {seconds:.1f} s; excess median {np.median(excess):.4f} "
               f"[{excess.min():.4f}, {excess.max():.4f}]; certified {certified} of {args.seeds} "
               f"(grad < {args.grad:g}, drift < {args.drift:g}); grad median "
-              f"{np.median(cert.grad_norm):.2e}", flush=True)
+              f"{np.median(cert.grad_norm):.2e}; within {args.drift:g} of the best restart "
+              f"{best} of {args.seeds}", flush=True)
     with tempfile.TemporaryDirectory() as folder:
         seconds, curves = trainer_arms(language, Path(folder), args.d, args.seeds,
                                        args.trainer_steps, args.every, args.l2)
