@@ -13,7 +13,9 @@ from dhwt.languages.population import population_batch
 from dhwt.models import ModelConfig, build_model
 from dhwt.training.population import PopulationOptions, fit_population
 
-OPTIONS = PopulationOptions(adam_steps=300, lbfgs_steps=1500, l2=0.1)
+#: Run until the gradient norm is below 1e-4 (at most 4,000 iterations): the end does not hang
+#: on how fast one CPU's rounding lets L-BFGS converge.
+OPTIONS = PopulationOptions(adam_steps=300, lbfgs_steps=4000, l2=0.1, tolerance=1e-4)
 SHORT = PopulationOptions(adam_steps=100, lbfgs_steps=100, l2=0.1, window=50)
 
 
