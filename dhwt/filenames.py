@@ -34,6 +34,9 @@ ANY = re.compile(r".+")
 CONFIG = "config.toml"
 #: One JSON line per member, split and evaluated step (dhwt.runs.metrics).
 METRICS = "metrics.jsonl"
+#: When each training session of the run started and ended, and the code it ran
+#: (dhwt.runs.sessions).
+SESSIONS = "sessions.json"
 #: The checkpoints the run keeps (dhwt.runs.checkpoints), one file a step.
 CHECKPOINTS = "checkpoints"
 CHECKPOINT = "step_{:07d}.pt"
@@ -122,7 +125,7 @@ def member_names(template: str) -> re.Pattern[str]:
 
 
 RUN_LAYOUT: Layout = {
-    CONFIG: FILE, METRICS: FILE, TOKEN_COUNTS: FILE, TWINS: FILE, REPORT: FILE, HTML: FILE,
+    CONFIG: FILE, METRICS: FILE, SESSIONS: FILE, TOKEN_COUNTS: FILE, TWINS: FILE, REPORT: FILE, HTML: FILE,
     CHECKPOINTS: {step_names(CHECKPOINT): FILE},
     EMBEDDINGS: {step_names(SNAPSHOT): FILE},
     FIGURES: {TRAINING_FIGURE: FILE},

@@ -4,7 +4,7 @@
     model       dhwt.models.ModelConfig itself (its vocab_size and max_len come from the task)
     members     seeds and what members share (vary, init_from, redraw, freeze, symmetric_init)
     tying       the tie schedule, parsed (a TieSchedule, written in its canonical form)
-    optim       steps, batch, the optimizer (AdamW or SGD) and the lr schedule
+    optim       steps, batch, the optimizer (AdamW, SGD or a population fit) and the lr schedule
     record      how often the run evaluates, snapshots and checkpoints; TensorBoard logging
     placement   where and how it computes: device, CPU threads, precision, compilation
 
@@ -59,7 +59,7 @@ FULL_BATCH = "full"
 VARY = ("all", "embeddings")
 REDRAW = ("both", "input", "output")
 FREEZE = ("none", "non-embedding", "loaded")
-OPTIMIZERS = ("adamw", "sgd")
+OPTIMIZERS = ("adamw", "sgd", "population")
 # Fields that say where a run computes or logs, not what: a resume may change them
 # (dhwt.config.device; tensorboard only adds a view of metrics.jsonl; compile runs the same
 # operations fused). threads, precision and tf32 stay: they change how floats are rounded.
@@ -335,7 +335,12 @@ class OptimConfig:
     `warmup_steps` of linear warmup, then "constant", "cosine" (one decay from lr to lr_min over
     the remaining steps) or "periodic-cosine" (torch's CosineAnnealingLR with T_max = lr_period,
     eta_min = lr_min, stepped every step: the paper's schedule). `grad_clip`: each member's
-    gradient clipped to this norm on its own (a global norm would couple the members)."""
+    gradient clipped to this norm on its own (a global norm would couple the members).
+    `optimizer` "population" (a synthetic language, full batch, a constant tie schedule and lr):
+    every member fitted to the language's exact population objective, CE + weight_decay / 2
+    ||θ||² (an L2 term in the objective, not decoupled decay): `steps` Adam updates at `lr`, then
+    up to `lbfgs_steps` L-BFGS iterations, with a certificate per member
+    (dhwt.training.population)."""
 
     steps: int = 10_000
     batch_size: int | None = None
@@ -350,6 +355,7 @@ class OptimConfig:
     lr_period: int = 10_000
     warmup_steps: int = 0
     grad_clip: float | None = None
+    lbfgs_steps: int = 2000
 
     def __post_init__(self) -> None:
         if self.batch_size == FULL_BATCH:
@@ -361,6 +367,12 @@ class OptimConfig:
         if self.batch_size is not None:
             check_int("batch_size", self.batch_size, low=1)
         check_int("warmup_steps", self.warmup_steps, low=0)
+        check_int("lbfgs_steps", self.lbfgs_steps, low=0)
+        if self.optimizer == "population" and (self.lr_schedule, self.warmup_steps,
+                                               self.batch_size) != ("constant", 0, None):
+            raise DhwtError('optimizer "population" fits the whole language at a constant lr: '
+                            'set lr_schedule = "constant", batch_size = "full" and no '
+                            "warmup_steps")
         check_float("lr", self.lr, low=0.0, low_open=True)
         check_float("lr_min", self.lr_min, low=0.0)
         check_float("eps", self.eps, low=0.0, low_open=True)

@@ -55,6 +55,31 @@ def write_run_report(run_dir: Path, config: TrainConfig, task) -> list[dict[str,
     return final
 
 
+def _optimizer_line(config: TrainConfig) -> str:
+    """The report's line of how the run was optimized."""
+    optim = config.optim
+    if optim.optimizer == "population":
+        return (f"- population fit: {optim.steps} Adam steps at lr {optim.lr}, then up to "
+                f"{optim.lbfgs_steps} L-BFGS iterations a member, on CE + {optim.weight_decay:g} / 2 "
+                "||θ||² over the whole language")
+    name = {"adamw": "AdamW", "sgd": "SGD"}[optim.optimizer]
+    return (f"- {optim.steps} steps, batch {optim.batch_size or 'full'}, {name} lr {optim.lr} "
+            f"({optim.lr_schedule}, warmup {optim.warmup_steps}), weight decay "
+            f"{optim.weight_decay}")
+
+
+def _certificate(rows: list[dict[str, object]], l2: float) -> list[str]:
+    """The certificate of a population fit, a line per member (dhwt.training.population)."""
+    return ["## Certificate of the population fit", "",
+            f"Each member's objective F = cross-entropy + {l2:g} / 2 ||θ||² where it ended, its "
+            "gradient norm there, and drift: F's fall over the last 100 L-BFGS iterations, or "
+            "all of them where fewer ran (small when the fit has stopped moving; the objective is not convex, so compare "
+            "members from different seeds for the best one found).", "",
+            "| seed | F | gradient norm | drift | L-BFGS iterations |", "|---:|---:|---:|---:|---:|",
+            *(f"| {r['seed']} | {r['objective']:.6f} | {r['grad_norm']:.2e} | "
+              f"{r['drift']:.2e} | {r['lbfgs_iterations']} |" for r in rows), ""]
+
+
 def split_line(task, at_most: float = 1.0) -> str | None:  # noqa: ANN001 (a Task or TextTask)
     """What a synthetic language's task trains on, when its training split holds less than the
     whole language and at most `at_most` of its class strings or of its probability: the exact
@@ -164,8 +189,7 @@ def write_report(path: Path, config: TrainConfig, final: list[dict[str, object]]
         f"d_ff {config.model.d_ff}, {config.model.activation}, {config.model.norm}-LN, positions {config.model.positions}",
         f"- seeds {format_seeds(config.members.seeds)}; tie schedule `{config.tying.tie_schedule}`, "
         f"tie penalty {config.tying.tie_penalty}",
-        f"- {config.optim.steps} steps, batch {config.optim.batch_size or 'full'}, AdamW lr {config.optim.lr} "
-        f"({config.optim.lr_schedule}, warmup {config.optim.warmup_steps}), weight decay {config.optim.weight_decay}",
+        _optimizer_line(config),
         "- full config: `config.toml`", "",
     ]
     if truth is not None:
@@ -183,6 +207,8 @@ def write_report(path: Path, config: TrainConfig, final: list[dict[str, object]]
                   f" | {r['accuracy']:.4f} | {r['accuracy'] - truth.bayes_accuracy:+.4f} |"
                   for r in exact]
         lines.append("")
+        if any("grad_norm" in r for r in exact):
+            lines += _certificate(exact, config.optim.weight_decay)
     lines += [
         f"## Evaluation sets (step {config.optim.steps})", "",
         "Accuracy is the probability-weighted share of loss positions predicted right; "

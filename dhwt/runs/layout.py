@@ -22,10 +22,10 @@ from pathlib import Path
 
 from dhwt.directories import Lock, check_target, create
 from dhwt.filenames import (CHECKPOINTS, CONFIG, DATA, EMBEDDINGS, FIGURE, FIGURES, METRICS,
-                            REPORT, TENSORBOARD, TOKEN_COUNTS, TWINS)
+                            REPORT, SESSIONS, TENSORBOARD, TOKEN_COUNTS, TWINS)
 
 __all__ = ["CHECKPOINTS", "CONFIG", "DATA", "EMBEDDINGS", "EXISTS", "FIGURE", "FIGURES", "METRICS",
-           "REPORT", "TENSORBOARD", "TOKEN_COUNTS", "TWINS", "RunPaths", "create_run_dir",
+           "REPORT", "SESSIONS", "TENSORBOARD", "TOKEN_COUNTS", "TWINS", "RunPaths", "create_run_dir",
            "refuse_existing", "run_paths"]
 
 EXISTS = "pass --overwrite to replace it or --resume to continue it"
@@ -47,6 +47,7 @@ class RunPaths:
     root: Path
     config: Path
     metrics: Path
+    sessions: Path
     checkpoints: Path
     embeddings: Path
     token_counts: Path
@@ -62,7 +63,7 @@ def run_paths(run_dir: str | Path) -> RunPaths:
     """RunPaths of `run_dir`."""
     root = Path(run_dir)
     return RunPaths(root, *(root / name for name in (
-        CONFIG, METRICS, CHECKPOINTS, EMBEDDINGS, TOKEN_COUNTS, TWINS, TENSORBOARD, DATA,
+        CONFIG, METRICS, SESSIONS, CHECKPOINTS, EMBEDDINGS, TOKEN_COUNTS, TWINS, TENSORBOARD, DATA,
         FIGURES, FIGURE, REPORT)))
 
 

@@ -34,8 +34,8 @@ Examples:
     ...                      d_ff=16, norm="pre", final_norm=False, positions="learned")
     >>> model = build_model(config, [0, 1], tied=True)
     >>> cert = fit_population(model, batch, PopulationOptions(adam_steps=20, lbfgs_steps=25))
-    >>> cert.iterations, model.embeddings.input_weight.dtype
-    (25, torch.float64)
+    >>> cert.iterations.tolist(), model.embeddings.input_weight.dtype
+    ([25, 25], torch.float64)
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ class Certificate:
     cross_entropy: np.ndarray
     grad_norm: np.ndarray
     drift: np.ndarray
-    iterations: int  # the most L-BFGS iterations a member ran, in steps of CHECK_EVERY
+    iterations: np.ndarray  # the L-BFGS iterations each member ran, in steps of CHECK_EVERY
 
 
 def fit_population(model: torch.nn.Module, batch: Batch, options: PopulationOptions,
@@ -112,12 +112,12 @@ def fit_population(model: torch.nn.Module, batch: Batch, options: PopulationOpti
     objective = _Objective(model, [p for p in model.parameters() if p.requires_grad], batch,
                            options.l2, options.dtype)
     traces = [_polish(model, i, batch, options, progress) for i in range(model.members)]
-    iterations = max(len(t) - 1 for t in traces) * CHECK_EVERY
     f, ce, grad_norm = objective.measure()
     past = torch.stack([t[max(0, len(t) - 1 - -(-options.window // CHECK_EVERY))]
                         for t in traces])
     return Certificate(objective=f.numpy(), cross_entropy=ce.numpy(), grad_norm=grad_norm.numpy(),
-                       drift=(past - f).numpy(), iterations=iterations)
+                       drift=(past - f).numpy(),
+                       iterations=np.array([(len(t) - 1) * CHECK_EVERY for t in traces]))
 
 
 def _polish(model, member: int, batch: Batch, options: PopulationOptions,

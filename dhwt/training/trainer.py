@@ -91,6 +91,7 @@ from dhwt.config.run import TrainConfig
 from dhwt.directories import atomic_write_bytes
 from dhwt.errors import DhwtError, Interrupted
 from dhwt.languages import Batch, Task
+from dhwt.languages.population import population_batch
 from dhwt.models import ModelConfig, build_model
 from dhwt.models.init import member_generator
 from dhwt.models.population import population_fit
@@ -99,6 +100,7 @@ from dhwt.runs.checkpoints import (checkpoint_path, checkpoint_step, common_step
                                    latest_checkpoint, remove_stray_temporaries, save_checkpoint)
 from dhwt.runs.history import check_history
 from dhwt.runs.metrics import MetricsWriter, summary_writer, truncate_metrics
+from dhwt.runs.sessions import end_session, start_session
 from dhwt.runs.snapshots import remove_snapshots_after, save_snapshot
 from dhwt.training import state
 from dhwt.training.allocator import retained_memory
@@ -108,6 +110,7 @@ from dhwt.training.ensemble import (EVAL_BYTES, GPU_EVAL_BYTES, chunked_metrics,
 from dhwt.training.group import member_rows
 from dhwt.training.lr import LRSchedule
 from dhwt.training.members import prepare_members
+from dhwt.training.population import Certificate, PopulationOptions, fit_population
 from dhwt.training.memory import Need, allocation_failure, available_memory
 from dhwt.training.precision import autocast, check_precision, tf32_matmuls
 from dhwt.training.tying import apply_switch, tie_penalty
@@ -192,6 +195,9 @@ class Trainer:
         if config.record.population_every and task.truth is None:
             raise DhwtError("population_every needs a synthetic language (exact ground truth); "
                             "this task is natural text")
+        if config.optim.optimizer == "population":
+            _check_population(configs, task, parallel)
+        self.certificate: Certificate | None = None  # optimizer "population", once fitted
         self.net = self.model  # what the training forward calls (DDP around it in parallel)
         self.step = 0
         self._last_eval: list[list[dict[str, object]]] = []  # per run
@@ -258,6 +264,7 @@ class Trainer:
                 restored()
             self.parallel.on_writer(self._continue_history)
         self.net = self._wrap()  # a collective: after every rank has restored
+        self.parallel.on_writer(lambda: self._sessions(start=True))
         writers = ([MetricsWriter(run_paths(r.run_dir).metrics, run_paths(r.run_dir).tensorboard
                                   if r.config.record.tensorboard else None, start=self.step)
                     for r in self.runs] if self.parallel.writes else None)
@@ -275,19 +282,59 @@ class Trainer:
                         atomic_write_bytes(run_paths(run.run_dir).twins, text)
                 self._apply_events()
                 self._record(writers, force=True)
-            bar = tqdm(total=self.config.optim.steps, initial=self.step, unit="step", desc="train",
-                       disable=None if self.parallel.writes else True, dynamic_ncols=True)
-            with bar:
-                while self.step < self.config.optim.steps:
-                    self._update()
-                    self._apply_events()
-                    if self._record(writers, force=self.step == self.config.optim.steps):
-                        bar.set_postfix_str(self._postfix())
-                    bar.update(1)
+            if self.config.optim.optimizer != "population":
+                self._train_steps(writers)
+            elif self.step < self.config.optim.steps:
+                self._fit_population()
+                self._record(writers, force=True)
+                self._train_steps(writers)
         finally:
             for writer in writers or ():
                 writer.close()
+        self.parallel.on_writer(lambda: self._sessions(start=False))
         return start
+
+    def _sessions(self, start: bool) -> None:
+        """Record in each run that a session starts (or ends) at the current step."""
+        for run in self.runs:
+            if start:
+                start_session(run_paths(run.run_dir).sessions, self.step)
+            else:
+                end_session(run_paths(run.run_dir).sessions, self.step)
+
+    def _train_steps(self, writers: list[MetricsWriter] | None) -> None:
+        """Update, apply events and record, step by step, to config.optim.steps."""
+        bar = tqdm(total=self.config.optim.steps, initial=self.step, unit="step", desc="train",
+                   disable=None if self.parallel.writes else True, dynamic_ncols=True)
+        with bar:
+            while self.step < self.config.optim.steps:
+                self._update()
+                self._apply_events()
+                if self._record(writers, force=self.step == self.config.optim.steps):
+                    bar.set_postfix_str(self._postfix())
+                bar.update(1)
+
+    def _fit_population(self) -> None:
+        """optimizer "population": fit every member to the language's exact population
+        objective (dhwt.training.population) and stand at the last step; the L-BFGS iterations
+        after the `steps` Adam updates are not steps. The model ends in float64, the
+        certificate's precision."""
+        optim = self.config.optim
+        options = PopulationOptions(adam_steps=optim.steps, lr=optim.lr,
+                                    lbfgs_steps=optim.lbfgs_steps, l2=optim.weight_decay)
+        bar = tqdm(total=optim.steps + len(self.seeds) * optim.lbfgs_steps, unit="it",
+                   desc="population fit", disable=None, dynamic_ncols=True)
+
+        def progress(phase: str, step: int) -> None:
+            done = step if phase == "adam" else (
+                optim.steps + int(phase.split()[1]) * optim.lbfgs_steps + step)
+            bar.update(done - bar.n)
+
+        with bar:
+            self.certificate = fit_population(
+                self.model, population_batch(self.task.language, self.task.objective).to(
+                    self.device), options, progress)
+        self.step = optim.steps
 
     def _continue_history(self) -> None:
         """Check each run's record up to the restored step (dhwt.runs.history), write the
@@ -381,13 +428,14 @@ class Trainer:
             gap, tied, lr = emb.gap().tolist(), emb.tied_members, self.lr.lr_at(self.step)
             lines: list[list[dict[str, object]]] = [[] for _ in self.runs]
 
-            def add(split: str, loss, accuracy) -> None:
+            def add(split: str, loss, accuracy, extra: dict[str, list] | None = None) -> None:
                 for run, run_lines in zip(self.runs, lines):
                     for member, (i, seed) in enumerate(zip(run.rows, run.config.members.seeds)):
                         run_lines.append({
                             "step": self.step, "member": member, "seed": seed, "split": split,
                             "loss": float(loss[i]), "accuracy": float(accuracy[i]), "lr": lr,
-                            "tied": tied[i], "gap": gap[i]})
+                            "tied": tied[i], "gap": gap[i],
+                            **{k: v[i] for k, v in (extra or {}).items()}})
 
             for split, batch in batches.items():
                 with self._autocast():
@@ -397,10 +445,11 @@ class Trainer:
                 add(split, loss, accuracy)
             every = self.config.record.population_every
             due = every and (self.step % every == 0 or self.step == self.config.optim.steps)
-            if due and self.parallel.writes:  # every process holds every member: one computes
+            fitted = self.certificate is not None and self.step == self.config.optim.steps
+            if (due or fitted) and self.parallel.writes:  # every process holds every member
                 with self._autocast():
                     fit = population_fit(self.model, self.task.truth)
-                add("population", *fit)
+                add("population", *fit, _certificate_lines(self.certificate) if fitted else None)
             return lines
         finally:
             self.model.train()
@@ -514,6 +563,33 @@ class Trainer:
         return torch.optim.AdamW(params, lr=c.optim.lr, fused=True,
                                  betas=(c.optim.beta1, c.optim.beta2), eps=c.optim.eps,
                                  weight_decay=c.optim.weight_decay)
+
+
+def _check_population(configs: list[TrainConfig], task: Task, parallel: Parallel) -> None:
+    """DhwtError unless runs can be fitted by optimizer "population": a synthetic language,
+    one process, a constant tie schedule and nothing but the L2 term outside the objective."""
+    config = configs[0]
+    if task.truth is None:
+        raise DhwtError('optimizer "population" needs a synthetic language (its exact '
+                        "population objective); this task is natural text")
+    if parallel.world_size > 1:
+        raise DhwtError('optimizer "population" runs in one process; start it without torchrun')
+    if any(c.tying.tie_schedule.events for c in configs):
+        raise DhwtError('optimizer "population" fits tied or untied members: give tie_schedule '
+                        '"tied" or "untied", not a schedule with switches')
+    extra = {"dropout": config.model.dropout, "tie_penalty": config.tying.tie_penalty,
+             "grad_clip": config.optim.grad_clip}
+    set_ = [name for name, value in extra.items() if value]
+    if set_ or config.placement.precision != "fp32":
+        raise DhwtError('optimizer "population" fits the population objective itself: leave '
+                        f"out {', '.join(set_ + ['precision'] * (config.placement.precision != 'fp32'))}")
+
+
+def _certificate_lines(certificate: Certificate) -> dict[str, list]:
+    """The certificate's fields of each member's population line in metrics.jsonl."""
+    return {"objective": certificate.objective.tolist(),
+            "grad_norm": certificate.grad_norm.tolist(), "drift": certificate.drift.tolist(),
+            "lbfgs_iterations": certificate.iterations.tolist()}
 
 
 def _named(checkpoint: Path | None) -> str:

@@ -1,0 +1,76 @@
+"""A run's record of its training sessions (RUN_DIR/sessions.json): when each `dhwt train` call
+on it started and ended (UTC), the steps it went from and to, and the code it ran (dhwt's version
+and, where dhwt runs from a git checkout, its commit and whether the work tree differed from
+it). So a study can show from its files that its runs began after its plan was committed.
+
+A session is written when it starts (end and to_step null) and completed when it ends: a
+killed session keeps its start. Runs made before this record have none (an empty list).
+
+Examples:
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> folder = tempfile.TemporaryDirectory()
+    >>> path = Path(folder.name) / "sessions.json"
+    >>> start_session(path, from_step=0)
+    >>> end_session(path, to_step=100)
+    >>> [(s["from_step"], s["to_step"], s["end_utc"] >= s["start_utc"]) for s in read_sessions(path)]
+    [(0, 100, True)]
+    >>> folder.cleanup()
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from datetime import datetime, timezone
+from functools import cache
+from pathlib import Path
+
+import dhwt
+from dhwt.directories import atomic_write_bytes
+
+
+def read_sessions(path: Path) -> list[dict[str, object]]:
+    """The sessions recorded in `path`, oldest first; [] where there is no record."""
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else []
+
+
+def start_session(path: Path, from_step: int) -> None:
+    """Record a session starting now from `from_step`."""
+    session = {"start_utc": _now(), "end_utc": None, "from_step": from_step, "to_step": None,
+               "dhwt": dhwt.__version__, **code()}
+    _write(path, [*read_sessions(path), session])
+
+
+def end_session(path: Path, to_step: int) -> None:
+    """Complete the newest session: it ended now, at `to_step`."""
+    sessions = read_sessions(path)
+    sessions[-1].update(end_utc=_now(), to_step=to_step)
+    _write(path, sessions)
+
+
+@cache
+def code() -> dict[str, object]:
+    """{"commit": HEAD's hash, "modified": whether tracked files differ from it} of the git
+    checkout dhwt runs from; both None where dhwt is not a tracked file of one (an installed
+    wheel, even in a virtual environment inside someone's repository)."""
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", *args], cwd=Path(dhwt.__file__).parent,
+                                  capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    tracked = git("ls-files", "--error-unmatch", "__init__.py") is not None
+    commit = git("rev-parse", "HEAD") if tracked else None
+    status = None if commit is None else git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": commit, "modified": None if status is None else bool(status)}
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _write(path: Path, sessions: list[dict[str, object]]) -> None:
+    atomic_write_bytes(path, (json.dumps(sessions, indent=1) + "\n").encode())
