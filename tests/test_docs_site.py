@@ -38,9 +38,15 @@ def test_the_site_has_the_pages_the_documentation_promises(site):
                  "concepts/knn-match", "concepts/price-of-tying", "how-to/diagnose",
                  "how-to/corpus-dh", "how-to/plant-twins", "how-to/run-a-study", "how-to/gpu",
                  "how-to/export", "findings/index", "findings/main-job",
-                 "experiments/tying_price/README", "proofs/T5_masked_lm", "reference/cli",
-                 "reference/api"):
+                 "proofs/T5_masked_lm", "reference/cli", "reference/api"):
         assert (site / f"{page}.html").is_file(), page
+    studies = sorted(p.parent.name for p in (ROOT / "experiments").glob("*/README.md"))
+    assert "tying_price" in studies
+    for study in studies:  # every study's README is its findings page, figures and all
+        page = (site / "experiments" / study / "index.html").read_text("utf-8")
+        for figure in (ROOT / "experiments" / study / "figures").glob("*.png"):
+            if f"figures/{figure.name}" in page:
+                assert (site / "experiments" / study / "figures" / figure.name).is_file()
 
 
 @pytest.mark.slow  # shares the build above
@@ -60,6 +66,12 @@ def test_the_site_needs_no_network_to_read(site):
     page = (site / "index.html").read_text("utf-8")
     assert "fonts.googleapis.com" not in page
     assert 'src="http' not in page and "href=\"https://fonts" not in page
+
+
+def test_every_study_is_a_findings_page_of_the_site():
+    nav = (ROOT / "mkdocs.yml").read_text("utf-8")
+    for readme in (ROOT / "experiments").glob("*/README.md"):
+        assert f": {readme.relative_to(ROOT).as_posix()}" in nav, readme
 
 
 def test_make_docs_builds_strictly_into_an_ignored_folder():
