@@ -123,21 +123,36 @@ def _main_job_off(run: str) -> int:
     return sum(found["runs"][run]["off_plateau"])
 
 
-def _tying_price_bound() -> float:
-    """The largest end, in absolute value, of the pair's share's 90% interval over every cell
-    (experiments/tying_price/equivalence.py on results.csv): the shares the data exclude."""
+def _tying_price_shares() -> list[np.ndarray]:
+    """The pair's share of the price per cell (c > 1), price(c) - price(1) paired by seed, from
+    tying_price/results.csv (as experiments/tying_price/equivalence.py computes it)."""
     price: dict[tuple, dict[str, float]] = defaultdict(dict)
     for r in _csv("tying_price/results.csv"):
         key = (r["frozen"], r["language"], int(r["c"]), r["bias"])
         price[key][r["seed"]] = float(r["excess_tied"]) - float(r["excess_untied"])
-    ends = []
-    for (frozen, language, c, bias), by_seed in price.items():
-        if c > 1:
-            base = price[(frozen, language, 1, bias)]
-            share = np.array([by_seed[s] - base[s] for s in by_seed])
-            half = stats.t.ppf(0.95, len(share) - 1) * stats.sem(share)
-            ends.append(max(abs(share.mean() - half), abs(share.mean() + half)))
-    return max(ends)
+    return [np.array([by_seed[s] - price[(frozen, language, 1, bias)][s] for s in by_seed])
+            for (frozen, language, c, bias), by_seed in price.items() if c > 1]
+
+
+def _ends90(share: np.ndarray) -> tuple[float, float]:
+    half = stats.t.ppf(0.95, len(share) - 1) * stats.sem(share)
+    return share.mean() - half, share.mean() + half
+
+
+def _tying_price_bound(summary=max) -> float:
+    """The largest end, in absolute value, of a share's 90% interval (`summary` over the cells:
+    the largest, or the median cell's): the shares the data exclude."""
+    return summary([max(abs(end) for end in _ends90(share)) for share in _tying_price_shares()])
+
+
+def _tying_price_tests() -> list[float]:
+    """Cells whose 95% interval excludes zero, and of how many; the largest mean share with its
+    95% half-width; cells equivalent to zero at a margin of 0.001 (90% interval inside)."""
+    shares = _tying_price_shares()
+    largest = max(shares, key=np.mean)
+    excluding = sum(stats.ttest_1samp(share, 0.0).pvalue < 0.05 for share in shares)
+    equivalent = sum(max(abs(end) for end in _ends90(share)) < 0.001 for share in shares)
+    return [excluding, len(shares), *_t(largest), equivalent, len(shares)]
 
 
 def _merged_rows_price_at_99() -> tuple[float, float]:
@@ -233,6 +248,15 @@ QUOTES = [
                         _wikitext("results-conventions.csv", "tied", "untied-d44", step="1600"),
                         _bounds_of(_wikitext("results-word-gpu.csv", "tied-lr1e-3",
                                              "untied-lr1e-3", seed="seed_index")))),
+    Quote("experiments/tying_price/README.md", "in {} of the {} cells (c > 1) its 95% interval "
+          "excludes zero, 6 above (LayerNorm fixed, masked conflict, c 2-24: +0.0004 to +0.0006) "
+          "and 21 below (-0.0001 to -0.0009, mostly causal), and the largest mean is {} ± {} "
+          "(LayerNorm learned, masked conflict, c = 2, no bias)", lambda: _tying_price_tests()[:4]),
+    Quote("experiments/tying_price/README.md", "at a margin of ±0.001 nats {} of the {} cells are "
+          "equivalent to zero", lambda: _tying_price_tests()[4:]),
+    Quote("experiments/tying_price/README.md", "what the data exclude without a chosen margin is a "
+          "share beyond ±{} nats in every cell (median cell ±{})",
+          lambda: [_tying_price_bound(), _tying_price_bound(np.median)]),
     Quote("docs/findings/index.md", "every cell's share within ±{} nats",
           lambda: [_tying_price_bound()]),
     Quote("docs/findings/index.md", "context-dependent ratio's {} [{}, {}] clear of zero",
