@@ -207,6 +207,10 @@ def _table_cell(path: str, row: str, column: str) -> list[float]:
     raise AssertionError(f"{path} has no row {row} under a column {column}")
 
 
+def _twins(row: str, column: str) -> list[float]:
+    return _table_cell("planted_twins/results.md", row, column)
+
+
 def _flat(*values) -> list[float]:
     out = []
     for value in values:
@@ -257,6 +261,25 @@ QUOTES = [
     Quote("experiments/tying_price/README.md", "what the data exclude without a chosen margin is a "
           "share beyond ±{} nats in every cell (median cell ±{})",
           lambda: [_tying_price_bound(), _tying_price_bound(np.median)]),
+    Quote("experiments/planted_twins/README.md", "of the untied output rows of sem twins: {} ± {} "
+          "at p 0.5, {} ± {} at p 0.3, {} ± {} at p 0.1 (masked); the tied matrix follows ({} ± {}, "
+          "{} ± {}, {} ± {}). Causal cnd-only twins: output rows closest ({} ± {}), input rows "
+          "apart ({} ± {})",
+          lambda: _flat(*(_twins(f"mlm-sem100-p{p}", column) for column in ("untied output", "tied")
+                          for p in ("0.5", "0.3", "0.1")),
+                        _twins("clm-cnd100", "untied output"), _twins("clm-cnd100", "untied input"))),
+    Quote("experiments/planted_twins/README.md", "({} ± {} at p 0.1, {} ± {} at p 0.5), where the "
+          "causal LM brings them to {} ± {}",
+          lambda: _flat(_twins("mlm-sem100-p0.1", "untied input"),
+                        _twins("mlm-sem100-p0.5", "untied input"),
+                        _twins("clm-sem100-p0.1", "untied input"))),
+    Quote("experiments/planted_twins/README.md", "is {} ± {} against log 9 = {} (masked, p 0.1; tied "
+          "{} ± {})", lambda: _flat(_twins("mlm-sem100-p0.1-untied", "mean z_a - z_b"), np.log(9),
+                                    _twins("mlm-sem100-p0.1-tied", "mean z_a - z_b"))),
+    Quote("experiments/planted_twins/README.md", "(p 0.1 masked {} ± {}, merged rows would pay {}); "
+          "causal cnd-only twins {} ± {} nats", lambda: _flat(
+              _twins("mlm-sem100-p0.1", "price"), _twins("mlm-sem100-p0.1", "T4 B(0)"),
+              _twins("clm-cnd100", "price"))),
     Quote("docs/findings/index.md", "every cell's share within ±{} nats",
           lambda: [_tying_price_bound()]),
     Quote("docs/findings/index.md", "context-dependent ratio's {} [{}, {}] clear of zero",
