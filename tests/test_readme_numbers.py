@@ -280,6 +280,40 @@ QUOTES = [
           "causal cnd-only twins {} ± {} nats", lambda: _flat(
               _twins("mlm-sem100-p0.1", "price"), _twins("mlm-sem100-p0.1", "T4 B(0)"),
               _twins("clm-cnd100", "price"))),
+    Quote("experiments/README.md", "at K 16, d 4, 10 seeds: cnd twins {} [{}, {}], context-dependent "
+          "ratio {} [{}, {}] without a bias, {} [{}, {}] with one (all three Holm-significant), "
+          "constant-ratio sem {} [{}, {}] (equivalent to zero; predicted to pay); at d 8 (K/d 2) "
+          "the ratio's share falls to {} [{}, {}]",
+          lambda: _flat(_capacity_share("results-3k.csv", "cnd-clm", "4"),
+                        _capacity_share("results-3k.csv", "ratio-clm", "4"),
+                        _capacity_share("results-3k.csv", "ratio-clm", "4", "True"),
+                        _capacity_share("results-3k.csv", "sem-clm", "4"),
+                        _capacity_share("results-3k.csv", "ratio-clm", "8"))),
+    Quote("experiments/README.md", "all read at the cap): ratio {} at d 4 with and without a bias "
+          "(Holm-significant), sem equivalent, cnd twins {} [{}, {}] (undecided), ratio at d 8 {} "
+          "[{}, {}] (equivalent)",
+          lambda: _flat(_capacity_share("results-converge.csv", "ratio-clm", "4")[0],
+                        _capacity_share("results-converge.csv", "cnd-clm", "4"),
+                        _capacity_share("results-converge.csv", "ratio-clm", "8"))),
+    Quote("experiments/README.md", "again no cell converged, ratio {} [{}, {}] with and without a "
+          "bias (above the margin, not Holm-significant), cnd twins {} [{}, {}] undecided, sem "
+          "without bias {} [{}, {}]",
+          lambda: _flat(*(_capacity_share("results-converge2.csv", kind, "4")
+                          for kind in ("ratio-clm", "cnd-clm", "sem-clm")))),
+    Quote("experiments/README.md", "(K 16, d 16, 10 seeds; all 4 cells converged by the criterion) "
+          "every share equivalent to zero, the context-dependent ratio {} [{}, {}] clear of zero",
+          lambda: _flat(_capacity_share("results-d16.csv", "ratio-clm", "16"))),
+    Quote("experiments/README.md", "keeps the ratio's {} and the constant ratio's zero, leaves the "
+          "cnd twins undecided ({} [{}, {}]) and puts the ratio at d 8 inside the margin ({})",
+          lambda: _flat(_capacity_share("results-converge.csv", "ratio-clm", "4")[0],
+                        _capacity_share("results-converge.csv", "cnd-clm", "4"),
+                        _capacity_share("results-converge.csv", "ratio-clm", "8")[0])),
+    Quote("experiments/README.md", "the ratio still pays ({} with and without a bias)",
+          lambda: [_capacity_share("results-converge2.csv", "ratio-clm", "4")[0]]),
+    Quote("docs/findings/index.md", "both later protocols keep the ratio's share, {} and {}, but leave "
+          "the cnd twins' undecided",
+          lambda: [_capacity_share("results-converge.csv", "ratio-clm", "4")[0],
+                   _capacity_share("results-converge2.csv", "ratio-clm", "4")[0]]),
     Quote("docs/findings/index.md", "every cell's share within ±{} nats",
           lambda: [_tying_price_bound()]),
     Quote("docs/findings/index.md", "context-dependent ratio's {} [{}, {}] clear of zero",
