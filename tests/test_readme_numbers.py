@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from dhwt.analysis.intervals import clopper_pearson
 from dhwt.theory.registry import THEOREMS, select
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -121,6 +122,21 @@ def _main_job(run: str, matrix: str, pair: str) -> tuple[float, float]:
 def _main_job_off(run: str) -> int:
     found = json.loads((EXPERIMENTS / "exor_small.json").read_text("utf-8"))["closeness"]
     return sum(found["runs"][run]["off_plateau"])
+
+
+def _main_job_fit(run: str) -> list[float]:
+    """exor_small.json: the seeds off the plateau and on it, each group's count and its lowest
+    and highest exact cross-entropy, as the report's fit table gives the two groups."""
+    runs = json.loads((EXPERIMENTS / "exor_small.json").read_text("utf-8"))["closeness"]["runs"]
+    groups = ([ce for ce, off in zip(runs[run]["cross_entropy"], runs[run]["off_plateau"])
+               if off == want] for want in (True, False))
+    return [x for group in groups for x in (len(group), min(group), max(group))]
+
+
+def _main_job_off_ci(run: str) -> list[float]:
+    """The seeds off the plateau at the end, with their exact 95% interval in percent."""
+    off = _main_job_off(run)
+    return [off, *(100 * x for x in clopper_pearson(off, 8))]
 
 
 def _tying_price_shares() -> list[np.ndarray]:
@@ -362,6 +378,18 @@ QUOTES = [
           "3 of 3 seeds: the price is the weights), fairseq's {} ± {}, T5's {} ± {};",
           lambda: _flat(*(_wikitext("results-conventions.csv", tied, "untied-d44", step="1600")
                           for tied in ("tied", "tied-fairseq-lr8e-3", "tied-t5-lr1.6e-2")))),
+    Quote("docs/findings/main-job.md", "| tied | {} at {} to {}; {} at {} | 5 / {} of 8 (exact 95% "
+          "CI {}-{}%) |", lambda: _main_job_fit("tied")[:5] + _main_job_off_ci("tied")),
+    Quote("docs/findings/main-job.md", "| untied | {} at {} to {}; {} at {} to {} | 7 / {} of 8 "
+          "(47.3-99.7% / {}-{}%) |", lambda: _main_job_fit("untied") + _main_job_off_ci("untied")),
+    Quote("docs/findings/main-job.md", "| untie@2000 | {} at {} to {}; {} at {} | 5 / {} of 8 "
+          "(24.5-91.5% / {}-{}%) |",
+          lambda: _main_job_fit("untie@2000")[:5] + _main_job_off_ci("untie@2000")),
+    Quote("docs/findings/main-job.md", "((0.583 - 0.398) / (0.798 - 0.398); {}% on the AMD EPYC)",
+          lambda: [100 * (_main_job("untie@2000", "output", "0a-0b")[0]
+                          - _main_job("tied", "tied matrix", "0a-0b")[0])
+                   / (_main_job("untied", "output", "0a-0b")[0]
+                      - _main_job("tied", "tied matrix", "0a-0b")[0])]),
     Quote("docs/findings/main-job.md", "| untied, output | **0.798 ± 0.077 / {} ± {}** | "
           "**0.077 ± 0.022 / {} ± {}** | 7 / {} |",
           lambda: _flat(_main_job("untied", "output", "0a-0b"),
