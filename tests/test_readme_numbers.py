@@ -227,6 +227,10 @@ def _twins(row: str, column: str) -> list[float]:
     return _table_cell("planted_twins/results.md", row, column)
 
 
+def _fair(run: str, column: str) -> list[float]:
+    return _table_cell("tying_wikitext/results.md", run, column)
+
+
 def _flat(*values) -> list[float]:
     out = []
     for value in values:
@@ -330,6 +334,37 @@ QUOTES = [
           "the cnd twins' undecided",
           lambda: [_capacity_share("results-converge.csv", "ratio-clm", "4")[0],
                    _capacity_share("results-converge2.csv", "ratio-clm", "4")[0]]),
+    Quote("experiments/tying_wikitext/README.md", "tying costs {}% in valid perplexity at each arm's "
+          "best learning rate, {} ± {} against {} ± {}",
+          lambda: [100 * (_fair("tied", "valid ppl")[0] / _fair("untied", "valid ppl")[0] - 1),
+                   *_fair("tied", "valid ppl"), *_fair("untied", "valid ppl")]),
+    Quote("experiments/tying_wikitext/README.md", "Untying at 10 / 25 / 50% of training ends {} / {} "
+          "/ {} perplexity over untied",
+          lambda: [_fair(run, "valid - untied (paired)")[0]
+                   for run in ("untie10", "untie25", "untie50")]),
+    Quote("experiments/tying_wikitext/README.md", "at step 1,600: GPT-2's convention {} ± {}, "
+          "fairseq's {} ± {}, T5's {} ± {} at its best rate tried; against an untied d 44 model "
+          "with the tied one's weights, GPT-2's {} ± {} (undecided, tied lower in 3 of 3 seeds: the "
+          "price is the output matrix's weights), fairseq's {} ± {}, T5's {} ± {}; untying at 10% "
+          "{} ± {}",
+          lambda: _flat(*(_wikitext("results-conventions.csv", tied, untied, step="1600")
+                          for untied in ("untied", "untied-d44")
+                          for tied in ("tied", "tied-fairseq-lr8e-3", "tied-t5-lr1.6e-2")),
+                        _wikitext("results-conventions.csv", "untie10", "untied", step="1600"))),
+    Quote("experiments/tying_wikitext/README.md", "tying helps: {} [{}, {}] nats at the best rate of "
+          "both arms, {}% lower perplexity",
+          lambda: _flat(_bounds_of(_wikitext("results-word-gpu.csv", "tied-lr1e-3",
+                                             "untied-lr1e-3", seed="seed_index")),
+                        100 * (1 - np.exp(_wikitext("results-word-gpu.csv", "tied-lr1e-3",
+                                                    "untied-lr1e-3", seed="seed_index")[0])))),
+    Quote("experiments/tying_wikitext/README.md", "tied - untied at each arm's best evaluation {} ± {} "
+          "nats (3 of 3 seeds; tied is worse for the first 3-4 epochs), and {} ± {} against an "
+          "untied d 76 with tied's weights; there the convention decides the sign: fairseq's tied "
+          "draws level with untied ({} ± {}), T5's pays ({} ± {})",
+          lambda: _flat(_wikitext("results-ptb-proxy.csv", "tied", "untied", best=True),
+                        _wikitext("results-ptb-proxy.csv", "tied", "untied-d76", best=True),
+                        *(_wikitext("results-ptb-proxy-conv.csv", tied, "untied", best=True)
+                          for tied in ("tied-fairseq", "tied-t5")))),
     Quote("docs/findings/index.md", "every cell's share within ±{} nats",
           lambda: [_tying_price_bound()]),
     Quote("docs/findings/index.md", "context-dependent ratio's {} [{}, {}] clear of zero",
