@@ -196,6 +196,12 @@ def _calibration() -> tuple[float, int, float]:
     return stats.spearmanr(x, y).statistic, len(rows), 1.96 * residual
 
 
+def _calibration_p() -> float:
+    rows = _csv("dh_calibration/capacity.csv")
+    return stats.spearmanr([float(r["excess_k3_cos"]) for r in rows],
+                           [float(r["price"]) for r in rows]).pvalue
+
+
 def _wikitext(results: str, tied: str, untied: str, *, step: str | None = None,
               best: bool = False, seed: str = "seed") -> tuple[float, float]:
     """tying_wikitext: tied minus untied valid loss, paired by seed, at `step` (None: the last)
@@ -365,6 +371,9 @@ QUOTES = [
                         _wikitext("results-ptb-proxy.csv", "tied", "untied-d76", best=True),
                         *(_wikitext("results-ptb-proxy-conv.csv", tied, "untied", best=True)
                           for tied in ("tied-fairseq", "tied-t5")))),
+    Quote("experiments/dh_calibration/README.md", "| k 3, cos, all d | {} | {} (p {}) / -0.03 "
+          "(p 0.5) | ±{} nats |", lambda: [_calibration()[1], _calibration()[0],
+                                          _calibration_p(), _calibration()[2]]),
     Quote("docs/findings/index.md", "every cell's share within ±{} nats",
           lambda: [_tying_price_bound()]),
     Quote("docs/findings/index.md", "context-dependent ratio's {} [{}, {}] clear of zero",
