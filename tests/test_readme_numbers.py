@@ -185,6 +185,17 @@ def _capacity_share(results: str, language: str, d: str, bias: str = "False"):
                     and r["decay"] == "0.1" and r["share"]])
 
 
+def _capacity_price_range() -> tuple[float, float]:
+    """The lowest and highest mean price of tying over the cells above capacity (K > d) of the
+    1,000-step grid (tying_capacity/results.csv)."""
+    price: dict[tuple, list[float]] = defaultdict(list)
+    for r in _csv("tying_capacity/results.csv"):
+        if int(r["k"]) > int(r["d"]):
+            price[(r["language"], r["k"], r["d"], r["decay"], r["bias"])].append(float(r["price"]))
+    means = [np.mean(values) for values in price.values()]
+    return min(means), max(means)
+
+
 def _calibration() -> tuple[float, int, float]:
     """dh_calibration/capacity.csv at k 3 / cos: Spearman of overlap excess and price, the
     members, and the 95% prediction interval's half-width of the linear fit."""
@@ -374,6 +385,14 @@ QUOTES = [
     Quote("experiments/dh_calibration/README.md", "| k 3, cos, all d | {} | {} (p {}) / -0.03 "
           "(p 0.5) | ±{} nats |", lambda: [_calibration()[1], _calibration()[0],
                                           _calibration_p(), _calibration()[2]]),
+    Quote("README.md", "above capacity tying costs {}-{} nats (cell means, 6 seeds)",
+          lambda: _flat(_capacity_price_range())),
+    Quote("docs/findings/index.md", "costs {}-{} nats (cell means over 6 seeds at step 1,000)",
+          lambda: _flat(_capacity_price_range())),
+    Quote("experiments/README.md", "above capacity (K > d) tying costs {}-{} nats (cell means)",
+          lambda: _flat(_capacity_price_range())),
+    Quote("experiments/README.md", "K > d tying does cost ({}-{} nats, cell means)",
+          lambda: _flat(_capacity_price_range())),
     Quote("docs/findings/index.md", "every cell's share within ±{} nats",
           lambda: [_tying_price_bound()]),
     Quote("docs/findings/index.md", "context-dependent ratio's {} [{}, {}] clear of zero",
@@ -496,7 +515,6 @@ UNCHECKED = {
     "input_side": ["96-100%"],
     "exor": ["12", "7", "40", "0.19"],
     "untie": ["100", "0.391", "0.001", "0.390", "0.001", "5"],
-    "tying_capacity": ["0.01-0.4"],
     "corpus_dh": ["9", "21%", "1%"],
     "diagnose": ["1.7-2.7%", "70-90x"],
     "wikitext": ["44.7%", "625"],
