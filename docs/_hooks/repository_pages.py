@@ -1,7 +1,8 @@
-"""mkdocs hook: the studies' READMEs, results and figures (experiments/), the theorems (proofs/),
-the grammar format (synthetic/README.md) and the calibration table a study links to become pages of the site where they lie, so that
-their own relative links work and `mkdocs build --strict` checks them. One home for each text:
-the site shows these files, it does not copy them into docs/."""
+"""mkdocs hook: the studies' READMEs with their results, figures, scripts and configs
+(experiments/), the theorems (proofs/), the grammar specs (synthetic/) and the calibration table
+a study links to become files of the site where they lie in the repository, so that their own
+relative links work and `mkdocs build --strict` checks them. One home for each text: the site
+shows these files, it does not copy them into docs/."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ from pathlib import Path
 from mkdocs.structure.files import File, Files
 
 ROOT = Path(__file__).resolve().parents[2]
-#: The repository's folders shown on the site, and the kinds of file taken from them.
-SHOWN = {"experiments": ("*.md", "*.png"), "proofs": ("*.md",), "synthetic": ("README.md",),
+#: The repository's folders shown on the site, and the kinds of file taken from them: a study's
+#: README may link to its scripts, configs and results files, which the site serves as they are.
+STUDY_FILES = ("*.md", "*.png", "*.csv", "*.json", "*.jsonl", "*.py", "*.toml", "*.sh")
+SHOWN = {"experiments": STUDY_FILES, "proofs": ("*.md",), "synthetic": ("*.md", "*.toml"),
          "dhwt/analysis": ("dh_calibration.json",)}
 
 
@@ -20,6 +23,8 @@ def on_files(files: Files, config) -> Files:
     for folder, patterns in SHOWN.items():
         for pattern in patterns:
             for path in sorted((ROOT / folder).rglob(pattern)):
+                if "__pycache__" in path.parts:
+                    continue
                 files.append(File(path.relative_to(ROOT).as_posix(), src_dir=str(ROOT),
                                   dest_dir=config["site_dir"],
                                   use_directory_urls=config["use_directory_urls"]))
