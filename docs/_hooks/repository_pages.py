@@ -1,6 +1,6 @@
 """mkdocs hook: the studies' READMEs with their results, figures, scripts and configs
-(experiments/), the theorems (proofs/), the grammar specs (synthetic/) and the calibration table
-a study links to become files of the site where they lie in the repository, so that their own
+(experiments/), the theorems (proofs/), the grammar specs (synthetic/) and the package's source
+files a page links to (dhwt/) become files of the site where they lie in the repository, so that their own
 relative links work and `mkdocs build --strict` checks them. One home for each text: the site
 shows these files, it does not copy them into docs/."""
 
@@ -12,10 +12,11 @@ from mkdocs.structure.files import File, Files
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The repository's folders shown on the site, and the kinds of file taken from them: a study's
-#: README may link to its scripts, configs and results files, which the site serves as they are.
+#: README may link to its scripts, configs and results files, or to the package's code, which
+#: the site serves as they are.
 STUDY_FILES = ("*.md", "*.png", "*.csv", "*.json", "*.jsonl", "*.py", "*.toml", "*.sh")
 SHOWN = {"experiments": STUDY_FILES, "proofs": ("*.md",), "synthetic": ("*.md", "*.toml"),
-         "dhwt/analysis": ("dh_calibration.json",)}
+         "dhwt": ("*.py", "*.json")}
 
 
 def on_files(files: Files, config) -> Files:
