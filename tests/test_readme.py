@@ -1,5 +1,6 @@
 """The README is a front door that works as written: its Python runs (importing only dhwt), its
-two commands come first, every file it links to exists, and it stays short with one figure."""
+two commands come first, every file it links to exists, and it stays short with one figure. The
+getting-started page's Python runs as written too."""
 
 from __future__ import annotations
 
@@ -15,8 +16,14 @@ ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text("utf-8")
 
 
-def _blocks(language: str) -> list[str]:
-    return re.findall(rf"^```{language}\n(.*?)^```", README, re.M | re.S)
+def _blocks(language: str, text: str = README) -> list[str]:
+    return re.findall(rf"^```{language}\n(.*?)^```", text, re.M | re.S)
+
+
+def _run(code: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True,
+                          timeout=600, env={**os.environ, "MPLBACKEND": "Agg",
+                                            "PYTHONPATH": str(ROOT)})
 
 
 def test_the_two_commands_come_first():
@@ -47,9 +54,7 @@ def test_the_python_imports_only_dhwt():
 @pytest.mark.slow  # a python process that trains two runs of 3 seeds: about 15 s
 def test_the_python_runs_as_written(tmp_path):
     (code,) = _blocks("python")
-    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=600, env={**os.environ, "MPLBACKEND": "Agg",
-                                                       "PYTHONPATH": str(ROOT)})
+    done = _run(code, tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     optimum, overlap, report = done.stdout.splitlines()[-3:]
     assert optimum == "0.509"
@@ -57,3 +62,13 @@ def test_the_python_runs_as_written(tmp_path):
     assert Path(tmp_path / report).is_file() and report.endswith("report.md")
     assert sorted(p.name for p in (tmp_path / "runs" / "quick").iterdir()) == [
         "data", "report", "tied", "untied"]
+
+
+@pytest.mark.slow  # trains two runs of 5 seeds: about 15 s
+def test_the_getting_started_python_runs_as_written(tmp_path):
+    (code,) = _blocks("python", (ROOT / "docs" / "getting-started.md").read_text("utf-8"))
+    done = _run(code, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    optimum, distance, overlaps = done.stdout.splitlines()[-3:]
+    assert round(float(optimum), 3) == 0.509 and float(distance) >= 0.0
+    assert all(0.0 <= float(x) <= 1.0 for x in overlaps.split())
