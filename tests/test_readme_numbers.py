@@ -318,7 +318,8 @@ QUOTES = [
               _twins("mlm-sem100-p0.1", "price"), _twins("mlm-sem100-p0.1", "T4 B(0)"),
               _twins("clm-cnd100", "price"))),
     Quote("experiments/README.md", "at K 16, d 4, 10 seeds: cnd twins {} [{}, {}], context-dependent "
-          "ratio {} [{}, {}] without a bias, {} [{}, {}] with one (all three Holm-significant), "
+          "ratio {} [{}, {}] without a bias, {} [{}, {}] with one (all three Holm-significant at "
+          "3,000 steps; both later protocols below leave the cnd twins' share undecided), "
           "constant-ratio sem {} [{}, {}] (equivalent to zero; predicted to pay); at d 8 (K/d 2) "
           "the ratio's share falls to {} [{}, {}]",
           lambda: _flat(_capacity_share("results-3k.csv", "cnd-clm", "4"),
