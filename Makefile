@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 TORCH ?= torch==2.13.0
 STUDY_OUT ?= runs/exor-small
 
-.PHONY: setup test study clean
+.PHONY: setup test study docs clean
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
@@ -26,6 +26,11 @@ $(VENV)/.installed-test: $(VENV)/.installed
 
 test: $(VENV)/.installed-test
 	$(BIN)/pytest -q
+
+# The documentation site, offline, into build/site (git-ignored); --strict fails on a broken
+# link or a missing reference. Its packages come with the `test` extra (the `docs` extra).
+docs: $(VENV)/.installed-test
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 study: setup
 	$(BIN)/dhwt study experiments/exor_small.toml --out $(STUDY_OUT) --overwrite

@@ -51,7 +51,7 @@ def knn_cmd(a_spec: str, b_spec: str, as_json: bool, **options: object) -> None:
     in B are compared; the mean Jaccard and overlap are printed with the chance level of
     norm-matched random directions (shared row norms alone give several percent under ip).
     Two 50257 x 512 spaces, k=10: 7.3 s on a 2-core Intel Xeon with AMX, 0.43x the time of two
-    exact faiss searches there, 1.0 GB peak memory (experiments/wikitext/README.md).
+    exact faiss searches there, 1.0 GB peak memory (experiments/benchmarks/LOG.md).
     The candidate pass runs in bfloat16 (float32 sums, or sums rounded to bfloat16) where a
     probe finds that faster and exact-summing, else float32;
     DHWT_KNN_PRECISION=float32|bfloat16|bfloat16-output forces one. Either way the neighbours

@@ -3,7 +3,7 @@
 
 "bernoulli" draws each mask element with torch's `bernoulli_`: one 32-bit draw per element, at
 keep rate 1 - p exactly; on the CPU its kernel is serial, and at GPT-2-small's shape the masks
-were 9% of a training step (experiments/wikitext/README.md). "packed" reads two mask elements
+were 9% of a training step (experiments/benchmarks/LOG.md). "packed" reads two mask elements
 from each 31-bit draw of `random_` on int32 (bits 0-14 and 15-29) and keeps an element when its
 15 bits fall below round((1 - p) 2^15): the keep rate is that threshold over 2^15, within 2^-16
 of 1 - p, and the kept elements are scaled by its inverse, so E[mask] = 1 exactly as with

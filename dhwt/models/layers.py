@@ -47,7 +47,7 @@ def layer_norm(
     One autograd node with its backward written out, in fewer ops than autograd's graph of the
     same formula (torch's own LayerNorm reduces over the last dims only): each op is a pass over
     the activations and, with several threads, a parallel region, which on a busy core costs a
-    scheduler slice (experiments/wikitext/README.md, "Where the GPT-2-small step goes").
+    scheduler slice (experiments/benchmarks/LOG.md, "Where the GPT-2-small step goes").
 
     Examples:
         >>> import torch

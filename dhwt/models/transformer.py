@@ -173,7 +173,7 @@ class Block(nn.Module):
         and head: qkv (S, 3, H, dh, L, B) -> heads (S, d, T). q, k and v are (dh, L) blocks, so
         the copy into them only swaps L and B (a position-major head is (dh, L, B)); the (L, dh)
         blocks SDPA takes cost a copy that moves dh innermost, 1.6x the time at GPT-2-small's
-        shape (experiments/wikitext/README.md). The output comes as (L, dh) blocks, the product
+        shape (experiments/benchmarks/LOG.md). The output comes as (L, dh) blocks, the product
         of the weights as they are, whose gradient then needs no transposed copy."""
         c = self.config
         members, _, heads, head_dim, length, batch = qkv.shape

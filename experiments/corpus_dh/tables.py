@@ -1,4 +1,4 @@
-"""The tables of experiments/corpus_dh/README.md: `dhwt corpus-dh` on the built-in grammars and
+"""The tables of experiments/corpus_dh/LOG.md: `dhwt corpus-dh` on the built-in grammars and
 variants (exact and sampled counts) and on WikiText-2 under six tokenizers (order 1), or the
 given runs (e.g. bpe:2048@2: tokenizer bpe:2048, order 2).
 

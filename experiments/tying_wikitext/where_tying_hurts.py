@@ -1,4 +1,4 @@
-"""Where tying hurts, held out across tokenizers (README section 6; issue 34 item 3).
+"""Where tying hurts, held out across tokenizers (LOG.md section 6; issue 34 item 3).
 
     python experiments/tying_wikitext/where_tying_hurts.py \
         --study bpe:2048 runs/tw-gpt2 1600 runs/cdh-bpe2048-o2 \
@@ -15,8 +15,8 @@ frequency-matched null (per_token.csv), and the log share of train tokens. Write
 where_tying_hurts.md (every number of section 6) and figures/where_tying_hurts.png; --cache
 keeps the evaluated per-type arrays (an .npz per study) so that a second call skips the models.
 
-Statistics (declared in the README before they were computed): types seen in train, compared
-by corpus-dh and with at least MIN_VALID valid occurrences; the same without the CUT most
+Statistics (declared in LOG.md, section 6, before they were computed): types seen in train,
+compared by corpus-dh and with at least MIN_VALID valid occurrences; the same without the CUT most
 frequent; type-weighted (each type once) and token-weighted (by valid occurrences); Spearman
 and partial Spearman with BOOTSTRAP percentile intervals over types; least squares of price on
 [1, frequency] (M0), plus the model overlap (Ma) or corpus-dh (Mb), fitted on one tokenizer

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# word_gpu.toml in one device call on a lent GPU (README.md, "Word level on a GPU"): the study's
+# word_gpu.toml in one device call on a lent GPU (LOG.md, section 7): the study's
 # groups (three learning rates) as parallel jobs (`dhwt study --jobs 3`; one process if that
 # fails) on the one GPU, cut at BUDGET seconds if not done (a cut run keeps its metrics to its
 # last evaluation; the constant lr makes a cut run the same as a shorter one). What comes back

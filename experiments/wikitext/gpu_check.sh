@@ -3,7 +3,7 @@
 # benchmark at the blog's shape (dhwt vs HF GPT-2, fp32 and bf16-mixed), then exp 1 at the
 # reference settings (experiments/wikitext/gpu.toml, bf16-mixed) for as many of its 16,000 steps
 # as the rest of the budget allows, and the KNN match between its two members over the snapshots
-# (searched on the GPU). Results in $OUT (8 files; see experiments/wikitext/README.md, "GPU").
+# (searched on the GPU). Results in $OUT (8 files; see experiments/wikitext/LOG.md, "GPU").
 #
 #   OUT=DIR DHWT_DATA=../shared/data bash experiments/wikitext/gpu_check.sh
 #
