@@ -10,7 +10,7 @@ the heap is never trimmed), so from the second step on the step reuses pages it 
 What it costs: the process keeps its peak memory until the run ends. On exit glibc's fixed
 defaults come back (M_MMAP_MAX 65,536, M_TRIM_THRESHOLD 128 KiB; glibc has no way back to its
 adaptive thresholds) and `malloc_trim(0)` hands the free memory back. Elsewhere than glibc
-(macOS, musl) it does nothing. The timings: experiments/wikitext/README.md ("Where the
+(macOS, musl) it does nothing. The timings: experiments/benchmarks/LOG.md ("Where the
 GPT-2-small step goes").
 
 Examples:

@@ -173,7 +173,7 @@ def launch(device: str = "cpu") -> Iterator[Parallel]:
     missing = [k for k in ("MASTER_ADDR", "MASTER_PORT") if k not in os.environ]
     if missing:
         raise DhwtError(f"WORLD_SIZE is {world_size} but {missing[0]} is not set; start several "
-                        "processes with torchrun (see README, 'Running long and large')")
+                        "processes with torchrun (see docs/how-to/run-a-study.md)")
     try:
         torch.distributed.init_process_group(backend_for(where), rank=rank, world_size=world_size)
     except (RuntimeError, ValueError) as exc:  # torch's rendezvous errors; first line is the gist

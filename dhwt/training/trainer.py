@@ -70,7 +70,7 @@ Precision (dhwt.training.precision). The forward passes of training and evaluati
 the run's precision (fp32, or bf16-mixed autocast); tf32 is set for the run and restored
 after. AdamW is fused (one kernel for every tensor); `compile` puts the training
 forward through torch.compile (on a CPU it paid at the GPT-2-small shape, 1.10x, and cost at the
-WikiText one, 0.85x: experiments/wikitext/README.md).
+WikiText one, 0.85x: experiments/benchmarks/LOG.md).
 """
 
 from __future__ import annotations
