@@ -32,7 +32,7 @@ Examples:
     >>> result = train(config, None, out)      # builds out/data from the grammar, then trains
     >>> result.step, sorted(p.name for p in out.iterdir() if not p.name.startswith("."))
     (3, ['checkpoints', 'config.toml', 'data', 'embeddings', 'figures', 'metrics.jsonl',
-         'report.html', 'report.md'])
+         'report.html', 'report.md', 'sessions.json'])
     >>> train(config, None, out, resume=True).touched     # finished: left as it was
     False
 """

@@ -24,10 +24,13 @@ import json
 import subprocess
 from datetime import datetime, timezone
 from functools import cache
+from importlib import metadata
 from pathlib import Path
 
-import dhwt
 from dhwt.directories import atomic_write_bytes
+
+#: The package's folder, whose git checkout (if it is one) names the code a run ran.
+PACKAGE = Path(__file__).resolve().parents[1]
 
 
 def read_sessions(path: Path) -> list[dict[str, object]]:
@@ -38,7 +41,7 @@ def read_sessions(path: Path) -> list[dict[str, object]]:
 def start_session(path: Path, from_step: int) -> None:
     """Record a session starting now from `from_step`."""
     session = {"start_utc": _now(), "end_utc": None, "from_step": from_step, "to_step": None,
-               "dhwt": dhwt.__version__, **code()}
+               **code()}
     _write(path, [*read_sessions(path), session])
 
 
@@ -51,12 +54,13 @@ def end_session(path: Path, to_step: int) -> None:
 
 @cache
 def code() -> dict[str, object]:
-    """{"commit": HEAD's hash, "modified": whether tracked files differ from it} of the git
-    checkout dhwt runs from; both None where dhwt is not a tracked file of one (an installed
-    wheel, even in a virtual environment inside someone's repository)."""
+    """{"dhwt": the installed version, "commit": HEAD's hash, "modified": whether tracked files
+    differ from it} of the git checkout dhwt runs from; commit and modified None where dhwt is
+    not a tracked file of one (an installed wheel, even in a virtual environment inside
+    someone's repository), the version None where dhwt is not installed."""
     def git(*args: str) -> str | None:
         try:
-            done = subprocess.run(["git", *args], cwd=Path(dhwt.__file__).parent,
+            done = subprocess.run(["git", *args], cwd=PACKAGE,
                                   capture_output=True, text=True, timeout=30)
         except (OSError, subprocess.TimeoutExpired):
             return None
@@ -65,7 +69,12 @@ def code() -> dict[str, object]:
     tracked = git("ls-files", "--error-unmatch", "__init__.py") is not None
     commit = git("rev-parse", "HEAD") if tracked else None
     status = None if commit is None else git("status", "--porcelain", "--untracked-files=no")
-    return {"commit": commit, "modified": None if status is None else bool(status)}
+    try:
+        version = metadata.version("dhwt")
+    except metadata.PackageNotFoundError:
+        version = None
+    return {"dhwt": version, "commit": commit,
+            "modified": None if status is None else bool(status)}
 
 
 def _now() -> str:
