@@ -24,9 +24,10 @@ plan is checked again at exp 1's own rate before exp 2 starts. Training that sti
 interrupted when only --curves-seconds are left (the snapshots written so far stay and are
 measured; exp 2 then does not start, since it needs exp 1's last checkpoint).
 
-OUT gets only small files: blog_curves.csv and .json (the curves; the json also holds the plan,
+OUT gets five small files: blog_curves.csv and .json (the curves; the json also holds the plan,
 the probe's and every phase's seconds, and each member's final valid and test perplexity),
-blog_curves.png, blog_run.log, and each run's metrics.jsonl and report.md (exp1_..., exp2_...).
+blog_curves.png, blog_metrics.jsonl (both runs' metric lines, each with its "run") and
+blog_run.log.
 The run directories (snapshots of 412 MB and checkpoints of 1.7 GB at the blog's size) stay in
 WORK.
 
@@ -47,7 +48,6 @@ import io
 import json
 import math
 import os
-import shutil
 import signal
 import sys
 import tempfile
@@ -84,7 +84,9 @@ BLOG = {"exp1_peak": 0.26, "exp1_peak_step": 3000, "exp2_level": 0.32}
 EXP2_SEEDS = [100, 200]
 PROBE_STEPS = 10        # timed updates of the probe, after WARMUP untimed ones
 WARMUP = 3
-RESULTS = ("blog_curves.csv", "blog_curves.json", "blog_curves.png", "blog_run.log")
+#: What OUT gets (a device call returns at most 8 files).
+RESULTS = ("blog_curves.csv", "blog_curves.json", "blog_curves.png", "blog_metrics.jsonl",
+           "blog_run.log")
 
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -335,9 +337,8 @@ def figure(rows: dict[str, list[dict[str, object]]], path: Path, title: str) -> 
     plt.close(fig)
 
 
-def final_perplexities(run_dir: Path) -> dict[str, list[float]]:
-    """Each split's perplexity per member at the run's last evaluation."""
-    lines = load_run(run_dir).metrics()
+def final_perplexities(lines: list[dict[str, object]]) -> dict[str, list[float]]:
+    """Each split's perplexity per member at the last evaluation of a run's metric `lines`."""
     if not lines:
         return {}
     last = max(line["step"] for line in lines)
@@ -422,12 +423,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             log(f"exp 2: {'finished' if done else 'stopped for time'} in "
                 f"{summary['seconds']['exp2']:.1f} s")
             trained["exp2"] = runs["exp2"]
-    for name, path in trained.items():
-        for source, target in (("metrics.jsonl", f"{name}_metrics.jsonl"),
-                               ("report.md", f"{name}_report.md")):
-            if (path / source).is_file():
-                shutil.copyfile(path / source, out / target)
-        summary.setdefault("perplexity", {})[name] = final_perplexities(path)
+    lines = {name: load_run(path).metrics() for name, path in trained.items()}
+    atomic_write_bytes(out / "blog_metrics.jsonl", "".join(
+        json.dumps({"run": name, **line}) + "\n" for name, found in lines.items()
+        for line in found).encode())
+    summary["perplexity"] = {name: final_perplexities(found) for name, found in lines.items()}
 
     began = time.monotonic()
 
@@ -435,7 +435,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         write_csv(rows, out / "blog_curves.csv")
         write_summary(summary | {"curves": rows}, out)
 
-    rows = measure_curves(trained, str(device), left() - 5, log, written)
+    rows = measure_curves(trained, str(device), left() - 2, log, written)
     summary["seconds"]["curves"] = time.monotonic() - began
     summary["curves"] = rows
     figure(rows, out / "blog_curves.png", f"dhwt on {where}, {config1.placement.precision}; "
