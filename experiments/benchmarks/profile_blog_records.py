@@ -1,0 +1,111 @@
+"""Where a blog-scale run's time goes beside its updates (issue 50), measured on the CPU: host
+synchronisations per update and per evaluation, and the seconds and bytes of one update, one
+evaluation, one snapshot and one checkpoint, for exp 1's ensemble (gpu.toml: two untied members,
+the GPT-2 vocabulary of 50,257 tokens) with a small body.
+
+The body is cut to what a shared CPU runs in seconds (d 64, 2 layers, 2 heads, d_ff 256, context
+64, batch 4; evaluation over --eval-windows windows of each split), while the vocabulary, which
+sizes the snapshots, the checkpoints and the logits, stays the blog's. Host synchronisations are
+counted under torch.profiler as the calls of the ops that read a value back from the device
+(SYNCING: `.item()`, `bool()`, `float()` and `.tolist()` end in aten::_local_scalar_dense;
+nonzero and masked_select size their output from the data): on a GPU each one waits for every
+queued kernel. The update runs with the NaN guard's GPU branch (the losses kept on the device
+until the next record, dhwt.training.trainer.Trainer._check_loss), so its count is the one a GPU
+update would show, except where the CPU and CUDA paths of an op differ (attention dropout: a
+hand softmax here, SDPA's fused kernel on a GPU). Also printed: the bytes of a snapshot and of a
+checkpoint at the blog's shape (d 512, 6 layers), counted from the parameters on torch's meta
+device. Needs WikiText-2 and the gpt2 tokenizer's files (DHWT_DATA, TIKTOKEN_CACHE_DIR).
+
+    DHWT_DATA=../shared/data TIKTOKEN_CACHE_DIR=../shared/data/gpt2/tiktoken_cache \\
+        nice -n 10 .venv/bin/python experiments/benchmarks/profile_blog_records.py \\
+        [--updates 5] [--eval-windows 32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from dhwt.config import TrainConfig
+from dhwt.runs.run import load_config_text
+from dhwt.training.memory import Need
+from dhwt.training.trainer import Trainer
+
+CONFIG = Path(__file__).parents[1] / "wikitext" / "gpu.toml"
+SMALL = {"d_model": 64, "n_layers": 2, "n_heads": 2, "d_ff": 256, "seq_len": 64,
+         "batch_size": 4, "device": "cpu", "threads": 1, "precision": "fp32"}
+#: Ops that read a value back to the host (a device synchronisation on a GPU).
+SYNCING = ("aten::_local_scalar_dense", "aten::nonzero", "aten::masked_select",
+           "aten::_unique2", "aten::unique_consecutive", "aten::repeat_interleave")
+
+
+def cpu_name() -> str:
+    """The CPU's model name (lscpu's), else platform's."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def syncs(work, times: int = 1) -> tuple[float, Counter[str]]:
+    """Seconds per call of `work` (called `times` times under the profiler) and its syncing
+    ops per call."""
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        start = time.perf_counter()
+        for _ in range(times):
+            work()
+        seconds = (time.perf_counter() - start) / times
+    counts = Counter({e.key: e.count / times for e in prof.key_averages() if e.key in SYNCING})
+    return seconds, counts
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--updates", type=int, default=5)
+    parser.add_argument("--eval-windows", type=int, default=32)
+    args = parser.parse_args()
+    values = TrainConfig.toml_values(CONFIG)
+    config = TrainConfig.from_dict({**values, **SMALL, "eval_windows": args.eval_windows})
+    task = load_config_text(config)
+    print(f"{cpu_name()}, torch {torch.__version__}, 1 thread; vocabulary {len(task.vocab)}, "
+          f"small body {SMALL}, {args.eval_windows} evaluation windows per split")
+    with tempfile.TemporaryDirectory() as scratch:
+        trainer = Trainer([(config, Path(scratch) / "run")], task)
+        trainer._check_loss = lambda loss: trainer._pending.append((trainer.step, loss.detach()))
+        trainer._update()  # warm-up
+        for name, work, times in (("update", trainer._update, args.updates),
+                                  ("evaluation", trainer.evaluate, 1),
+                                  ("guards before a record", lambda: (
+                                      trainer._check_pending(), trainer._guard_weights()), 1),
+                                  ("snapshot", lambda: trainer._snapshot(trainer.runs[0]), 1),
+                                  ("checkpoint", trainer._checkpoint, 1)):
+            seconds, counts = syncs(work, times)
+            found = ", ".join(f"{k.removeprefix('aten::')} {v:g}" for k, v in counts.items())
+            print(f"{name}: {seconds:.3f} s; host reads per call: {found or 'none'}")
+        for kind, folder in (("snapshot", "embeddings"), ("checkpoint", "checkpoints")):
+            sizes = [p.stat().st_size for p in (Path(scratch) / "run" / folder).iterdir()]
+            print(f"{kind} file: {max(sizes) / 1e6:.1f} MB")
+    blog = TrainConfig.from_dict(values)
+    model = blog.model_for(len(task.vocab), blog.data.seq_len)
+    per_member = Need.of(model, 1, 1, 1).parameters
+    members = len(blog.members.seeds)
+    table = len(task.vocab) * model.d_model
+    print(f"blog shape: {per_member:,} parameters per member; a snapshot holds "
+          f"{members * 2 * table * 4 / 1e6:.0f} MB (input and output tables of {members} members), "
+          f"a checkpoint after step 0 {members * per_member * 12 / 1e9:.2f} GB (weights and "
+          f"AdamW's two moments), at step 0 {members * per_member * 4 / 1e9:.2f} GB (no moments "
+          "yet)")
+
+
+if __name__ == "__main__":
+    main()
