@@ -14,7 +14,7 @@ until the next record, dhwt.training.trainer.Trainer._check_loss), so its count 
 update would show, except where the CPU and CUDA paths of an op differ (attention dropout: a
 hand softmax here, SDPA's fused kernel on a GPU). Also printed: the bytes of a snapshot and of a
 checkpoint at the blog's shape (d 512, 6 layers), counted from the parameters on torch's meta
-device. Needs WikiText-2 and the gpt2 tokenizer's files (DHWT_DATA, TIKTOKEN_CACHE_DIR).
+device (snapshot and checkpoint: timed without the profiler). Needs WikiText-2 and the gpt2 tokenizer's files (DHWT_DATA, TIKTOKEN_CACHE_DIR).
 
     DHWT_DATA=../shared/data TIKTOKEN_CACHE_DIR=../shared/data/gpt2/tiktoken_cache \\
         nice -n 10 .venv/bin/python experiments/benchmarks/profile_blog_records.py \\
@@ -35,8 +35,9 @@ from torch.profiler import ProfilerActivity, profile
 
 from dhwt.config import TrainConfig
 from dhwt.runs.run import load_config_text
+from dhwt.training.allocator import retained_memory
 from dhwt.training.memory import Need
-from dhwt.training.trainer import Trainer
+from dhwt.training.trainer import Trainer, _torch_settings
 
 CONFIG = Path(__file__).parents[1] / "wikitext" / "gpu.toml"
 SMALL = {"d_model": 64, "n_layers": 2, "n_heads": 2, "d_ff": 256, "seq_len": 64,
@@ -59,13 +60,21 @@ def cpu_name() -> str:
 
 def syncs(work, times: int = 1) -> tuple[float, Counter[str]]:
     """Seconds per call of `work` (called `times` times under the profiler) and its syncing
-    ops per call."""
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
+    ops per call, by where they were called from (the nearest caller that is neither
+    aten::item nor aten::is_nonzero: a Python frame or the op that reads)."""
+    with profile(activities=[ProfilerActivity.CPU], with_stack=True) as prof:
         start = time.perf_counter()
         for _ in range(times):
             work()
         seconds = (time.perf_counter() - start) / times
-    counts = Counter({e.key: e.count / times for e in prof.key_averages() if e.key in SYNCING})
+    counts: Counter[str] = Counter()
+    for event in prof.events():
+        if event.name in SYNCING:
+            caller = event.cpu_parent
+            while caller is not None and caller.name in ("aten::item", "aten::is_nonzero"):
+                caller = caller.cpu_parent
+            where = "top level" if caller is None else caller.name
+            counts[f"{event.name.removeprefix('aten::')} from {where}"] += 1 / times
     return seconds, counts
 
 
@@ -79,19 +88,25 @@ def main() -> None:
     task = load_config_text(config)
     print(f"{cpu_name()}, torch {torch.__version__}, 1 thread; vocabulary {len(task.vocab)}, "
           f"small body {SMALL}, {args.eval_windows} evaluation windows per split")
-    with tempfile.TemporaryDirectory() as scratch:
+    with (tempfile.TemporaryDirectory() as scratch, _torch_settings(1, torch.device("cpu")),
+          retained_memory(True)):  # the settings Trainer.run trains in
         trainer = Trainer([(config, Path(scratch) / "run")], task)
         trainer._check_loss = lambda loss: trainer._pending.append((trainer.step, loss.detach()))
         trainer._update()  # warm-up
         for name, work, times in (("update", trainer._update, args.updates),
                                   ("evaluation", trainer.evaluate, 1),
                                   ("guards before a record", lambda: (
-                                      trainer._check_pending(), trainer._guard_weights()), 1),
-                                  ("snapshot", lambda: trainer._snapshot(trainer.runs[0]), 1),
-                                  ("checkpoint", trainer._checkpoint, 1)):
+                                      trainer._check_pending(), trainer._guard_weights()), 1)):
             seconds, counts = syncs(work, times)
-            found = ", ".join(f"{k.removeprefix('aten::')} {v:g}" for k, v in counts.items())
-            print(f"{name}: {seconds:.3f} s; host reads per call: {found or 'none'}")
+            print(f"{name}: {seconds:.3f} s; host reads per call: {sum(counts.values()):g}")
+            for where, count in counts.most_common():
+                print(f"    {count:g} {where}")
+        # timed only: torch.profiler's stack records fail to decode around torch.save (2.13)
+        for name, work in (("snapshot", lambda: trainer._snapshot(trainer.runs[0])),
+                           ("checkpoint", trainer._checkpoint)):
+            start = time.perf_counter()
+            work()
+            print(f"{name}: {time.perf_counter() - start:.3f} s")
         for kind, folder in (("snapshot", "embeddings"), ("checkpoint", "checkpoints")):
             sizes = [p.stat().st_size for p in (Path(scratch) / "run" / folder).iterdir()]
             print(f"{kind} file: {max(sizes) / 1e6:.1f} MB")

@@ -70,7 +70,9 @@ from dhwt.directories import atomic_path, atomic_write_bytes  # noqa: E402
 from dhwt.errors import DhwtError  # noqa: E402
 from dhwt.runs.run import load_config_text  # noqa: E402
 from dhwt.text.corpus import WIKITEXT2, wikitext2_location  # noqa: E402
-from dhwt.training.trainer import Trainer  # noqa: E402
+from dhwt.training.allocator import retained_memory  # noqa: E402
+from dhwt.training.precision import tf32_matmuls  # noqa: E402
+from dhwt.training.trainer import Trainer, _torch_settings  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 from member_curves import overlap_rows  # noqa: E402
@@ -175,33 +177,40 @@ def sync(device: torch.device) -> None:
 
 
 def probe(config: TrainConfig, task: object, scratch: Path) -> dict[str, float]:
-    """Seconds of exp 1's pieces on this machine: building the ensemble ("setup"), one update
-    ("step", median-free mean of PROBE_STEPS after WARMUP), one evaluation, one snapshot and
-    one checkpoint, all written under `scratch`."""
+    """Seconds of exp 1's pieces on this machine, under the settings its run trains in:
+    building the ensemble ("setup"), one update ("step", the mean of PROBE_STEPS after WARMUP),
+    one evaluation, one snapshot and one checkpoint, all written under `scratch`."""
     timed: dict[str, float] = {}
     start = time.perf_counter()
     trainer = Trainer([(config, scratch / "probe")], task)
     timed["setup"] = time.perf_counter() - start
-    device = trainer.device
-    try:
-        for _ in range(WARMUP):
-            trainer._update()
-        sync(device)
-        for name, work, times in (("step", trainer._update, PROBE_STEPS),
-                                  ("evaluation", trainer.evaluate, 1),
-                                  ("snapshot", lambda: trainer._snapshot(trainer.runs[0]), 1),
-                                  ("checkpoint", trainer._checkpoint, 1)):
-            start = time.perf_counter()
-            for _ in range(times):
-                work()
-            sync(device)
-            timed[name] = (time.perf_counter() - start) / times
+    device, place = trainer.device, config.placement
+    try:  # under the torch settings Trainer.run trains in
+        with (_torch_settings(place.threads, device), tf32_matmuls(place.tf32),
+              retained_memory(device.type == "cpu")):
+            pieces(trainer, timed)
     finally:
         del trainer
         gc.collect()
         if device.type == "cuda":
             torch.cuda.empty_cache()
     return timed
+
+
+def pieces(trainer: Trainer, timed: dict[str, float]) -> None:
+    """Into `timed`, the seconds of one update, evaluation, snapshot and checkpoint."""
+    for _ in range(WARMUP):
+        trainer._update()
+    sync(trainer.device)
+    for name, work, times in (("step", trainer._update, PROBE_STEPS),
+                              ("evaluation", trainer.evaluate, 1),
+                              ("snapshot", lambda: trainer._snapshot(trainer.runs[0]), 1),
+                              ("checkpoint", trainer._checkpoint, 1)):
+        start = time.perf_counter()
+        for _ in range(times):
+            work()
+        sync(trainer.device)
+        timed[name] = (time.perf_counter() - start) / times
 
 
 def projected(config: TrainConfig, timed: dict[str, float]) -> float:
