@@ -24,7 +24,7 @@ device (snapshot and checkpoint: timed without the profiler). Needs WikiText-2 a
 from __future__ import annotations
 
 import argparse
-import platform
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -39,23 +39,15 @@ from dhwt.training.allocator import retained_memory
 from dhwt.training.memory import Need
 from dhwt.training.trainer import Trainer, _torch_settings
 
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_knn import cpu_model  # noqa: E402
+
 CONFIG = Path(__file__).parents[1] / "wikitext" / "gpu.toml"
 SMALL = {"d_model": 64, "n_layers": 2, "n_heads": 2, "d_ff": 256, "seq_len": 64,
          "batch_size": 4, "device": "cpu", "threads": 1, "precision": "fp32"}
 #: Ops that read a value back to the host (a device synchronisation on a GPU).
 SYNCING = ("aten::_local_scalar_dense", "aten::nonzero", "aten::masked_select",
            "aten::_unique2", "aten::unique_consecutive", "aten::repeat_interleave")
-
-
-def cpu_name() -> str:
-    """The CPU's model name (lscpu's), else platform's."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def syncs(work, times: int = 1) -> tuple[float, Counter[str]]:
@@ -86,7 +78,7 @@ def main() -> None:
     values = TrainConfig.toml_values(CONFIG)
     config = TrainConfig.from_dict({**values, **SMALL, "eval_windows": args.eval_windows})
     task = load_config_text(config)
-    print(f"{cpu_name()}, torch {torch.__version__}, 1 thread; vocabulary {len(task.vocab)}, "
+    print(f"{cpu_model()}, torch {torch.__version__}, 1 thread; vocabulary {len(task.vocab)}, "
           f"small body {SMALL}, {args.eval_windows} evaluation windows per split")
     with (tempfile.TemporaryDirectory() as scratch, _torch_settings(1, torch.device("cpu")),
           retained_memory(True)):  # the settings Trainer.run trains in
