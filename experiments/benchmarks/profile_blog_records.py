@@ -14,7 +14,8 @@ until the next record, dhwt.training.trainer.Trainer._check_loss), so its count 
 update would show, except where the CPU and CUDA paths of an op differ (attention dropout: a
 hand softmax here, SDPA's fused kernel on a GPU). Also printed: the bytes of a snapshot and of a
 checkpoint at the blog's shape (d 512, 6 layers), counted from the parameters on torch's meta
-device (snapshot and checkpoint: timed without the profiler). Needs WikiText-2 and the gpt2 tokenizer's files (DHWT_DATA, TIKTOKEN_CACHE_DIR).
+device (snapshot and checkpoint: timed without the profiler). Needs WikiText-2 and the gpt2
+tokenizer's files (DHWT_DATA, TIKTOKEN_CACHE_DIR).
 
     DHWT_DATA=../shared/data TIKTOKEN_CACHE_DIR=../shared/data/gpt2/tiktoken_cache \\
         nice -n 10 .venv/bin/python experiments/benchmarks/profile_blog_records.py \\

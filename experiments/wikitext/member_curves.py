@@ -5,8 +5,8 @@ between member 0's and member 1's input matrices, and their output matrices when
 tokens (the blog's average) and over the tokens seen in training (RUN_DIR/token_counts.npy; the
 neighbours then searched among seen rows), computed by dhwt.analysis.knn_curves
 (`overlap_rows`, which blog_run.py uses too). Writes OUT/member_curves.csv and
-OUT/member_curves.png and prints the table; steps are spread evenly over the snapshots, at most --max-steps of them
-(the first and the last always), so a large run's curve fits a time budget.
+OUT/member_curves.png and prints the table; steps are spread evenly over the snapshots, at most
+--max-steps of them (the first and the last always), so a large run's curve fits a time budget.
 
     python experiments/wikitext/member_curves.py RUN --out DIR [--device cuda] [--max-steps 9]
 """
