@@ -211,6 +211,10 @@ class EnsembleLM(nn.Module):
         return x * math.sqrt(self.config.d_model) if self.config.emb_scale else x
 
     def _check_inputs(self, inputs: torch.Tensor, padding: torch.Tensor | None) -> None:
+        """ValueError (DhwtError for a sequence too long) unless inputs and padding fit the
+        model. On a GPU the token ids are checked on the device, with no host synchronisation
+        (a per-step wait, experiments/benchmarks/profile_blog_records.py): an id out of range
+        fails as a CUDA device-side assertion at a later call instead of this ValueError."""
         c = self.config
         if inputs.dim() != 3 or inputs.shape[0] != self.members:
             raise ValueError(
@@ -222,7 +226,10 @@ class EnsembleLM(nn.Module):
             )
         if inputs.numel() and inputs.device.type != "meta":  # meta tensors hold no values
             low, high = torch.aminmax(inputs)
-            if low < 0 or high >= c.vocab_size:  # else a lookup reads another member's rows
+            if inputs.device.type != "cpu":  # reading them back would make every step wait
+                torch._assert_async((low >= 0) & (high < c.vocab_size),
+                                    f"token ids must lie in [0, {c.vocab_size})")
+            elif low < 0 or high >= c.vocab_size:  # else a lookup reads another member's rows
                 raise ValueError(f"token ids must lie in [0, {c.vocab_size}), got ids from "
                                  f"{int(low)} to {int(high)}")
         if padding is not None and padding.shape != inputs.shape:
