@@ -228,6 +228,35 @@ def _wikitext(results: str, tied: str, untied: str, *, step: str | None = None,
     return _t([loss[tied][s] - loss[untied][s] for s in loss[tied]])
 
 
+def _demand(contrast: str, *columns: str) -> list[float]:
+    """dh_demand/results/contrasts.csv at d 4: a contrast's mean [lo, hi] and `columns`."""
+    row = next(r for r in _csv("dh_demand/results/contrasts.csv")
+               if (r["d"], r["contrast"]) == ("4", contrast))
+    return [float(row[c]) for c in ("mean", "lo", "hi", *columns)]
+
+
+def _demand_certified(arm: str) -> list[float]:
+    """dh_demand's cells at d 4: members meeting the declared certificate (drift < 2e-4, gradient
+    norm < 2e-2), of how many, and the exact 95% interval."""
+    cells = [json.loads(p.read_text("utf-8"))
+             for p in (EXPERIMENTS / "dh_demand/results/cells").glob(f"k16-d4-*-{arm}.json")]
+    ok = sum(g < 2e-2 and d < 2e-4 for c in cells for g, d in zip(c["grad_norm"], c["drift"]))
+    n = sum(len(c["grad_norm"]) for c in cells)
+    return [ok, n, *clopper_pearson(ok, n)]
+
+
+def _demand_holding_prices() -> list[float]:
+    """dh_demand/results/results.csv at d 4: the lowest and highest mean price of the
+    DH-holding languages, and the 1:1 control's with a shared tail."""
+    price: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for r in _csv("dh_demand/results/results.csv"):
+        price[(r["pattern"], r["dose"])].append(float(r["price"]))
+    means = {key: np.mean(v) for key, v in price.items()}
+    holding = [m for (pattern, dose), m in means.items()
+               if (pattern == "equal") == (float(dose) == 0.0)]
+    return [min(holding), max(holding), means[("equal", "0.0")]]
+
+
 def _table_cell(path: str, row: str, column: str) -> list[float]:
     """The numbers in `column` of the row named `row` of a table an analysis script wrote."""
     header: list[str] = []
@@ -263,6 +292,27 @@ class Quote:
 
 
 QUOTES = [
+    Quote("README.md", "a sem-only constant-ratio violation costs {} [{}, {}] nats beyond its "
+          "partner (equivalent to zero at ±0.005), a context-dependent one {} [{}, {}], a "
+          "cnd-only one {} [{}, {}]; the price rises as the violation is removed ({} [{}, {}])",
+          lambda: _flat(*(_demand(c) for c in ("A_constant", "A_ratio", "A_equal", "C_step")))),
+    Quote("experiments/dh_demand/README.md", "A_constant {} [{}, {}], **equivalent to zero** (TOST "
+          "Holm p {})", lambda: _demand("A_constant", "p_tost_holm")),
+    Quote("experiments/dh_demand/README.md", "A_ratio {} [{}, {}],", lambda: _demand("A_ratio")),
+    Quote("experiments/dh_demand/README.md", "A_equal {} [{}, {}], undecided",
+          lambda: _demand("A_equal")),
+    Quote("experiments/dh_demand/README.md", "B_constant {} [{}, {}], B_ratio {} [{}, {}]",
+          lambda: _demand("B_constant") + _demand("B_ratio")),
+    Quote("experiments/dh_demand/README.md", "step λ 0.25 - λ 0 {} [{}, {}] (p {}, Holm {}); slope "
+          "over λ {} [{}, {}]", lambda: _demand("C_step", "p", "p_holm") + _demand("C_slope")),
+    Quote("experiments/dh_demand/README.md", "costing more than {} nats beyond its partner, a "
+          "context-dependent one more than {}, a cnd-only one more than {}",
+          lambda: [_demand(c)[2] for c in ("A_constant", "A_ratio", "A_equal")]),
+    Quote("experiments/dh_demand/README.md", "is met by {} of {} tied members (exact 95% interval "
+          "{}-{}) and {} of {} untied ({}-{})",
+          lambda: _demand_certified("tied") + _demand_certified("untied")),
+    Quote("experiments/dh_demand/README.md", "the DH-holding languages pay {} to {} nats (the 1:1 "
+          "control with a shared tail {})", _demand_holding_prices),
     Quote("README.md", "untied output rows of the DH-violating pair end at {} ± {} of the "
           "cross-class distance, of the DH-holding pair at {} ± {} ({} of {} seeds off the plateau",
           lambda: _flat(_main_job("untied", "output", "0a-0b"),
