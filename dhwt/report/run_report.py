@@ -69,15 +69,20 @@ def _optimizer_line(config: TrainConfig) -> str:
 
 
 def _certificate(rows: list[dict[str, object]], l2: float) -> list[str]:
-    """The certificate of a population fit, a line per member (dhwt.training.population)."""
+    """The certificate of a population fit, a line per member (dhwt.training.population), with
+    each member's gap to the best F of the run's members (restarts from other seeds)."""
+    best = min(float(r["objective"]) for r in rows)
     return ["## Certificate of the population fit", "",
             f"Each member's objective F = cross-entropy + {l2:g} / 2 ||θ||² where it ended, its "
-            "gradient norm there, and drift: F's fall over the last 100 L-BFGS iterations, or "
-            "all of them where fewer ran (small when the fit has stopped moving; the objective is not convex, so compare "
-            "members from different seeds for the best one found).", "",
-            "| seed | F | gradient norm | drift | L-BFGS iterations |", "|---:|---:|---:|---:|---:|",
-            *(f"| {r['seed']} | {r['objective']:.6f} | {r['grad_norm']:.2e} | "
-              f"{r['drift']:.2e} | {r['lbfgs_iterations']} |" for r in rows), ""]
+            "gradient norm there, drift: F's fall over the last 100 L-BFGS iterations, or "
+            "all of them where fewer ran (small when the fit has stopped moving), and its gap to "
+            "the lowest F of this run's members: the objective is not convex, and members from "
+            "different seeds are restarts.", "",
+            "| seed | F | gap to the best | gradient norm | drift | L-BFGS iterations |",
+            "|---:|---:|---:|---:|---:|---:|",
+            *(f"| {r['seed']} | {r['objective']:.6f} | {float(r['objective']) - best:.2e} | "
+              f"{r['grad_norm']:.2e} | {r['drift']:.2e} | {r['lbfgs_iterations']} |"
+              for r in rows), ""]
 
 
 def split_line(task, at_most: float = 1.0) -> str | None:  # noqa: ANN001 (a Task or TextTask)
