@@ -185,6 +185,13 @@ def _capacity_share(results: str, language: str, d: str, bias: str = "False"):
                     and r["decay"] == "0.1" and r["share"]])
 
 
+def _capacity_price(results: str, language: str, d: str, bias: str = "False"):
+    """A tying_capacity cell's price of tying (tied minus untied exact excess) at K 16."""
+    return _bounds([float(r["price"]) for r in _csv(f"tying_capacity/{results}")
+                    if (r["language"], r["k"], r["d"], r["bias"]) == (language, "16", d, bias)
+                    and r["decay"] == "0.1"])
+
+
 def _capacity_price_range() -> tuple[float, float]:
     """The lowest and highest mean price of tying over the cells above capacity (K > d) of the
     1,000-step grid (tying_capacity/results.csv)."""
@@ -436,6 +443,38 @@ QUOTES = [
     Quote("experiments/dh_calibration/README.md", "| k 3, cos, all d | {} | {} (p {}) / -0.03 "
           "(p 0.5) | ±{} nats |", lambda: [_calibration()[1], _calibration()[0],
                                           _calibration_p(), _calibration()[2]]),
+    Quote("experiments/tying_capacity/README.md", "above capacity tying costs {}-{} nats (cell "
+          "means, 6 seeds)", lambda: _flat(_capacity_price_range())),
+    Quote("experiments/tying_capacity/README.md", "the control pays {} [{}, {}] nats, the "
+          "violating kinds {} to {}:",
+          lambda: _flat(_capacity_price("results-3k.csv", "control-clm", "4"),
+                        min(_capacity_price("results-3k.csv", kind, "4")[0]
+                            for kind in ("cnd-clm", "ratio-clm", "sem-clm")),
+                        max(_capacity_price("results-3k.csv", kind, "4")[0]
+                            for kind in ("cnd-clm", "ratio-clm", "sem-clm")))),
+    Quote("experiments/tying_capacity/README.md", "the share is {} [{}, {}] for the "
+          "context-dependent ratio ({} [{}, {}] with an output bias), {} [{}, {}] for the cnd "
+          "twins and {} [{}, {}] for the constant-ratio sem pairs",
+          lambda: _flat(_capacity_share("results-3k.csv", "ratio-clm", "4"),
+                        _capacity_share("results-3k.csv", "ratio-clm", "4", "True"),
+                        _capacity_share("results-3k.csv", "cnd-clm", "4"),
+                        _capacity_share("results-3k.csv", "sem-clm", "4"))),
+    Quote("experiments/tying_capacity/README.md", "the context-dependent ratio's share at the cap "
+          "is {} [{}, {}] and {} [{}, {}]; the cnd twins' is undecided in both ({} [{}, {}], {} "
+          "[{}, {}])",
+          lambda: _flat(*(_capacity_share(results, kind, "4")
+                          for kind in ("ratio-clm", "cnd-clm")
+                          for results in ("results-converge.csv", "results-converge2.csv")))),
+    Quote("experiments/tying_capacity/README.md", "the control pays {} [{}, {}] nats and every "
+          "kind's share is equivalent to zero at ±0.005: cnd {} [{}, {}], sem {} [{}, {}], the "
+          "context-dependent ratio {} [{}, {}]",
+          lambda: _flat(_capacity_price("results-d16.csv", "control-clm", "16"),
+                        *(_capacity_share("results-d16.csv", kind, "16")
+                          for kind in ("cnd-clm", "sem-clm", "ratio-clm")))),
+    Quote("experiments/tying_capacity/README.md", "a sem-only constant-ratio violation costs {} "
+          "[{}, {}] nats beyond its partner", lambda: _demand("A_constant")),
+    Quote("experiments/tying_capacity/README.md", "fell inside the margin at K/d 2 ({} [{}, {}] at "
+          "3,000 steps)", lambda: _flat(_capacity_share("results-3k.csv", "ratio-clm", "8"))),
     Quote("README.md", "above capacity tying costs {}-{} nats (cell means, 6 seeds)",
           lambda: _flat(_capacity_price_range())),
     Quote("docs/findings/index.md", "costs {}-{} nats (cell means over 6 seeds at step 1,000)",
