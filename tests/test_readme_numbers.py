@@ -374,37 +374,6 @@ QUOTES = [
           "causal cnd-only twins {} ± {} nats", lambda: _flat(
               _twins("mlm-sem100-p0.1", "price"), _twins("mlm-sem100-p0.1", "T4 B(0)"),
               _twins("clm-cnd100", "price"))),
-    Quote("experiments/README.md", "at K 16, d 4, 10 seeds: cnd twins {} [{}, {}], context-dependent "
-          "ratio {} [{}, {}] without a bias, {} [{}, {}] with one (all three Holm-significant at "
-          "3,000 steps; both later protocols below leave the cnd twins' share undecided), "
-          "constant-ratio sem {} [{}, {}] (equivalent to zero; predicted to pay); at d 8 (K/d 2) "
-          "the ratio's share falls to {} [{}, {}]",
-          lambda: _flat(_capacity_share("results-3k.csv", "cnd-clm", "4"),
-                        _capacity_share("results-3k.csv", "ratio-clm", "4"),
-                        _capacity_share("results-3k.csv", "ratio-clm", "4", "True"),
-                        _capacity_share("results-3k.csv", "sem-clm", "4"),
-                        _capacity_share("results-3k.csv", "ratio-clm", "8"))),
-    Quote("experiments/README.md", "all read at the cap): ratio {} at d 4 with and without a bias "
-          "(Holm-significant), sem equivalent, cnd twins {} [{}, {}] (undecided), ratio at d 8 {} "
-          "[{}, {}] (equivalent)",
-          lambda: _flat(_capacity_share("results-converge.csv", "ratio-clm", "4")[0],
-                        _capacity_share("results-converge.csv", "cnd-clm", "4"),
-                        _capacity_share("results-converge.csv", "ratio-clm", "8"))),
-    Quote("experiments/README.md", "again no cell converged, ratio {} [{}, {}] with and without a "
-          "bias (above the margin, not Holm-significant), cnd twins {} [{}, {}] undecided, sem "
-          "without bias {} [{}, {}]",
-          lambda: _flat(*(_capacity_share("results-converge2.csv", kind, "4")
-                          for kind in ("ratio-clm", "cnd-clm", "sem-clm")))),
-    Quote("experiments/README.md", "(K 16, d 16, 10 seeds; all 4 cells converged by the criterion) "
-          "every share equivalent to zero, the context-dependent ratio {} [{}, {}] clear of zero",
-          lambda: _flat(_capacity_share("results-d16.csv", "ratio-clm", "16"))),
-    Quote("experiments/README.md", "keeps the ratio's {} and the constant ratio's zero, leaves the "
-          "cnd twins undecided ({} [{}, {}]) and puts the ratio at d 8 inside the margin ({})",
-          lambda: _flat(_capacity_share("results-converge.csv", "ratio-clm", "4")[0],
-                        _capacity_share("results-converge.csv", "cnd-clm", "4"),
-                        _capacity_share("results-converge.csv", "ratio-clm", "8")[0])),
-    Quote("experiments/README.md", "the ratio still pays ({} with and without a bias)",
-          lambda: [_capacity_share("results-converge2.csv", "ratio-clm", "4")[0]]),
     Quote("docs/findings/index.md", "both later protocols keep the ratio's share, {} and {}, but leave "
           "the cnd twins' undecided",
           lambda: [_capacity_share("results-converge.csv", "ratio-clm", "4")[0],
@@ -479,9 +448,26 @@ QUOTES = [
           lambda: _flat(_capacity_price_range())),
     Quote("docs/findings/index.md", "costs {}-{} nats (cell means over 6 seeds at step 1,000)",
           lambda: _flat(_capacity_price_range())),
+    Quote("experiments/README.md", "the context-dependent ratio's {} [{}, {}] at K 16, d 4, not "
+          "converged", lambda: _flat(_capacity_share("results-3k.csv", "ratio-clm", "4"))),
+    Quote("experiments/README.md", "a sem-only constant-ratio violation costs {} [{}, {}] nats "
+          "beyond its partner (equivalent to zero at ±0.005)", lambda: _demand("A_constant")),
+    Quote("experiments/README.md", "at BPE 2,048 tying costs {}% in valid perplexity at each arm's "
+          "best learning rate", lambda: [100 * (_fair("tied", "valid ppl")[0]
+                                                / _fair("untied", "valid ppl")[0] - 1)]),
+    Quote("experiments/README.md", "(tied - matched {} ± {} nats); at word level tying helps ({} "
+          "[{}, {}] nats)",
+          lambda: _flat(_wikitext("results-conventions.csv", "tied", "untied-d44", step="1600"),
+                        _bounds_of(_wikitext("results-word-gpu.csv", "tied-lr1e-3",
+                                             "untied-lr1e-3", seed="seed_index")))),
+    Quote("experiments/README.md", "({} models of `tying_capacity`'s grid, k 3 / cos: 95% "
+          "prediction interval ±{} nats)", lambda: [_calibration()[1], _calibration()[2]]),
+    Quote("experiments/README.md", "the untied logit gap of sem twins (p 0.1, masked) is {} ± {} "
+          "against log 9 = {}, no price measurable on them; cnd-only twins cost a tied model {} "
+          "± {} nats",
+          lambda: _flat(_twins("mlm-sem100-p0.1-untied", "mean z_a - z_b"), np.log(9),
+                        _twins("clm-cnd100", "price"))),
     Quote("experiments/README.md", "above capacity (K > d) tying costs {}-{} nats (cell means)",
-          lambda: _flat(_capacity_price_range())),
-    Quote("experiments/README.md", "K > d tying does cost ({}-{} nats, cell means)",
           lambda: _flat(_capacity_price_range())),
     Quote("docs/findings/index.md", "every cell's share within ±{} nats",
           lambda: [_tying_price_bound()]),
@@ -526,11 +512,6 @@ QUOTES = [
     Quote("experiments/README.md", "the data exclude a share beyond ±{} nats in every cell (90% "
           "intervals), against B(0) up to {}",
           lambda: [_tying_price_bound(), _merged_rows_price_at_99()[1]]),
-    Quote("experiments/README.md", "T5's +0.22 ± 0.02 (its rate sweep still improving), and against "
-          "an untied d 44 with the tied model's weights GPT-2's {} ± {} (undecided, tied lower in "
-          "3 of 3 seeds: the price is the weights), fairseq's {} ± {}, T5's {} ± {};",
-          lambda: _flat(*(_wikitext("results-conventions.csv", tied, "untied-d44", step="1600")
-                          for tied in ("tied", "tied-fairseq-lr8e-3", "tied-t5-lr1.6e-2")))),
     Quote("docs/findings/main-job.md", "| tied | {} at {} to {}; {} at {} | 5 / {} of 8 (exact 95% "
           "CI {}-{}%) |", lambda: _main_job_fit("tied")[:5] + _main_job_off_ci("tied")),
     Quote("docs/findings/main-job.md", "| untied | {} at {} to {}; {} at {} to {} | 7 / {} of 8 "
