@@ -284,6 +284,12 @@ def _fair(run: str, column: str) -> list[float]:
     return _table_cell("tying_wikitext/results.md", run, column)
 
 
+def _fair_cost() -> float:
+    """tying_wikitext/results.md: how much higher tied's valid perplexity is than untied's, in
+    percent, each arm at its best learning rate."""
+    return 100 * (_fair("tied", "valid ppl")[0] / _fair("untied", "valid ppl")[0] - 1)
+
+
 def _flat(*values) -> list[float]:
     out = []
     for value in values:
@@ -380,8 +386,7 @@ QUOTES = [
                    _capacity_share("results-converge2.csv", "ratio-clm", "4")[0]]),
     Quote("experiments/tying_wikitext/README.md", "tying costs {}% in valid perplexity at each arm's "
           "best learning rate, {} ± {} against {} ± {}",
-          lambda: [100 * (_fair("tied", "valid ppl")[0] / _fair("untied", "valid ppl")[0] - 1),
-                   *_fair("tied", "valid ppl"), *_fair("untied", "valid ppl")]),
+          lambda: [_fair_cost(), *_fair("tied", "valid ppl"), *_fair("untied", "valid ppl")]),
     Quote("experiments/tying_wikitext/README.md", "Untying at 10 / 25 / 50% of training ends {} / {} "
           "/ {} perplexity over untied",
           lambda: [_fair(run, "valid - untied (paired)")[0]
@@ -453,8 +458,7 @@ QUOTES = [
     Quote("experiments/README.md", "a sem-only constant-ratio violation costs {} [{}, {}] nats "
           "beyond its partner (equivalent to zero at ±0.005)", lambda: _demand("A_constant")),
     Quote("experiments/README.md", "at BPE 2,048 tying costs {}% in valid perplexity at each arm's "
-          "best learning rate", lambda: [100 * (_fair("tied", "valid ppl")[0]
-                                                / _fair("untied", "valid ppl")[0] - 1)]),
+          "best learning rate", lambda: [_fair_cost()]),
     Quote("experiments/README.md", "(tied - matched {} ± {} nats); at word level tying helps ({} "
           "[{}, {}] nats)",
           lambda: _flat(_wikitext("results-conventions.csv", "tied", "untied-d44", step="1600"),
@@ -469,6 +473,13 @@ QUOTES = [
                         _twins("clm-cnd100", "price"))),
     Quote("experiments/README.md", "above capacity (K > d) tying costs {}-{} nats (cell means)",
           lambda: _flat(_capacity_price_range())),
+    Quote("docs/findings/index.md", "a sem-only constant-ratio violation costs {} [{}, {}] nats "
+          "beyond its partner (equivalent to zero at ±0.005)", lambda: _demand("A_constant")),
+    Quote("docs/findings/index.md", "and {}% in the blog's recipe",
+          lambda: [_fair_cost()]),
+    Quote("docs/findings/index.md", "the data exclude a price of sharing above {} nats",
+          lambda: [sum(_wikitext("results-conventions.csv", "tied", "untied-d44",
+                                 step="1600"))]),
     Quote("docs/findings/index.md", "every cell's share within ±{} nats",
           lambda: [_tying_price_bound()]),
     Quote("docs/findings/index.md", "context-dependent ratio's {} [{}, {}] clear of zero",
