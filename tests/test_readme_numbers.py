@@ -203,6 +203,19 @@ def _capacity_price_range() -> tuple[float, float]:
     return min(means), max(means)
 
 
+def _capacity_bound_range() -> tuple[float, float]:
+    """The lowest and highest cell mean of T4's bound B(delta) at the measured tied rows, over
+    every tying_capacity results file's cells at d >= 4."""
+    bound: dict[tuple, list[float]] = defaultdict(list)
+    for results in sorted(EXPERIMENTS.glob("tying_capacity/results*.csv")):
+        for r in _csv(f"tying_capacity/{results.name}"):
+            if r["bound"] and int(r["d"]) >= 4:
+                bound[(results.name, r["language"], r["k"], r["d"], r["decay"], r["bias"])].append(
+                    float(r["bound"]))
+    means = [np.mean(values) for values in bound.values()]
+    return min(means), max(means)
+
+
 def _calibration() -> tuple[float, int, float]:
     """dh_calibration/capacity.csv at k 3 / cos: Spearman of overlap excess and price, the
     members, and the 95% prediction interval's half-width of the linear fit."""
@@ -417,6 +430,10 @@ QUOTES = [
     Quote("experiments/dh_calibration/README.md", "| k 3, cos, all d | {} | {} (p {}) / -0.03 "
           "(p 0.5) | ±{} nats |", lambda: [_calibration()[1], _calibration()[0],
                                           _calibration_p(), _calibration()[2]]),
+    Quote("experiments/tying_capacity/README.md", "(`tying_price`: the pair's share within ±{} "
+          "nats)", lambda: [_tying_price_bound()]),
+    Quote("experiments/tying_capacity/README.md", "T4's closeness bound B(δ) at the measured tied "
+          "rows is {}-{} nats at d >= 4 (cell means)", lambda: _flat(_capacity_bound_range())),
     Quote("experiments/tying_capacity/README.md", "above capacity tying costs {}-{} nats (cell "
           "means, 6 seeds)", lambda: _flat(_capacity_price_range())),
     Quote("experiments/tying_capacity/README.md", "the control pays {} [{}, {}] nats, the "
@@ -447,8 +464,8 @@ QUOTES = [
                           for kind in ("cnd-clm", "sem-clm", "ratio-clm")))),
     Quote("experiments/tying_capacity/README.md", "a sem-only constant-ratio violation costs {} "
           "[{}, {}] nats beyond its partner", lambda: _demand("A_constant")),
-    Quote("experiments/tying_capacity/README.md", "fell inside the margin at K/d 2 ({} [{}, {}] at "
-          "3,000 steps)", lambda: _flat(_capacity_share("results-3k.csv", "ratio-clm", "8"))),
+    Quote("experiments/tying_capacity/README.md", "at K/d 2 fell to {} [{}, {}] at 3,000 steps "
+          "(undecided), inside the margin at the first rerun's cap", lambda: _flat(_capacity_share("results-3k.csv", "ratio-clm", "8"))),
     Quote("README.md", "above capacity tying costs {}-{} nats (cell means, 6 seeds)",
           lambda: _flat(_capacity_price_range())),
     Quote("docs/findings/index.md", "costs {}-{} nats (cell means over 6 seeds at step 1,000)",
