@@ -185,6 +185,13 @@ def _capacity_share(results: str, language: str, d: str, bias: str = "False"):
                     and r["decay"] == "0.1" and r["share"]])
 
 
+def _capacity_price(results: str, language: str, d: str, bias: str = "False"):
+    """A tying_capacity cell's price of tying (tied minus untied exact excess) at K 16."""
+    return _bounds([float(r["price"]) for r in _csv(f"tying_capacity/{results}")
+                    if (r["language"], r["k"], r["d"], r["bias"]) == (language, "16", d, bias)
+                    and r["decay"] == "0.1"])
+
+
 def _capacity_price_range() -> tuple[float, float]:
     """The lowest and highest mean price of tying over the cells above capacity (K > d) of the
     1,000-step grid (tying_capacity/results.csv)."""
@@ -193,6 +200,19 @@ def _capacity_price_range() -> tuple[float, float]:
         if int(r["k"]) > int(r["d"]):
             price[(r["language"], r["k"], r["d"], r["decay"], r["bias"])].append(float(r["price"]))
     means = [np.mean(values) for values in price.values()]
+    return min(means), max(means)
+
+
+def _capacity_bound_range() -> tuple[float, float]:
+    """The lowest and highest cell mean of T4's bound B(delta) at the measured tied rows, over
+    every tying_capacity results file's cells at d >= 4."""
+    bound: dict[tuple, list[float]] = defaultdict(list)
+    for results in sorted(EXPERIMENTS.glob("tying_capacity/results*.csv")):
+        for r in _csv(f"tying_capacity/{results.name}"):
+            if r["bound"] and int(r["d"]) >= 4:
+                bound[(results.name, r["language"], r["k"], r["d"], r["decay"], r["bias"])].append(
+                    float(r["bound"]))
+    means = [np.mean(values) for values in bound.values()]
     return min(means), max(means)
 
 
@@ -226,6 +246,12 @@ def _wikitext(results: str, tied: str, untied: str, *, step: str | None = None,
         elif r["step"] == (step or last):
             loss[r["run"]][r[seed]] = float(r["loss"])
     return _t([loss[tied][s] - loss[untied][s] for s in loss[tied]])
+
+
+def _word_level() -> tuple[float, float]:
+    """tying_wikitext at word level (results-word-gpu.csv): tied minus untied valid loss at the
+    best rate of both arms, paired by seed."""
+    return _wikitext("results-word-gpu.csv", "tied-lr1e-3", "untied-lr1e-3", seed="seed_index")
 
 
 def _demand(contrast: str, *columns: str) -> list[float]:
@@ -275,6 +301,12 @@ def _twins(row: str, column: str) -> list[float]:
 
 def _fair(run: str, column: str) -> list[float]:
     return _table_cell("tying_wikitext/results.md", run, column)
+
+
+def _fair_cost() -> float:
+    """tying_wikitext/results.md: how much higher tied's valid perplexity is than untied's, in
+    percent, each arm at its best learning rate."""
+    return 100 * (_fair("tied", "valid ppl")[0] / _fair("untied", "valid ppl")[0] - 1)
 
 
 def _flat(*values) -> list[float]:
@@ -337,8 +369,7 @@ QUOTES = [
           "and helps at word level ({} [{}, {}] nats",
           lambda: _flat(_wikitext("results-conventions.csv", "tied", "untied", step="1600"),
                         _wikitext("results-conventions.csv", "tied", "untied-d44", step="1600"),
-                        _bounds_of(_wikitext("results-word-gpu.csv", "tied-lr1e-3",
-                                             "untied-lr1e-3", seed="seed_index")))),
+                        _bounds_of(_word_level()))),
     Quote("experiments/tying_price/README.md", "in {} of the {} cells (c > 1) its 95% interval "
           "excludes zero, 6 above (LayerNorm fixed, masked conflict, c 2-24: +0.0004 to +0.0006) "
           "and 21 below (-0.0001 to -0.0009, mostly causal), and the largest mean is {} ± {} "
@@ -367,45 +398,13 @@ QUOTES = [
           "causal cnd-only twins {} ± {} nats", lambda: _flat(
               _twins("mlm-sem100-p0.1", "price"), _twins("mlm-sem100-p0.1", "T4 B(0)"),
               _twins("clm-cnd100", "price"))),
-    Quote("experiments/README.md", "at K 16, d 4, 10 seeds: cnd twins {} [{}, {}], context-dependent "
-          "ratio {} [{}, {}] without a bias, {} [{}, {}] with one (all three Holm-significant at "
-          "3,000 steps; both later protocols below leave the cnd twins' share undecided), "
-          "constant-ratio sem {} [{}, {}] (equivalent to zero; predicted to pay); at d 8 (K/d 2) "
-          "the ratio's share falls to {} [{}, {}]",
-          lambda: _flat(_capacity_share("results-3k.csv", "cnd-clm", "4"),
-                        _capacity_share("results-3k.csv", "ratio-clm", "4"),
-                        _capacity_share("results-3k.csv", "ratio-clm", "4", "True"),
-                        _capacity_share("results-3k.csv", "sem-clm", "4"),
-                        _capacity_share("results-3k.csv", "ratio-clm", "8"))),
-    Quote("experiments/README.md", "all read at the cap): ratio {} at d 4 with and without a bias "
-          "(Holm-significant), sem equivalent, cnd twins {} [{}, {}] (undecided), ratio at d 8 {} "
-          "[{}, {}] (equivalent)",
-          lambda: _flat(_capacity_share("results-converge.csv", "ratio-clm", "4")[0],
-                        _capacity_share("results-converge.csv", "cnd-clm", "4"),
-                        _capacity_share("results-converge.csv", "ratio-clm", "8"))),
-    Quote("experiments/README.md", "again no cell converged, ratio {} [{}, {}] with and without a "
-          "bias (above the margin, not Holm-significant), cnd twins {} [{}, {}] undecided, sem "
-          "without bias {} [{}, {}]",
-          lambda: _flat(*(_capacity_share("results-converge2.csv", kind, "4")
-                          for kind in ("ratio-clm", "cnd-clm", "sem-clm")))),
-    Quote("experiments/README.md", "(K 16, d 16, 10 seeds; all 4 cells converged by the criterion) "
-          "every share equivalent to zero, the context-dependent ratio {} [{}, {}] clear of zero",
-          lambda: _flat(_capacity_share("results-d16.csv", "ratio-clm", "16"))),
-    Quote("experiments/README.md", "keeps the ratio's {} and the constant ratio's zero, leaves the "
-          "cnd twins undecided ({} [{}, {}]) and puts the ratio at d 8 inside the margin ({})",
-          lambda: _flat(_capacity_share("results-converge.csv", "ratio-clm", "4")[0],
-                        _capacity_share("results-converge.csv", "cnd-clm", "4"),
-                        _capacity_share("results-converge.csv", "ratio-clm", "8")[0])),
-    Quote("experiments/README.md", "the ratio still pays ({} with and without a bias)",
-          lambda: [_capacity_share("results-converge2.csv", "ratio-clm", "4")[0]]),
     Quote("docs/findings/index.md", "both later protocols keep the ratio's share, {} and {}, but leave "
           "the cnd twins' undecided",
           lambda: [_capacity_share("results-converge.csv", "ratio-clm", "4")[0],
                    _capacity_share("results-converge2.csv", "ratio-clm", "4")[0]]),
     Quote("experiments/tying_wikitext/README.md", "tying costs {}% in valid perplexity at each arm's "
           "best learning rate, {} ± {} against {} ± {}",
-          lambda: [100 * (_fair("tied", "valid ppl")[0] / _fair("untied", "valid ppl")[0] - 1),
-                   *_fair("tied", "valid ppl"), *_fair("untied", "valid ppl")]),
+          lambda: [_fair_cost(), *_fair("tied", "valid ppl"), *_fair("untied", "valid ppl")]),
     Quote("experiments/tying_wikitext/README.md", "Untying at 10 / 25 / 50% of training ends {} / {} "
           "/ {} perplexity over untied",
           lambda: [_fair(run, "valid - untied (paired)")[0]
@@ -421,10 +420,8 @@ QUOTES = [
                         _wikitext("results-conventions.csv", "untie10", "untied", step="1600"))),
     Quote("experiments/tying_wikitext/README.md", "tying helps: {} [{}, {}] nats at the best rate of "
           "both arms, {}% lower perplexity",
-          lambda: _flat(_bounds_of(_wikitext("results-word-gpu.csv", "tied-lr1e-3",
-                                             "untied-lr1e-3", seed="seed_index")),
-                        100 * (1 - np.exp(_wikitext("results-word-gpu.csv", "tied-lr1e-3",
-                                                    "untied-lr1e-3", seed="seed_index")[0])))),
+          lambda: _flat(_bounds_of(_word_level()),
+                        100 * (1 - np.exp(_word_level()[0])))),
     Quote("experiments/tying_wikitext/README.md", "tied - untied at each arm's best evaluation {} ± {} "
           "nats (3 of 3 seeds; tied is worse for the first 3-4 epochs), and {} ± {} against an "
           "untied d 76 with tied's weights; there the convention decides the sign: fairseq's tied "
@@ -436,14 +433,72 @@ QUOTES = [
     Quote("experiments/dh_calibration/README.md", "| k 3, cos, all d | {} | {} (p {}) / -0.03 "
           "(p 0.5) | ±{} nats |", lambda: [_calibration()[1], _calibration()[0],
                                           _calibration_p(), _calibration()[2]]),
+    Quote("experiments/tying_capacity/README.md", "(`tying_price`: the pair's share within ±{} "
+          "nats)", lambda: [_tying_price_bound()]),
+    Quote("experiments/tying_capacity/README.md", "T4's closeness bound B(δ) at the measured tied "
+          "rows is {}-{} nats at d >= 4 (cell means)", lambda: _flat(_capacity_bound_range())),
+    Quote("experiments/tying_capacity/README.md", "above capacity tying costs {}-{} nats (cell "
+          "means, 6 seeds)", lambda: _flat(_capacity_price_range())),
+    Quote("experiments/tying_capacity/README.md", "the control pays {} [{}, {}] nats, the "
+          "violating kinds {} to {}:",
+          lambda: _flat(_capacity_price("results-3k.csv", "control-clm", "4"),
+                        min(_capacity_price("results-3k.csv", kind, "4")[0]
+                            for kind in ("cnd-clm", "ratio-clm", "sem-clm")),
+                        max(_capacity_price("results-3k.csv", kind, "4")[0]
+                            for kind in ("cnd-clm", "ratio-clm", "sem-clm")))),
+    Quote("experiments/tying_capacity/README.md", "the share is {} [{}, {}] for the "
+          "context-dependent ratio ({} [{}, {}] with an output bias), {} [{}, {}] for the cnd "
+          "twins and {} [{}, {}] for the constant-ratio sem pairs",
+          lambda: _flat(_capacity_share("results-3k.csv", "ratio-clm", "4"),
+                        _capacity_share("results-3k.csv", "ratio-clm", "4", "True"),
+                        _capacity_share("results-3k.csv", "cnd-clm", "4"),
+                        _capacity_share("results-3k.csv", "sem-clm", "4"))),
+    Quote("experiments/tying_capacity/README.md", "the context-dependent ratio's share at the cap "
+          "is {} [{}, {}] and {} [{}, {}]; the cnd twins' is undecided in both ({} [{}, {}], {} "
+          "[{}, {}])",
+          lambda: _flat(*(_capacity_share(results, kind, "4")
+                          for kind in ("ratio-clm", "cnd-clm")
+                          for results in ("results-converge.csv", "results-converge2.csv")))),
+    Quote("experiments/tying_capacity/README.md", "the control pays {} [{}, {}] nats and every "
+          "kind's share is equivalent to zero at ±0.005: cnd {} [{}, {}], sem {} [{}, {}], the "
+          "context-dependent ratio {} [{}, {}]",
+          lambda: _flat(_capacity_price("results-d16.csv", "control-clm", "16"),
+                        *(_capacity_share("results-d16.csv", kind, "16")
+                          for kind in ("cnd-clm", "sem-clm", "ratio-clm")))),
+    Quote("experiments/tying_capacity/README.md", "a sem-only constant-ratio violation costs {} "
+          "[{}, {}] nats beyond its partner", lambda: _demand("A_constant")),
+    Quote("experiments/tying_capacity/README.md", "at K/d 2 fell to {} [{}, {}] at 3,000 steps "
+          "(undecided), inside the margin at the first rerun's cap", lambda: _flat(_capacity_share("results-3k.csv", "ratio-clm", "8"))),
     Quote("README.md", "above capacity tying costs {}-{} nats (cell means, 6 seeds)",
           lambda: _flat(_capacity_price_range())),
     Quote("docs/findings/index.md", "costs {}-{} nats (cell means over 6 seeds at step 1,000)",
           lambda: _flat(_capacity_price_range())),
+    Quote("experiments/README.md", "the context-dependent ratio's {} [{}, {}] at K 16, d 4, not "
+          "converged", lambda: _flat(_capacity_share("results-3k.csv", "ratio-clm", "4"))),
+    Quote("experiments/README.md", "a sem-only constant-ratio violation costs {} [{}, {}] nats "
+          "beyond its partner (equivalent to zero at ±0.005)", lambda: _demand("A_constant")),
+    Quote("experiments/README.md", "at BPE 2,048 tying costs {}% in valid perplexity at each arm's "
+          "best learning rate", lambda: [_fair_cost()]),
+    Quote("experiments/README.md", "(tied - matched {} ± {} nats); at word level tying helps ({} "
+          "[{}, {}] nats)",
+          lambda: _flat(_wikitext("results-conventions.csv", "tied", "untied-d44", step="1600"),
+                        _bounds_of(_word_level()))),
+    Quote("experiments/README.md", "({} models of `tying_capacity`'s grid, k 3 / cos: 95% "
+          "prediction interval ±{} nats)", lambda: [_calibration()[1], _calibration()[2]]),
+    Quote("experiments/README.md", "the untied logit gap of sem twins (p 0.1, masked) is {} ± {} "
+          "against log 9 = {}, no price measurable on them; cnd-only twins cost a tied model {} "
+          "± {} nats",
+          lambda: _flat(_twins("mlm-sem100-p0.1-untied", "mean z_a - z_b"), np.log(9),
+                        _twins("clm-cnd100", "price"))),
     Quote("experiments/README.md", "above capacity (K > d) tying costs {}-{} nats (cell means)",
           lambda: _flat(_capacity_price_range())),
-    Quote("experiments/README.md", "K > d tying does cost ({}-{} nats, cell means)",
-          lambda: _flat(_capacity_price_range())),
+    Quote("docs/findings/index.md", "a sem-only constant-ratio violation costs {} [{}, {}] nats "
+          "beyond its partner (equivalent to zero at ±0.005)", lambda: _demand("A_constant")),
+    Quote("docs/findings/index.md", "and {}% in the blog's recipe",
+          lambda: [_fair_cost()]),
+    Quote("docs/findings/index.md", "the data exclude a price of sharing above {} nats",
+          lambda: [sum(_wikitext("results-conventions.csv", "tied", "untied-d44",
+                                 step="1600"))]),
     Quote("docs/findings/index.md", "every cell's share within ±{} nats",
           lambda: [_tying_price_bound()]),
     Quote("docs/findings/index.md", "context-dependent ratio's {} [{}, {}] clear of zero",
@@ -473,9 +528,9 @@ QUOTES = [
           "({} ± {})", lambda: _flat(*(_wikitext("results-ptb-proxy-conv.csv", tied, "untied",
                                                  best=True)
                                        for tied in ("tied-fairseq", "tied-t5")))),
-    Quote("docs/findings/index.md", "3.2% lower perplexity at the best rate ({} [{}, {}] nats",
-          lambda: _flat(_bounds_of(_wikitext("results-word-gpu.csv", "tied-lr1e-3",
-                                             "untied-lr1e-3", seed="seed_index")))),
+    Quote("docs/findings/index.md", "{}% lower perplexity at the best rate ({} [{}, {}] nats",
+          lambda: _flat(100 * (1 - np.exp(_word_level()[0])),
+                        _bounds_of(_word_level()))),
     Quote("experiments/README.md", "untied output 0a-0b {} ± {} vs 1a-1b {} ± {} of the "
           "cross-class distance, input {} / {}, tied {} / {}, over the seeds off the plateau",
           lambda: _flat(_main_job("untied", "output", "0a-0b"),
@@ -487,11 +542,6 @@ QUOTES = [
     Quote("experiments/README.md", "the data exclude a share beyond ±{} nats in every cell (90% "
           "intervals), against B(0) up to {}",
           lambda: [_tying_price_bound(), _merged_rows_price_at_99()[1]]),
-    Quote("experiments/README.md", "T5's +0.22 ± 0.02 (its rate sweep still improving), and against "
-          "an untied d 44 with the tied model's weights GPT-2's {} ± {} (undecided, tied lower in "
-          "3 of 3 seeds: the price is the weights), fairseq's {} ± {}, T5's {} ± {};",
-          lambda: _flat(*(_wikitext("results-conventions.csv", tied, "untied-d44", step="1600")
-                          for tied in ("tied", "tied-fairseq-lr8e-3", "tied-t5-lr1.6e-2")))),
     Quote("docs/findings/main-job.md", "| tied | {} at {} to {}; {} at {} | 5 / {} of 8 (exact 95% "
           "CI {}-{}%) |", lambda: _main_job_fit("tied")[:5] + _main_job_off_ci("tied")),
     Quote("docs/findings/main-job.md", "| untied | {} at {} to {}; {} at {} to {} | 7 / {} of 8 "

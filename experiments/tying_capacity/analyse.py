@@ -1,4 +1,5 @@
-"""Read the capacity grid of run.py: the price of tying and the pairs' share of it against K / d.
+"""Read the capacity grid of run.py: the price of tying, and each kind's excess over its control,
+against K / d.
 
 Per cell and seed: the exact excess (population cross-entropy minus the Bayes optimum, nats per
 predicted token) of the tied and the untied member at the last step; the price (tied - untied,
@@ -360,7 +361,8 @@ def figure(cells: list[dict[str, object]], out: Path) -> None:
 
 
 def share_figure(cells: list[dict[str, object]], out: Path) -> None:
-    """The violations' share (price - the control's) against K / d, the margin shaded."""
+    """Each violating kind's share (price - the control's: an excess over a language of lower
+    demand, not identified as a DH effect) against K / d, the margin shaded."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -10,9 +10,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SHAPE = ["Question", "Answer", "Run", "Figure", "Prediction as committed"]
-#: Not studies (the benchmarks' page holds measurements behind choices in the code), or not yet
-#: in the shape (tying_capacity: its question was rerun, demand-matched, in dh_demand).
-OTHER = {"benchmarks", "tying_capacity"}
+#: Not a study: the benchmarks' page holds measurements behind choices in the code.
+OTHER = {"benchmarks"}
 PAGES = sorted([p for p in (ROOT / "experiments").glob("*/README.md") if p.parent.name not in OTHER]
                + [ROOT / "docs" / "findings" / "main-job.md"])
 
