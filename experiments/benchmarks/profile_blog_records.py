@@ -35,6 +35,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from dhwt.config import TrainConfig
+from dhwt.runs.layout import run_paths
 from dhwt.runs.run import load_config_text
 from dhwt.training.allocator import retained_memory
 from dhwt.training.memory import Need
@@ -100,8 +101,9 @@ def main() -> None:
             start = time.perf_counter()
             work()
             print(f"{name}: {time.perf_counter() - start:.3f} s")
-        for kind, folder in (("snapshot", "embeddings"), ("checkpoint", "checkpoints")):
-            sizes = [p.stat().st_size for p in (Path(scratch) / "run" / folder).iterdir()]
+        paths = run_paths(Path(scratch) / "run")
+        for kind, folder in (("snapshot", paths.embeddings), ("checkpoint", paths.checkpoints)):
+            sizes = [p.stat().st_size for p in folder.iterdir()]
             print(f"{kind} file: {max(sizes) / 1e6:.1f} MB")
     blog = TrainConfig.from_dict(values)
     model = blog.model_for(len(task.vocab), blog.data.seq_len)

@@ -114,11 +114,19 @@ class RunDirs:
     def assert_identical_runs(expected: Path, actual: Path) -> None:
         """Two run directories hold the same files (no stray temporary anywhere), every file byte
         for byte equal, and the checkpoints (whose zip bytes are not reproducible) equal as states:
-        weights, tying, optimizer, step and every RNG."""
+        weights, tying, optimizer, step and every RNG. sessions.json records when each training
+        session ran, so it differs by nature: both end with a finished session at the same step,
+        and the actual run's sessions start at steps that never go back (a resume starts from a
+        checkpoint written after the previous session's start)."""
         a, b = RunDirs.files(expected), RunDirs.files(actual)
         assert sorted(a) == sorted(b)
         for name in a:
-            if not name.endswith(".pt"):
+            if Path(name).name == "sessions.json":
+                ours, theirs = json.loads(a[name]), json.loads(b[name])
+                assert ours[-1]["to_step"] == theirs[-1]["to_step"] is not None, name
+                starts = [s["from_step"] for s in theirs]
+                assert starts == sorted(starts), name
+            elif not name.endswith(".pt"):
                 assert a[name] == b[name], name
         states_a, states_b = RunDirs.checkpoint_states(expected), RunDirs.checkpoint_states(actual)
         assert states_a.keys() == states_b.keys() and states_a

@@ -230,8 +230,8 @@ def test_a_bad_torchrun_environment_is_a_clear_error(dataset, tmp_path, cli, mon
     monkeypatch.delenv("MASTER_ADDR", raising=False)
     code, _, err = cli(["train", "--data", dataset, "--steps", 2, "--out", tmp_path / "run"])
     assert code == 2 and err == ("error: WORLD_SIZE is 2 but MASTER_ADDR is not set; start "
-                                 "several processes with torchrun (see README, 'Running long and "
-                                 "large')\n")
+                                 "several processes with torchrun (see "
+                                 "docs/how-to/run-a-study.md)\n")
     assert not (tmp_path / "run").exists()
 
 

@@ -45,7 +45,7 @@ def test_sgd_is_recorded_and_checked(four):
     assert c.optim.optimizer == "sgd"
     assert 'optimizer = "sgd"' in c.to_toml()
     assert TrainConfig(data=str(four)).optim.optimizer == "adamw"
-    with pytest.raises(DhwtError, match="optimizer must be one of adamw, sgd, got 'adam'"):
+    with pytest.raises(DhwtError, match="optimizer must be one of adamw, sgd, population, got 'adam'"):
         config(four, optimizer="adam")
 
 

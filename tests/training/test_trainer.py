@@ -188,7 +188,7 @@ def test_run_directory_layout_and_report(task, tmp_path):
     run = tmp_path / "run"
     assert sorted(p.name for p in run.iterdir()) == [MARKER, LOCK, "checkpoints", "config.toml",
                                                      "embeddings", "figures", "metrics.jsonl",
-                                                     "report.html", "report.md"]
+                                                     "report.html", "report.md", "sessions.json"]
     assert TrainConfig.from_toml(run / "config.toml") == config
     assert [p.name for p in list_checkpoints(run / "checkpoints")] == ["step_0000020.pt",
                                                                        "step_0000030.pt"]
