@@ -276,7 +276,8 @@ def _demand_holding_prices() -> list[float]:
     DH-holding languages, and the 1:1 control's with a shared tail."""
     price: dict[tuple[str, str], list[float]] = defaultdict(list)
     for r in _csv("dh_demand/results/results.csv"):
-        price[(r["pattern"], r["dose"])].append(float(r["price"]))
+        if r["d"] == "4":
+            price[(r["pattern"], r["dose"])].append(float(r["price"]))
     means = {key: np.mean(v) for key, v in price.items()}
     holding = [m for (pattern, dose), m in means.items()
                if (pattern == "equal") == (float(dose) == 0.0)]
