@@ -119,14 +119,17 @@ def train_cmd(config_file: str | None, out: str, overwrite: bool, resume: bool, 
     RUN_DIR gets: config.toml (resolved config, written first), metrics.jsonl (per evaluation,
     member and split: loss, accuracy, lr, tied, gap), embeddings/step_XXXXXXX.safetensors
     (input and output matrices, (S, V, d)), checkpoints/, figures/training.png, report.md
-    (report.html: the same page with its figure, for a browser), and for a corpus
+    (report.html: the same page with its figure, for a browser), sessions.json (when each
+    training session ran, and from which commit), and for a corpus
     token_counts.npy (training count per token id, for `dhwt analyze --tokens seen`), and with
     planted twins (twins = N or a list in --config) twins.json (the pairs and their relations).
     Defaults are the paper's EXor setting: 1 layer, 1 head, d_model 4, d_ff 4, gelu, post-LN,
     no positions, N(0,1) embeddings, full batch, AdamW lr 5e-4 (betas 0.9/0.999, eps 1e-12,
     weight decay 0.1), periodic cosine (T_max 10000, eta_min 1e-5). Every other setting (model
-    size, warmup, clipping, splits, vary / init_from / redraw / freeze for init studies...) goes
-    in --config; see a run's config.toml for the keys and experiments/wikitext/ for examples.
+    size, warmup, clipping, splits, vary / init_from / redraw / freeze for init studies,
+    optimizer = "population" for a fit to a synthetic language's exact objective with a
+    certificate per member...) goes in --config; see a run's config.toml for the keys,
+    experiments/wikitext/ and docs/how-to/population-fit.md for examples.
 
     \b
     Examples:

@@ -287,7 +287,6 @@ class Trainer:
             elif self.step < self.config.optim.steps:
                 self._fit_population()
                 self._record(writers, force=True)
-                self._train_steps(writers)
         finally:
             for writer in writers or ():
                 writer.close()
