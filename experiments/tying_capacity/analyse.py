@@ -4,8 +4,8 @@ Per cell and seed (read against K / d): the exact excess (population cross-entro
 Bayes optimum, nats per predicted token) of the tied and the untied member at the last step;
 the price (tied - untied, paired by seed: a seed's two members share their initial input
 table); the share (price(kind) - price(control of the same objective, K, d, decay and bias),
-paired by seed); and the untied input and output distances of the K violating pairs (mean over the pairs). The
-decision rule and the margin are the ones README.md declared before the grid ran.
+paired by seed); and the untied input and output distances of the K violating pairs (mean over
+the pairs). The decision rule and the margin are the ones README.md declared before the grid ran.
 
     python experiments/tying_capacity/analyse.py runs/tying-capacity
 writes experiments/tying_capacity/results.md, results.csv, figures/price.png and share.png
