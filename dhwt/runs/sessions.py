@@ -57,7 +57,8 @@ def code() -> dict[str, object]:
     """{"dhwt": the installed version, "commit": HEAD's hash, "modified": whether tracked files
     differ from it} of the git checkout dhwt runs from; commit and modified None where dhwt is
     not a tracked file of one (an installed wheel, even in a virtual environment inside
-    someone's repository), the version None where dhwt is not installed."""
+    someone's repository), the version None where dhwt is not installed. Read once a process:
+    the code a process runs is the code it imported when it started."""
     def git(*args: str) -> str | None:
         try:
             done = subprocess.run(["git", *args], cwd=PACKAGE,
