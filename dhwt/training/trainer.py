@@ -576,12 +576,13 @@ def _check_population(configs: list[TrainConfig], task: Task, parallel: Parallel
     if any(c.tying.tie_schedule.events for c in configs):
         raise DhwtError('optimizer "population" fits tied or untied members: give tie_schedule '
                         '"tied" or "untied", not a schedule with switches')
-    extra = {"dropout": config.model.dropout, "tie_penalty": config.tying.tie_penalty,
-             "grad_clip": config.optim.grad_clip}
-    set_ = [name for name, value in extra.items() if value]
-    if set_ or config.placement.precision != "fp32":
+    outside = {"dropout": config.model.dropout, "tie_penalty": config.tying.tie_penalty,
+               "grad_clip": config.optim.grad_clip,
+               "precision": config.placement.precision != "fp32"}
+    given = [name for name, value in outside.items() if value]
+    if given:
         raise DhwtError('optimizer "population" fits the population objective itself: leave '
-                        f"out {', '.join(set_ + ['precision'] * (config.placement.precision != 'fp32'))}")
+                        f"out {', '.join(given)}")
 
 
 def _certificate_lines(certificate: Certificate) -> dict[str, list]:

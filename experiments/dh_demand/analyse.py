@@ -64,15 +64,13 @@ def contrasts(price: dict, d: int) -> dict[str, tuple[str, dict[int, float]]]:
     """{name: (family, {draw: value})} of the declared contrasts at width d."""
     draws = sorted({k[3] for k in price if k[0] == d})
 
-    def p(pattern, dose, draw):
-        return price.get((d, pattern, dose, draw))
-
     def per_draw(f):
+        """{draw: f(q)} over the draws holding every price f reads through q(pattern, dose)."""
         values = {}
         for draw in draws:
             try:
-                values[draw] = f(lambda pattern, dose: _need(p(pattern, dose, draw)))
-            except KeyError:
+                values[draw] = f(lambda pattern, dose: price[(d, pattern, dose, draw)])
+            except KeyError:  # a language of this draw not finished in both arms
                 pass
         return values
 
@@ -86,12 +84,6 @@ def contrasts(price: dict, d: int) -> dict[str, tuple[str, dict[int, float]]]:
         lambda q: float(np.polyfit(DOSES, [q("ratio", x) for x in DOSES], 1)[0])))
     out["C_step"] = ("C", per_draw(lambda q: q("ratio", 0.25) - q("ratio", 0.0)))
     return out
-
-
-def _need(value):
-    if value is None:
-        raise KeyError
-    return value
 
 
 def holm(p: list[float]) -> list[float]:
