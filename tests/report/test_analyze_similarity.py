@@ -113,8 +113,9 @@ def test_seen_tokens_default_to_the_runs_counts_file(text_run, tmp_path, cli):
     (0.025, 0.0, "mostly disagree (far from identity)"),       # a chance level of 0 (no hubs)
 ])
 def test_the_dh_reading_follows_the_share_from_chance_to_identity(value, chance, words):
-    from dhwt.report.dh_reading import dh_reading
-    line = dh_reading(value, chance)
+    from dhwt.analysis.dh_reading_result import dh_reading
+    from dhwt.report.dh_reading_report import reading_text
+    line = reading_text(dh_reading(value, chance))
     assert words in line and f"{100 * value:.1f}%" in line and f"{100 * chance:.1f}%" in line
 
 
