@@ -317,6 +317,21 @@ def corpus_dh(options: CorpusDhOptions, *, progress: bool | None = None) -> Corp
                           relations, per_token)
 
 
+def parse_order(text: str) -> int | str:
+    """`--order`: a whole number or `full`, as given on the command line.
+
+    Examples:
+        >>> parse_order("3"), parse_order("full")
+        (3, 'full')
+    """
+    if text == "full":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise DhwtError(f"order must be an integer >= 1 or 'full', got {text!r}") from None
+
+
 def check_options(options: CorpusDhOptions) -> None:
     """Every option checked before anything is loaded or counted."""
     if (options.grammar is None) == (options.corpus is None):

@@ -17,8 +17,7 @@ it (_chance_neighbours): the same law for each query's neighbours at a fraction 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -106,21 +105,6 @@ class Subject:
     residue: float | None = None
     tied_because: str | None = None
     tied_since: int | None = None
-
-
-@dataclass(frozen=True)
-class DiagnoseResult:
-    """Everything the report shows: where the matrices came from, the subjects, how tokens
-    print (token(i)), and notes on how the source was read."""
-
-    source: str
-    kind: str
-    description: str
-    shape: tuple[int, int, int]
-    subjects: tuple[Subject, ...]
-    token: Callable[[int], str] = field(repr=False)
-    notes: tuple[str, ...] = ()
-    counts_source: str | None = None
 
 
 def diagnose(e_in: np.ndarray, e_out: np.ndarray, *, k: int | None = None, metric: str = "ip",

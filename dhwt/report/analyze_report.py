@@ -1,4 +1,4 @@
-"""The report of `dhwt analyze` (dhwt.analysis.run_analysis.Analysis): report.md with its
+"""The report of `dhwt analyze` (dhwt.analysis.analyze_result.Analysis): report.md with its
 figures, the closeness report for a synthetic language's runs (dhwt.report.runs_report) or the
 loss section for text runs (dhwt.report.loss_report), then the similarity section
 (dhwt.report.run_similarity); and the JSON document of its numbers."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dhwt.analysis.run_analysis import Analysis
+from dhwt.analysis.analyze_result import Analysis
 from dhwt.analysis.runs_closeness import RunsCloseness
 from dhwt.analysis.runs_loss import RunsLoss
 from dhwt.analysis.runs_similarity import RunsSimilarity

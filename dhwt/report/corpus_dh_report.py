@@ -282,6 +282,11 @@ def _relation_lines(rel: dict) -> list[str]:
     return lines
 
 
+def written(out: str | Path) -> str:
+    """The line naming the files `write` wrote into `out`."""
+    return f"wrote {out}: report.md, report.html, {JSON}, {PER_TOKEN}, {FIGURE}"
+
+
 def write(result: CorpusDhResult, out: str | Path) -> list[Path]:
     """out/report.md (and report.html), out/corpus_dh.json, out/per_token.csv and the figure,
     an earlier report replaced whole (dhwt.directories.replace_report); the paths written."""

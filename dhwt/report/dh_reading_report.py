@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from dhwt.analysis.calibration import CalibrationLevel, CalibrationTable, Far, Reading
-from dhwt.analysis.dh_reading_result import COPY_RESIDUE, DhReading, dh_reading, findings
+from dhwt.analysis.dh_reading_result import COPY_RESIDUE, DhReading, findings
 from dhwt.config.schedule import TieHistory
 
 _INTERVAL_WORDS = {"pi95": "prediction intervals of one model", "ci95": "intervals of the mean"}
@@ -23,6 +23,7 @@ def reading_text(reading: DhReading, score: str = "overlap") -> str:
     copy, the flag.
 
     Examples:
+        >>> from dhwt.analysis.dh_reading_result import dh_reading
         >>> reading_text(dh_reading(0.9, 0.02))[:88]
         'input and output neighbourhoods share 90.0% (overlap) vs chance 2.0%: they largely agree'
         >>> "not calibrated at k 5 / cos" in reading_text(dh_reading(0.9, 0.02, k=5, metric="cos"))

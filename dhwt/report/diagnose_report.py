@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 
 from dhwt.analysis.dh_reading_result import EXCESS_AGREE, EXCESS_PARTLY, dh_reading
-from dhwt.analysis.diagnosis import DiagnoseResult, Diagnosis, Subject
+from dhwt.analysis.diagnose_result import DiagnoseResult
+from dhwt.analysis.diagnosis import Diagnosis, Subject
 from dhwt.analysis.knn_curves import excess_over_chance
 from dhwt.analysis.knn.sample import Estimate
 from dhwt.directories import replace_report

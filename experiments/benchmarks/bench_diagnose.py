@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bench_knn import cpu_flags, cpu_model, knn_path, make_spaces  # noqa: E402
 
 from dhwt.analysis.knn import knn_match  # noqa: E402
-from dhwt.commands.diagnose import DiagnoseOptions, diagnose_path  # noqa: E402
+from dhwt.analysis.diagnose_result import DiagnoseOptions, diagnose_path  # noqa: E402
 
 
 def write(folder: Path, e_in: torch.Tensor, e_out: torch.Tensor) -> Path:

@@ -96,7 +96,7 @@ def model_overlaps(run: Path, step: str, metric: str, ids: np.ndarray, tokens: n
     """(member name, overlap of `dhwt diagnose` per token of ids, overlap with the neighbours
     searched among ids only) for each untied member of the run."""
     from dhwt.analysis.knn import knn_match
-    from dhwt.commands.diagnose import DiagnoseOptions, diagnose_path
+    from dhwt.analysis.diagnose_result import DiagnoseOptions, diagnose_path
     from dhwt.runs.run import load_run
 
     result = diagnose_path(str(run), DiagnoseOptions(step=step, queries="all", metric=metric))

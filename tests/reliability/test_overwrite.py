@@ -283,7 +283,7 @@ def test_two_runs_started_at_once_on_one_directory_leave_one_run(console, folder
 
 # -- what an interrupted command says -------------------------------------------------------
 def test_interrupted_synth_says_nothing_was_written(cli, folder, monkeypatch):
-    import dhwt.commands.synth as synth
+    import dhwt.languages.synthesis as synth
 
     def interrupt(*args, **kwargs):
         raise KeyboardInterrupt

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from dhwt.commands.diagnose import DiagnoseOptions, diagnose_path
+from dhwt.analysis.diagnose_result import DiagnoseOptions, diagnose_path
 from dhwt.config.schedule import TieHistory
 from dhwt.report.diagnose_report import history, reading
 from dhwt.runs.snapshots import read_snapshot, snapshot_paths
