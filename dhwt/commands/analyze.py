@@ -2,10 +2,11 @@
 
 Runs of a synthetic language (RUN_DIR/data for a run built with `--grammar`, else the dataset
 directory the config names) get the closeness report with the exact relations and the Bayes
-optimum (dhwt.analysis.runs_closeness, rendered by dhwt.report.runs_report); runs without one
-(text) get loss, accuracy and perplexity. Both get the similarity of embedding spaces over
-training (dhwt.analysis.runs_similarity, rendered by dhwt.report.run_similarity): KNN match
-between members with its chance level, and the DH diagnostic of untied members. Every run must
+optimum (dhwt.analysis.runs_closeness, rendered by dhwt.report.runs_closeness_report); runs
+without one (text) get loss, accuracy and perplexity (dhwt.analysis.runs_loss). Both get the
+similarity of embedding spaces over training (dhwt.analysis.runs_similarity, rendered by
+dhwt.report.runs_similarity_report): KNN match between members with its chance level, and the
+DH diagnostic of untied members. Every run must
 share its vocabulary. This module joins them into a dhwt.analysis.analyze_result.Analysis, whose
 report and JSON document are dhwt.report.analyze_report's.
 """

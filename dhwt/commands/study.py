@@ -90,7 +90,7 @@ from dhwt.report.analyze_report import document as analyze_document
 from dhwt.commands.study_jobs import Job, JobSettings, check_jobs, run_jobs
 from dhwt.commands.train import train
 from dhwt.report.json_document import json_text
-from dhwt.report.runs_report import closeness_document, write_runs_report
+from dhwt.report.runs_closeness_report import closeness_document, write_runs_report
 from dhwt.userfiles import parse_toml
 
 #: Where a study's progress lines go (`dhwt study`: stderr).

@@ -17,7 +17,7 @@ from dhwt.analysis.knn_curves import excess_over_chance
 from dhwt.analysis.knn.sample import Estimate
 from dhwt.directories import replace_report
 from dhwt.filenames import FIGURES, FILE, HTML, REPORT, Layout
-from dhwt.report.document import write_report
+from dhwt.report.document import write_document
 from dhwt.report.dh_reading_report import describe, reading_text
 from dhwt.report.figures import new_figure, save
 from dhwt.report.json_document import write_json
@@ -95,7 +95,7 @@ def write(result: DiagnoseResult, out: str | Path, top: int) -> Path:
         if measured:
             _figure(measured, folder / FIGURE)
         write_json(folder / JSON, document(result, top))
-        write_report(folder / REPORT, "\n".join(_markdown(result, top, bool(measured))))
+        write_document(folder / REPORT, "\n".join(_markdown(result, top, bool(measured))))
 
     replace_report(out, "diagnose", JSON, LAYOUT, fill)
     return Path(out) / REPORT
