@@ -127,12 +127,6 @@ class Reading:
     table: CalibrationTable
     far: Far | None = None
 
-    @property
-    def violation_range(self) -> tuple[float, float]:
-        """The smallest and largest violation among `levels` (nan where none: "far")."""
-        values = [level.violation for level in self.levels]
-        return (min(values), max(values)) if values else (float("nan"), float("nan"))
-
 
 @cache
 def packaged(k: int, metric: str) -> CalibrationTable | None:

@@ -44,8 +44,6 @@ EXCESS_PARTLY = 0.15
 COPY_RESIDUE = 1.0
 #: The measured findings the reading cites, each with the study and command that measured it.
 FINDINGS = Path(__file__).with_name("dh_findings.json")
-#: How far the two neighbourhoods agree (DhReading.agreement), most first.
-AGREEMENTS = ("largely", "partly", "above-chance", "at-chance", "far-from-identity")
 
 
 @cache
@@ -59,7 +57,10 @@ def findings() -> dict[str, Any]:
 class DhReading:
     """What one untied model's input/output match supports.
 
-    agreement: one of AGREEMENTS (None: no excess over chance, e.g. no untied snapshot);
+    agreement: how far the two neighbourhoods agree, by the excess over chance: "largely"
+    (>= EXCESS_AGREE), "partly" (>= EXCESS_PARTLY), else "at-chance" (at most twice chance),
+    "above-chance" or, with a chance level of 0, "far-from-identity"; None: no excess over
+    chance (e.g. no untied snapshot);
     calibrated: its place on the calibration at (k, metric) (None: none there, or withheld);
     history: how the member came to be untied (None: not known); withheld: the two matrices
     are still close to the copy they were right after an untie (residue < COPY_RESIDUE), so
@@ -82,7 +83,8 @@ class DhReading:
 
 
 def agreement(value: float, chance: float) -> str | None:
-    """How far the neighbourhoods agree: one of AGREEMENTS, None without an excess over chance.
+    """How far the neighbourhoods agree (DhReading.agreement), None without an excess over
+    chance.
 
     Examples:
         >>> agreement(0.9, 0.02), agreement(0.03, 0.02), agreement(0.3, 0.02)
