@@ -396,7 +396,7 @@ QUOTES = [
     Quote("README.md", "(Spearman {} over {} models, 95% prediction interval ±{} nats",
           lambda: _flat(_calibration())),
     Quote("README.md", "(gap {} ± {} against log 9 = {}); cnd-only twins cost a tied model {} ± {} "
-          "nats", lambda: _flat(_table_cell("planted_twins/results.md",
+          "nats per twin-target token beyond the control's price", lambda: _flat(_table_cell("planted_twins/results.md",
                                             "mlm-sem100-p0.1-untied", "mean z_a - z_b"),
                                 np.log(9), _table_cell("planted_twins/results.md", "clm-cnd100",
                                                        "price"))),
@@ -434,6 +434,9 @@ QUOTES = [
           "causal cnd-only twins {} ± {} nats", lambda: _flat(
               _twins("mlm-sem100-p0.1", "price"), _twins("mlm-sem100-p0.1", "T4 B(0)"),
               _twins("clm-cnd100", "price"))),
+    Quote("experiments/planted_twins/README.md", "the cnd-only violation costs a tied model {} nats "
+          "per twin-target token beyond what tying costs on the same positions of the control "
+          "corpus", lambda: _twins("clm-cnd100", "price")[:1]),
     Quote("docs/findings/index.md", "both later protocols keep the ratio's share, {} and {}, but leave "
           "the cnd twins' undecided",
           lambda: [_capacity_share("results-converge.csv", "ratio-clm", "4")[0],
@@ -523,7 +526,7 @@ QUOTES = [
           "prediction interval ±{} nats)", lambda: [_calibration()[1], _calibration()[2]]),
     Quote("experiments/README.md", "the untied logit gap of sem twins (p 0.1, masked) is {} ± {} "
           "against log 9 = {}, no price measurable on them; cnd-only twins cost a tied model {} "
-          "± {} nats",
+          "± {} nats per twin-target token beyond the control's price",
           lambda: _flat(_twins("mlm-sem100-p0.1-untied", "mean z_a - z_b"), np.log(9),
                         _twins("clm-cnd100", "price"))),
     Quote("experiments/README.md", "above capacity (K > d) tying costs {}-{} nats (cell means)",
