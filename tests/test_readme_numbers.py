@@ -310,10 +310,24 @@ def _demand_holding_prices() -> list[float]:
     return [min(holding), max(holding), means[("equal", "0.0")]]
 
 
-def _table_cell(path: str, row: str, column: str) -> list[float]:
-    """The numbers in `column` of the row named `row` of a table an analysis script wrote."""
+def _section(path: str, heading: str | None) -> list[str]:
+    """The lines of the file's section under `heading` (a whole line, e.g. "## bpe:2048 (step
+    1600)") up to the next heading of its level or above; None: the whole file."""
+    lines = (EXPERIMENTS / path).read_text("utf-8").splitlines()
+    if heading is None:
+        return lines
+    assert heading in lines, f"{path} has no section {heading}"
+    start, level = lines.index(heading), heading.index(" ")
+    ends = (i for i, line in enumerate(lines[start + 1:], start + 1)
+            if line.startswith("#") and line.index(" ") <= level)
+    return lines[start + 1:next(ends, len(lines))]
+
+
+def _table_cell(path: str, row: str, column: str, section: str | None = None) -> list[float]:
+    """The numbers in `column` of the row named `row` of a table an analysis script wrote (in
+    the section under the heading `section`, if given)."""
     header: list[str] = []
-    for line in (EXPERIMENTS / path).read_text("utf-8").splitlines():
+    for line in _section(path, section):
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if cells[0] == row and column in header:
             return [float(n) for n in re.findall(NUMBER, cells[header.index(column)])]
@@ -334,6 +348,56 @@ def _fair_cost() -> float:
     """tying_wikitext/results.md: how much higher tied's valid perplexity is than untied's, in
     percent, each arm at its best learning rate."""
     return 100 * (_fair("tied", "valid ppl")[0] / _fair("untied", "valid ppl")[0] - 1)
+
+
+def _gpt2_cost_per_seed() -> tuple[float, float]:
+    """tying_wikitext/results-conventions.csv at step 1,600: the lowest and highest per-seed
+    cost of tying in GPT-2's convention, in percent of untied's valid perplexity."""
+    loss = {(r["run"], r["seed"]): float(r["loss"])
+            for r in _csv("tying_wikitext/results-conventions.csv")
+            if (r["step"], r["split"]) == ("1600", "valid") and r["run"] in ("tied", "untied")}
+    cost = [100 * np.expm1(loss[("tied", seed)] - loss[("untied", seed)])
+            for run, seed in loss if run == "tied"]
+    return min(cost), max(cost)
+
+
+#: where_tying_hurts.py's tables at three seeds, both tokenizers at step 1,600.
+WHERE = "tying_wikitext/where_tying_hurts_3seeds.md"
+
+
+def _where(path: str, section: str, row: str, column: str = "all, type-weighted") -> float:
+    """One estimate of a where_tying_hurts.py table (type-weighted over all types unless named):
+    a rank correlation of the per-type price, or a held-out gain ("Mb - M0" under "rho")."""
+    return _table_cell(path, row, column, section)[0]
+
+
+def _where_held_out(path: str, fit: str, target: str, step: str = "1600") -> float:
+    """corpus-dh's held-out gain in rank correlation over frequency alone, type-weighted."""
+    return _where(path, f"### {fit} (step {step}) -> {target} (step {step}), type-weighted",
+                  "Mb - M0", "rho")
+
+
+def _where_moves() -> float:
+    """How far the quoted readings move between steps 1,200 and 1,600 (two seeds): the largest
+    change of the price's rank correlation with corpus-dh and with the model's overlap under
+    either tokenizer, and of corpus-dh's held-out gain in either direction."""
+    files = {step: f"tying_wikitext/where_tying_hurts_step{step}.md" for step in ("1200", "1600")}
+    readings = {step: [*(_where(path, f"## {tok} (step {step})", f"rho(price, {measure})")
+                         for tok in ("bpe:2048", "bpe:8192") for measure in ("corpus", "overlap")),
+                       _where_held_out(path, "bpe:2048", "bpe:8192", step),
+                       _where_held_out(path, "bpe:8192", "bpe:2048", step)]
+                for step, path in files.items()}
+    return max(abs(a - b) for a, b in zip(readings["1200"], readings["1600"]))
+
+
+def _where_readings() -> list[float]:
+    """At three seeds, step 1,600: the price's rank correlation with corpus-dh, then with the
+    model's overlap (bpe:2048, bpe:8192 each), corpus-dh's held-out gains (fitted on bpe:2048,
+    on bpe:8192), and how far these move between checkpoints."""
+    return [*(_where(WHERE, f"## {tok} (step 1600)", f"rho(price, {measure})")
+              for measure in ("corpus", "overlap") for tok in ("bpe:2048", "bpe:8192")),
+            _where_held_out(WHERE, "bpe:2048", "bpe:8192"),
+            _where_held_out(WHERE, "bpe:8192", "bpe:2048"), _where_moves()]
 
 
 def _flat(*values) -> list[float]:
@@ -533,6 +597,21 @@ QUOTES = [
           lambda: _flat(_capacity_price_range())),
     Quote("docs/findings/index.md", "a sem-only constant-ratio violation costs {} [{}, {}] nats "
           "beyond its partner (equivalent to zero at ±0.005)", lambda: _demand("A_constant")),
+    Quote("docs/findings/index.md", "the price correlates with corpus-dh's count-based "
+          "input/output overlap at rho {} and {}, with the untied model's own overlap at {} and "
+          "{} (the latter not clear of 0); fitted on one tokenizer, corpus-dh improves the rank "
+          "prediction on the other by {} (bpe:2048 to bpe:8192) and {} (the reverse), but no "
+          "measure predicts the size of a type's price (section 6 there; at two seeds the same "
+          "readings move by up to {} between steps 1,200 and 1,600)", _where_readings),
+    Quote("experiments/tying_wikitext/README.md", "the price correlates with `dhwt corpus-dh`'s "
+          "input/output overlap at rho {} and {} and with the untied model's own overlap at {} "
+          "and {} (not clear of 0); held out across the two tokenizers corpus-dh adds {} / {} to "
+          "the rank correlation and nothing to R^2 (section 6; at two seeds the same readings "
+          "move by up to {} between steps 1,200 and 1,600)", _where_readings),
+    Quote("docs/findings/index.md", "tying costs {}-{}% in GPT-2's convention (per seed, 3 seeds, "
+          "1,600 steps", lambda: _flat(_gpt2_cost_per_seed())),
+    Quote("experiments/tying_wikitext/README.md", "**In GPT-2's convention** tying costs {}-{}% "
+          "(per seed, 3 seeds)", lambda: _flat(_gpt2_cost_per_seed())),
     Quote("docs/findings/index.md", "and {}% in the blog's recipe",
           lambda: [_fair_cost()]),
     Quote("docs/findings/index.md", "the data exclude a price of sharing above {} nats",
