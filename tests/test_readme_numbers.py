@@ -336,6 +336,107 @@ def _table_cell(path: str, row: str, column: str, section: str | None = None) ->
     raise AssertionError(f"{path} has no row {row} under a column {column}")
 
 
+def _table_rows(path: str, section: str | None = None) -> list[dict[str, str]]:
+    """Every row of every Markdown table in the file (in the section under the heading
+    `section`, if given), as its table's column name -> cell."""
+    rows, header = [], []
+    for line in _section(path, section):
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if not line.startswith("|"):
+            header = []
+        elif not header:
+            header = cells
+        elif not set(line) <= set("|-: "):
+            rows.append(dict(zip(header, cells)))
+    return rows
+
+
+#: input_side's twin pairs (sem twins of either ratio), against pairs that must differ.
+INPUT_TWINS, INPUT_APART = ("0a-0b", "1a-1b", "a1-a2", "b1-b2"), ("c-d", "e-f")
+
+
+def _input_side_r(pairs: tuple[str, ...], optimizer: str | None = None) -> list[float]:
+    """input_side/results.md: the mean r = d / (d(0) D) at the last step of `pairs` in the cells
+    without weight decay from a random init (under `optimizer`, or both)."""
+    return [float(re.findall(NUMBER, cell.split("/")[1])[0])
+            for row in _table_rows("input_side/results.md")
+            if (row.get("level"), row.get("init")) == ("wd0", "random")
+            and optimizer in (None, row["optimizer"])
+            for column, cell in row.items() if column.split(" ")[0] in pairs]
+
+
+def _input_side_exor_adamw_r() -> list[float]:
+    """r's mean and half-width for EXor's pairs under AdamW without weight decay, both pairs
+    alike (as the README states them once for both)."""
+    row = next(row for row in _table_rows("input_side/results.md") if "0a-0b (1:9 sem)" in row
+               and (row["optimizer"], row["level"], row["init"]) == ("adamw", "wd0", "random"))
+    pairs = [re.findall(NUMBER, row[column].split("/")[1])
+             for column in ("0a-0b (1:9 sem)", "1a-1b (1:1 sem+cnd)")]
+    assert pairs[0] == pairs[1], pairs
+    return [float(x) for x in pairs[0]]
+
+
+def _input_side_kept() -> list[float]:
+    """The share of their initial distance the twin pairs keep without weight decay, lowest and
+    highest cell, in percent."""
+    r = _input_side_r(INPUT_TWINS)
+    return [100 * min(r), 100 * max(r)]
+
+
+def _input_side_main_job(column: str) -> list[float]:
+    """input_side/results.md: the main job's untied run over its fitted seeds, `column`'s mean
+    and half-width for 0a-0b, then 1a-1b."""
+    return [float(x) for row in _table_rows("input_side/results.md") if row.get("seeds") == "fit"
+            for x in re.findall(NUMBER, row[column])]
+
+
+def _corpus_exact(mode: str) -> list[int]:
+    """corpus_dh/results-synthetic.md: the languages whose relations and DH violation the
+    counts of `mode` ("exact, order full", ...) recover exactly (every precision and recall 1
+    or not applicable, the estimated violation the exact one), and how many languages."""
+    rows = _table_rows("corpus_dh/results-synthetic.md", f"#### {mode}")
+    exact = [all(row[c] in ("1.00", "n/a") for c in ("sem P", "sem R", "cnd P", "cnd R"))
+             and row["DH violation est."] == row["exact"] for row in rows]
+    return [sum(exact), len(exact)]
+
+
+def _corpus_all_exact() -> list[int]:
+    """The number of languages, which must all be recovered at full order from exact counts."""
+    recovered, languages = _corpus_exact("exact, order full")
+    assert recovered == languages, (recovered, languages)
+    return [languages]
+
+
+def _corpus_spearman(mode: str) -> float:
+    """corpus_dh/results-synthetic.md: Spearman of the estimated against the exact violation."""
+    found = [line for line in _section("corpus_dh/results-synthetic.md", f"#### {mode}")
+             if line.startswith("Spearman")]
+    return float(re.findall(NUMBER, found[0].split(":")[1])[0])
+
+
+def _corpus_sem_precision(orders: tuple[str, ...] = ("exact, order 1", "exact, order 2")):
+    """The lowest and highest sem precision of the parity languages at short orders."""
+    found = [float(row["sem P"]) for mode in orders
+             for row in _table_rows("corpus_dh/results-synthetic.md", f"#### {mode}")
+             if row["language"].startswith("parity")]
+    return [min(found), max(found)]
+
+
+def _corpus_wikitext(tokenizer: str, column: str = "overlap") -> float:
+    """corpus_dh/results-wikitext.md: a tokenizer's `column` (order 1)."""
+    row = next(r for r in _table_rows("corpus_dh/results-wikitext.md")
+               if r["tokenizer"] == tokenizer)
+    return float(re.findall(NUMBER, row[column])[0])
+
+
+def _corpus_null_share(tokenizer: str) -> float:
+    """The share of the overlap's excess over chance that the frequency-matched null leaves,
+    in percent."""
+    overlap, chance = _corpus_wikitext(tokenizer), _corpus_wikitext(tokenizer, "chance")
+    null = _corpus_wikitext(tokenizer, "frequency null [95%]")
+    return 100 * (overlap - null) / (overlap - chance)
+
+
 def _twins(row: str, column: str) -> list[float]:
     return _table_cell("planted_twins/results.md", row, column)
 
@@ -501,6 +602,59 @@ QUOTES = [
     Quote("experiments/planted_twins/README.md", "the cnd-only violation costs a tied model {} nats "
           "per twin-target token beyond what tying costs on the same positions of the control "
           "corpus", lambda: _twins("clm-cnd100", "price")[:1]),
+    Quote("README.md", "without it twin input rows keep {}-{}% of their initial distance",
+          _input_side_kept),
+    Quote("experiments/README.md", "without it twin rows keep {}-{}% of their initial distance",
+          _input_side_kept),
+    Quote("experiments/README.md", "without weight decay the twins keep {}-{}% of their distance",
+          _input_side_kept),
+    Quote("docs/findings/main-job.md", "rows keep {}-{}% of their initial distance",
+          _input_side_kept),
+    Quote("experiments/input_side/README.md", "from a random init they keep {}-{}% of their initial "
+          "distance over 3,000 steps (r = {} ± {} for both EXor pairs under AdamW, {}-{} for "
+          "a1-a2 / b1-b2; {}-{} under SGD), exactly as pairs that must differ do (c-d, e-f: r = "
+          "{}-{})",
+          lambda: [*_input_side_kept(), *_input_side_exor_adamw_r(),
+                   min(_input_side_r(("a1-a2", "b1-b2"), "adamw")),
+                   max(_input_side_r(("a1-a2", "b1-b2"), "adamw")),
+                   min(_input_side_r(INPUT_TWINS, "sgd0.3")),
+                   max(_input_side_r(INPUT_TWINS, "sgd0.3")),
+                   min(_input_side_r(INPUT_APART)), max(_input_side_r(INPUT_APART))]),
+    Quote("experiments/input_side/README.md", "(7 fit seeds, reproduced: {} ± {} / {} ± {}) is at "
+          "D = 0.037, with r = {} ± {} / {} ± {} (half of the decayed init's distance) and the "
+          "learned part at {} ± {} / {} ± {}",
+          lambda: [x for column in ("normalised", "r", "learned part, normalised")
+                   for x in _input_side_main_job(column)]),
+    Quote("README.md", "recover the exact relations of all {} test languages at full order; on "
+          "WikiText-2 input/output overlap runs from {}% (characters) to {}% (GPT-2 BPE)",
+          lambda: [*_corpus_all_exact(), 100 * _corpus_wikitext("char"),
+                   100 * _corpus_wikitext("gpt2")]),
+    Quote("experiments/README.md", "recover the exact relations of all {} test languages; on "
+          "WikiText-2 input/output overlap is {}% (char) down to {}% (gpt2, word)",
+          lambda: [*_corpus_all_exact(), 100 * _corpus_wikitext("char"),
+                   100 * max(_corpus_wikitext("gpt2"), _corpus_wikitext("word"))]),
+    Quote("experiments/corpus_dh/README.md", "Spearman {}). Short contexts over-predict sem (order "
+          "1-2: every parity bit comes out sem-equivalent, precision {}-{}; the violation ranks "
+          "the languages at Spearman {} and {}). Finite data at full order needs many strings: "
+          "1,000 strings recover {} of {} languages exactly and predict no pair in the parity ones "
+          "(Spearman {}), 100,000 get {} of {} exact (Spearman {})",
+          lambda: [_corpus_spearman("exact, order full"), *_corpus_sem_precision(),
+                   *(_corpus_spearman(f"exact, order {n}") for n in (1, 2)),
+                   *_corpus_exact("1,000 strings, order full"),
+                   _corpus_spearman("1,000 strings, order full"),
+                   *_corpus_exact("100,000 strings, order full"),
+                   _corpus_spearman("100,000 strings, order full")]),
+    Quote("experiments/corpus_dh/README.md", "{}% for characters, {}% at 1,024 BPE tokens, {}% for "
+          "GPT-2's BPE and for words (order 1, k 10, chance {}-{}%",
+          lambda: [100 * _corpus_wikitext(t) for t in ("char", "bpe:1024", "gpt2")] + [
+              100 * f(_corpus_wikitext(t, "chance") for t in
+                      ("char", "bpe:257", "bpe:1024", "bpe:4096", "gpt2", "word"))
+              for f in (min, max)]),
+    Quote("experiments/corpus_dh/README.md", "leaves {}% of the excess over chance for characters "
+          "and {}-{}% for the four larger vocabularies",
+          lambda: [_corpus_null_share("char"),
+                   *(f(_corpus_null_share(t) for t in ("bpe:1024", "bpe:4096", "gpt2", "word"))
+                     for f in (min, max))]),
     Quote("docs/findings/index.md", "both later protocols keep the ratio's share, {} and {}, but leave "
           "the cnd twins' undecided",
           lambda: [_capacity_share("results-converge.csv", "ratio-clm", "4")[0],
