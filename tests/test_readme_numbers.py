@@ -881,21 +881,86 @@ def test_a_quoted_number_is_its_results_file_value(quote):
     assert wrong == [], f"{quote.page} prints {wrong} (printed, from the results file)"
 
 
-#: The README's findings whose study writes no results file the test could read (its numbers
-#: are in a report.md under runs/, or in the study's README alone): each number as printed.
-#: A study that starts writing a csv or json moves from here to QUOTES.
-UNCHECKED = {
-    "input_side": ["96-100%"],
+#: The README's findings whose study kept no results file in the repository (their runs' report.md
+#: lay under runs/): each number as printed, beside a mark "quoted from `COMMAND`, DATE" that
+#: says where it was measured. A study that starts writing a csv or json moves from here to
+#: QUOTES.
+QUOTED = {
     "exor": ["12", "7", "40", "0.19"],
     "untie": ["100", "0.391", "0.001", "0.390", "0.001", "5"],
-    "corpus_dh": ["9", "21%", "1%"],
     "diagnose": ["1.7-2.7%", "70-90x"],
     "wikitext": ["44.7%", "625"],
-    "benchmarks": ["5.3-5.7x"],
+    "benchmarks": ["5.3-5.7x", "2"],
 }
+#: "quoted from `COMMAND`, YYYY-MM-DD" (with words between, as "at commit ...").
+QUOTED_MARK = r"quoted from `[^`]+`[^;()]*?, \d{4}-\d{2}-\d{2}"
 
 
-def test_every_finding_of_the_readme_is_checked_or_listed_as_unchecked():
+def _stated(page: str, text: str, *order: int) -> Callable[[], list[float]]:
+    """The numbers `page` prints in `text` (a fragment written as a Quote's), in `order`: a
+    quoted measurement with no results file must read as the study that measured it states it."""
+    return lambda: [float(_printed(Quote(page, text, list))[i].replace(",", "")) for i in order]
+
+
+def _untie_stated() -> list[float]:
+    """The untie README's sentence and table: the steps every run needs, then tied's and
+    untied's exact cross-entropy with their half-widths, then the seeds."""
+    page = "experiments/untie/README.md"
+    steps, seeds = _stated(page, "every run reaches the optimum within {} steps, tied, untied and "
+                           "untied at step 300 or 1,000 alike ({} seeds", 0, 1)()
+    rows = {row["run"]: row for row in _table_rows("untie/README.md")}
+    return [steps, *(float(x) for run in ("tied", "untied")
+                     for x in re.findall(NUMBER, rows[run]["exact cross-entropy"])), seeds]
+
+
+def _benchmark_row(script: str) -> str:
+    """The benchmarks README's table row of `script`."""
+    rows = [line for line in (EXPERIMENTS / "benchmarks/README.md").read_text("utf-8").splitlines()
+            if line.startswith(f"| `{script}`")]
+    assert len(rows) == 1, rows
+    return rows[0]
+
+
+#: Quoted measurements repeated on other pages, against the study README that states them.
+ECHOES = [
+    Quote("README.md", "leave the plateau in {} and {} of {} seeds (log-rank p = {}",
+          _stated("experiments/exor/README.md", "tied leaves the plateau in {} of {} seeds and "
+                  "untied in {} of {}: more often and earlier, but not significantly (log-rank "
+                  "p = {}", 0, 2, 1, 4)),
+    Quote("experiments/README.md", "tied leaves the plateau in {} of {} seeds by 60k steps against "
+          "untied {} of {} on the authors' strings (log-rank p = {})",
+          _stated("experiments/exor/README.md", "tied leaves the plateau in {} of {} seeds and "
+                  "untied in {} of {}: more often and earlier, but not significantly (log-rank "
+                  "p = {}", 0, 1, 2, 3, 4)),
+    Quote("README.md", "every run reaches the optimum within {} steps ({} ± {} nats tied, {} ± {} "
+          "untied, {} seeds", _untie_stated),
+    Quote("README.md", "share {}-{}% of input and output neighbours, {}-{}x chance",
+          _stated("experiments/diagnose/README.md", "share {}-{}% of their input and output "
+                  "neighbours under inner product, {}-{}x chance", 0, 1, 2, 3)),
+    Quote("experiments/README.md", "untied from the start {}-{}% of neighbours shared ({}-{}x "
+          "chance)", _stated("experiments/diagnose/README.md", "share {}-{}% of their input and "
+                             "output neighbours under inner product, {}-{}x chance", 0, 1, 2, 3)),
+    Quote("README.md", "share up to {}% of neighbours (step {}), then less",
+          _stated("experiments/wikitext/README.md", "it peaks at {}% (step {}) and then declines",
+                  0, 1)),
+    Quote("experiments/README.md", "exp 1 peaks at {}% overlap (step {}) then declines",
+          _stated("experiments/wikitext/README.md", "it peaks at {}% (step {}) and then declines",
+                  0, 1)),
+    Quote("README.md", "runs {}-{}x faster than its runs one after another",
+          lambda: [float(x) for x in re.findall(r"one group: ([\d.]+)x, [\d.]+x, ([\d.]+)x wall",
+                                                 _benchmark_row("bench_trainer_grid.py"))[0]]),
+]
+
+
+@pytest.mark.parametrize("quote", ECHOES, ids=lambda q: f"{q.page}: {q.text[:40]}")
+def test_a_quoted_measurement_reads_as_its_study_states_it(quote):
+    printed, values = _printed(quote), quote.values()
+    assert len(printed) == len(values), (printed, values)
+    wrong = [(p, v) for p, v in zip(printed, values) if not _agrees(p, v)]
+    assert wrong == [], f"{quote.page} prints {wrong} (printed, as the study states it)"
+
+
+def test_every_finding_of_the_readme_is_checked_or_quoted_with_its_command_and_date():
     section = README.split("\n## Findings\n", 1)[1].split("\n## ", 1)[0]
     quoted = [_flatten(q.text) for q in QUOTES if q.page == "README.md"]
     left: dict[str, list[str]] = {}
@@ -906,7 +971,10 @@ def test_every_finding_of_the_readme_is_checked_or_listed_as_unchecked():
             pattern = f"(?:{NUMBER})".join(re.escape(part) for part in quote.split("{}"))
             text = re.sub(pattern, " ", text)
         text = re.sub(r"\b[dK] \d+", " ", text)  # a design (width d, K pairs), not a result
+        marked = re.search(QUOTED_MARK, text)
+        text = re.sub(QUOTED_MARK, " ", text)
         numbers = re.findall(r"(?<![\w.-])\d+(?:[.,]\d+)*(?:-\d+(?:\.\d+)?)?[%x]?", text)
         if numbers:
+            assert marked, f"README's {study} finding has unchecked numbers {numbers} and no mark"
             left[study] = numbers
-    assert left == UNCHECKED
+    assert left == QUOTED
