@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import torch
 
+from dhwt.models.layers import twice
+
 #: The longest sequence and the widest head that `attention` serves (see the module docstring).
 MAX_LENGTH = 8
 MAX_HEAD_DIM = 8
@@ -34,6 +36,11 @@ def attention(
     True where a query may attend to a key; every query must be allowed at least one key.
     Returns (S, H, dh, L, B).
     """
+    if twice():  # autograd's graph of the same formula (dhwt.models.layers.twice_differentiable)
+        scores = (q.unsqueeze(4) * k.unsqueeze(3)).sum(2) * scale
+        if allowed is not None:
+            scores = scores.masked_fill(~allowed, float("-inf"))
+        return (scores.softmax(3).unsqueeze(2) * v.unsqueeze(3)).sum(4)
     return _Attention.apply(q, k, v, allowed, scale)
 
 

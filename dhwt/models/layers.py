@@ -6,7 +6,8 @@ map is one bmm W @ x over the member dimension, LayerNorm reduces over dim 1.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 
 import torch
 from torch import nn
@@ -16,6 +17,36 @@ Draw = Callable[[torch.Generator], torch.Tensor]
 #: Floating types of fewer than 32 bits: what autocast computes in, and what dhwt's reductions
 #: (LayerNorm, softmax, loss) read in float32.
 HALF = (torch.bfloat16, torch.float16)
+_twice = False
+
+
+@contextmanager
+def twice_differentiable() -> Iterator[None]:
+    """Within it, the ops with a hand-written backward (LayerNorm, small attention, the fused
+    loss) build autograd's graph of the same formula instead: the same values, differentiable
+    twice (a Hessian, dhwt.training.newton), slower.
+
+    Examples:
+        >>> import torch
+        >>> x = torch.randn(1, 3, 2, dtype=torch.float64, requires_grad=True)
+        >>> w, b = torch.ones(1, 3, dtype=torch.float64), torch.zeros(1, 3, dtype=torch.float64)
+        >>> with twice_differentiable():
+        ...     g, = torch.autograd.grad(layer_norm(x, w, b, 1e-5).pow(3).sum(), x,
+        ...                              create_graph=True)
+        >>> g.requires_grad
+        True
+    """
+    global _twice
+    before, _twice = _twice, True
+    try:
+        yield
+    finally:
+        _twice = before
+
+
+def twice() -> bool:
+    """True inside `twice_differentiable`."""
+    return _twice
 
 
 def stacked(draw: Draw, generators: Sequence[torch.Generator]) -> nn.Parameter:
@@ -60,6 +91,10 @@ def layer_norm(
     """
     if x.dtype in HALF:
         x = x.float()
+    if _twice:
+        centred = x - x.mean(1, keepdim=True)
+        normed = centred * (centred.square().mean(1, keepdim=True) + eps).rsqrt()
+        return torch.addcmul(bias.unsqueeze(2), normed, weight.unsqueeze(2))
     return _LayerNorm.apply(x, weight, bias, eps)
 
 

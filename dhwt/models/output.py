@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from dhwt.models.layers import HALF
+from dhwt.models.layers import HALF, twice
 
 #: The smallest vocabulary whose logits are token-major (see the module docstring).
 TOKEN_MAJOR_VOCAB = 64
@@ -74,7 +74,7 @@ def output_loss(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
     """
     members = h.shape[0]
     h, targets, weights = targeted(h, targets.reshape(members, -1), weights.reshape(members, -1))
-    if not token_major(weight.shape[1]):
+    if twice() or not token_major(weight.shape[1]):
         return weighted_cross_entropy(logits(h, weight, bias), targets, weights)
     grads = torch.is_grad_enabled() and any(
         t is not None and t.requires_grad for t in (h, weight, bias))

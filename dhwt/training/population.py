@@ -10,16 +10,22 @@ otherwise push its logit to -inf forever).
 2. a polish by torch's L-BFGS (history `history`, strong-Wolfe line search), member by member
    (one L-BFGS on the ensemble's sum shares its line search and curvature pairs between
    members and converged ten to a thousand times slower), up to `lbfgs_steps` iterations or
-   until the member's gradient norm is below `tolerance`.
+   until the member's gradient norm is below `tolerance`;
+3. with `newton_steps`, trust-region Newton on the exact Hessian (dhwt.training.newton), member
+   by member, until the gradient norm is below `newton_tolerance` or rounding stops it:
+   quadratic convergence where L-BFGS crawls, and a second-order certificate (the Hessian's
+   smallest eigenvalue).
 
 Float64 by default: at float32 the gradient of a cross-entropy near 0.5 nats cannot be read
 below about 1e-7, and a certificate must be.
 
 The certificate of each member: its objective, exact cross-entropy, gradient norm at the end,
-and drift (the objective's fall over the last `window` L-BFGS iterations). Convergence is
-linear at best (a pre-LN transformer's scale symmetries leave directions whose only curvature
-is the L2 term): on a K 2, d 4 demand language at l2 0.1 the gradient norm falls about tenfold
-per 300 iterations; a study declares the gradient norm and drift it accepts. The objective is not
+drift (the objective's fall over the last `window` L-BFGS iterations); after Newton, the fall
+Newton made past L-BFGS and the Hessian's smallest eigenvalue at the end (not below zero to
+rounding, with a gradient norm near rounding: a local minimum). L-BFGS's convergence is linear at best
+(a pre-LN transformer's scale symmetries leave directions whose only curvature is the L2 term):
+on a K 2, d 4 demand language at l2 0.1 the gradient norm falls about tenfold per 300
+iterations; a study declares the gradient norm and drift it accepts. The objective is not
 convex: a member may end at a stationary point that is not the best. `restart_gaps` compares
 members of one arm started from different seeds (restarts): each member's gap to the best.
 
@@ -36,6 +42,10 @@ Examples:
     >>> cert = fit_population(model, batch, PopulationOptions(adam_steps=20, lbfgs_steps=25))
     >>> cert.iterations.tolist(), model.embeddings.input_weight.dtype
     ([25, 25], torch.float64)
+    >>> cert = fit_population(model, batch, PopulationOptions(
+    ...     adam_steps=300, lbfgs_steps=100, l2=0.1, newton_steps=50))
+    >>> bool((cert.grad_norm < 1e-6).all()), bool((cert.min_eigenvalue > -1e-8).all())
+    (True, True)
 """
 
 from __future__ import annotations
@@ -49,6 +59,7 @@ import torch
 from dhwt.checks import check_float, check_int
 from dhwt.languages.batch import Batch
 from dhwt.models import build_model
+from dhwt.training.newton import NewtonEnd, newton
 
 #: L-BFGS iterations between two checks of every member's gradient norm (and between two
 #: points of the objective's trace, which `window` is read in).
@@ -62,21 +73,24 @@ class PopulationOptions:
     adam_steps: int = 2000
     lr: float = 1e-2
     lbfgs_steps: int = 1000
+    newton_steps: int = 0
     history: int = 50
     l2: float = 1e-4
     tolerance: float = 1e-6
+    newton_tolerance: float = 1e-9
     window: int = 100
     dtype: torch.dtype = torch.float64
     adam_dtype: torch.dtype = torch.float32
 
     def __post_init__(self) -> None:
-        for name in ("adam_steps", "lbfgs_steps"):
+        for name in ("adam_steps", "lbfgs_steps", "newton_steps"):
             check_int(name, getattr(self, name), low=0)
         for name in ("history", "window"):
             check_int(name, getattr(self, name), low=1)
         check_float("lr", self.lr, low=0.0, low_open=True)
         check_float("l2", self.l2, low=0.0)
-        check_float("tolerance", self.tolerance, low=0.0)
+        for name in ("tolerance", "newton_tolerance"):
+            check_float(name, getattr(self, name), low=0.0)
 
 
 @dataclass(frozen=True)
@@ -88,6 +102,9 @@ class Certificate:
     grad_norm: np.ndarray
     drift: np.ndarray
     iterations: np.ndarray  # the L-BFGS iterations each member ran, in steps of CHECK_EVERY
+    newton_fall: np.ndarray  # F at L-BFGS's end minus F at Newton's (0 without Newton)
+    min_eigenvalue: np.ndarray  # the Hessian's smallest eigenvalue at the end (NaN without Newton)
+    newton_iterations: np.ndarray
 
 
 def fit_population(model: torch.nn.Module, batch: Batch, options: PopulationOptions,
@@ -111,19 +128,27 @@ def fit_population(model: torch.nn.Module, batch: Batch, options: PopulationOpti
     model.to(options.dtype)
     objective = _Objective(model, [p for p in model.parameters() if p.requires_grad], batch,
                            options.l2, options.dtype)
-    traces = [_polish(model, i, batch, options, progress) for i in range(model.members)]
+    polished = [_polish(model, i, batch, options, progress) for i in range(model.members)]
     f, ce, grad_norm = objective.measure()
+    traces = [trace for trace, _ in polished]
     past = torch.stack([t[max(0, len(t) - 1 - -(-options.window // CHECK_EVERY))]
                         for t in traces])
-    return Certificate(objective=f.numpy(), cross_entropy=ce.numpy(), grad_norm=grad_norm.numpy(),
-                       drift=(past - f).numpy(),
-                       iterations=np.array([(len(t) - 1) * CHECK_EVERY for t in traces]))
+    ends = [end for _, end in polished]
+    return Certificate(
+        objective=f.numpy(), cross_entropy=ce.numpy(), grad_norm=grad_norm.numpy(),
+        drift=(past - torch.stack([t[-1] for t in traces])).numpy(),
+        iterations=np.array([(len(t) - 1) * CHECK_EVERY for t in traces]),
+        newton_fall=(torch.stack([t[-1] for t in traces]) - f).numpy(),
+        min_eigenvalue=np.array([np.nan if e is None else e.min_eigenvalue for e in ends]),
+        newton_iterations=np.array([0 if e is None else e.iterations for e in ends]))
 
 
 def _polish(model, member: int, batch: Batch, options: PopulationOptions,
-            progress: Callable[[str, int], None] | None) -> list[torch.Tensor]:
-    """L-BFGS on member `member` alone (a one-member copy of the model, written back after);
-    the trace of its F every CHECK_EVERY iterations."""
+            progress: Callable[[str, int], None] | None
+            ) -> tuple[list[torch.Tensor], NewtonEnd | None]:
+    """L-BFGS, then Newton (with options.newton_steps), on member `member` alone (a one-member
+    copy of the model, written back after); the trace of its F every CHECK_EVERY L-BFGS
+    iterations, and where Newton ended."""
     solo = build_model(model.config, [model.seeds[member]],
                        tied=model.embeddings.tied_members[member]).to(options.dtype)
     solo.load_state_dict({name: value[member:member + 1]
@@ -150,10 +175,16 @@ def _polish(model, member: int, batch: Batch, options: PopulationOptions,
             progress(f"lbfgs {member}", rounds * CHECK_EVERY)
         if float(grad_norm[0]) < options.tolerance:
             break
+    end = None
+    if options.newton_steps:
+        end = newton(params, lambda: objective.terms()[0].sum(), options.newton_steps,
+                     options.newton_tolerance)
+        if progress is not None:
+            progress(f"newton {member}", end.iterations)
     with torch.no_grad():
         for mine, theirs in zip(model.parameters(), solo.parameters()):
             mine[member] = theirs[0]
-    return trace
+    return trace, end
 
 
 def restart_gaps(objective: np.ndarray, groups: np.ndarray) -> np.ndarray:

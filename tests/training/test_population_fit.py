@@ -78,3 +78,22 @@ def test_members_are_independent_in_the_adam_phase():
 def test_bad_options_are_one_error():
     with pytest.raises(DhwtError, match="lr must be a finite number > 0"):
         PopulationOptions(lr=0.0)
+
+
+def test_newton_ends_at_a_local_minimum():
+    newton = PopulationOptions(adam_steps=300, lbfgs_steps=100, newton_steps=100, l2=0.1)
+    _, batch, model, cert = fitted([2], options=newton)
+    assert cert.grad_norm[0] < 1e-6  # L-BFGS: ~1e-3 at best
+    # positive semidefinite to rounding: a head's rotations leave F flat (dhwt.training.newton)
+    assert cert.min_eigenvalue[0] > -1e-8
+    assert cert.newton_fall[0] >= 0 and 0 < cert.newton_iterations[0] <= 100
+    value, _ = objective(model, batch, newton.l2)
+    assert cert.objective[0] == pytest.approx(float(value[0].detach()), rel=1e-12)
+    params = list(model.parameters())
+    start = [p.detach().clone() for p in params]
+    g = torch.Generator().manual_seed(0)
+    for _ in range(20):  # every nearby point in a random direction is higher
+        with torch.no_grad():
+            for p, p0 in zip(params, start):
+                p.copy_(p0 + 1e-3 * torch.randn(p.shape, generator=g, dtype=p.dtype))
+        assert float(objective(model, batch, newton.l2)[0][0]) > cert.objective[0]

@@ -1,0 +1,50 @@
+"""Refit one job of the plan (run.py) with a Newton polish after its Adam and L-BFGS phases, and
+print where L-BFGS ended and where Newton did: the fall past L-BFGS, the gradient norm and the
+Hessian's smallest eigenvalue (dhwt.training.newton). A probe of what run.py's fits are, not
+part of the plan: one job, the restarts given.
+
+    python experiments/dh_demand/certify.py --d 4 --arm tied --pattern ratio --dose 0 --draw 0
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import time
+
+import torch
+
+from dhwt.languages import load_language
+from dhwt.languages.population import population_batch
+from dhwt.models import ModelConfig, build_model
+from dhwt.training.population import fit_population
+from run import K, MODEL, OPTIONS
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--d", type=int, default=4)
+    parser.add_argument("--arm", choices=("tied", "untied"), default="tied")
+    parser.add_argument("--pattern", choices=("equal", "constant", "ratio"), default="ratio")
+    parser.add_argument("--dose", type=float, default=0.0)
+    parser.add_argument("--draw", type=int, default=0)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--newton-steps", type=int, default=100)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    language = load_language("demand", {"k": K, "pattern": args.pattern, "dose": args.dose,
+                                        "draw": args.draw})
+    batch = population_batch(language, "clm")
+    config = ModelConfig(vocab_size=len(language.vocab("clm")), max_len=batch.inputs.shape[1],
+                         d_model=args.d, d_ff=4 * args.d, **MODEL)
+    model = build_model(config, args.seeds, tied=args.arm == "tied")
+    options = dataclasses.replace(OPTIONS, newton_steps=args.newton_steps)
+    began = time.perf_counter()
+    cert = fit_population(model, batch, options)
+    print(json.dumps({"job": vars(args), "seconds": round(time.perf_counter() - began),
+                      **{k: v.tolist() for k, v in vars(cert).items()}}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
