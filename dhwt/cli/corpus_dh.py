@@ -88,7 +88,9 @@ def corpus_dh_cmd(order: str, out: str | None, as_json: bool, assignments: tuple
       TIKTOKEN_CACHE_DIR=../shared/data/gpt2/tiktoken_cache \\
           dhwt corpus-dh --corpus ../shared/data --tokenizer gpt2 --json > gpt2-dh.json
     """
-    from dhwt.commands.corpus_dh import CorpusDhOptions, corpus_dh_command, parse_order
+    from dhwt.checks import parse_count
+    from dhwt.commands.corpus_dh import CorpusDhOptions, corpus_dh_command
 
-    settings = CorpusDhOptions(order=parse_order(order), assignments=assignments, **options)
+    settings = CorpusDhOptions(order=parse_count("order", order, ("full",)),
+                               assignments=assignments, **options)
     click.echo(corpus_dh_command(settings, as_json=as_json, out=out))

@@ -10,11 +10,10 @@ from pathlib import Path
 
 from dhwt.analysis.corpus_dh_result import CorpusDhOptions, corpus_dh
 from dhwt.directories import check_report_dir
-from dhwt.errors import DhwtError
 from dhwt.report import corpus_dh_report
 from dhwt.report.json_document import json_text
 
-__all__ = ["CorpusDhOptions", "check_out", "corpus_dh_command", "parse_order"]
+__all__ = ["CorpusDhOptions", "check_out", "corpus_dh_command"]
 
 
 def corpus_dh_command(options: CorpusDhOptions, *, as_json: bool = False,
@@ -39,13 +38,3 @@ def check_out(out: str | Path) -> None:
     """DhwtError unless `out` may hold the report: new, empty, or an earlier corpus-dh report
     (dhwt.directories.check_report_dir)."""
     check_report_dir(out, "corpus-dh", corpus_dh_report.JSON, corpus_dh_report.LAYOUT)
-
-
-def parse_order(text: str) -> int | str:
-    """`--order`: a whole number or `full`, as given on the command line."""
-    if text == "full":
-        return text
-    try:
-        return int(text)
-    except ValueError:
-        raise DhwtError(f"order must be an integer >= 1 or 'full', got {text!r}") from None

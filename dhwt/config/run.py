@@ -64,8 +64,7 @@ OPTIMIZERS = ("adamw", "sgd", "population")
 # (dhwt.config.device; tensorboard only adds a view of metrics.jsonl; compile runs the same
 # operations fused). threads, precision and tf32 stay: they change how floats are rounded.
 PLACEMENT = ("device", "tensorboard", "compile")
-#: The options of a grammar's split, and their defaults (every dataset's).
-SPLIT_OPTIONS = ("valid_fraction", "test_fraction", "split_seed")
+#: The defaults of a grammar's split options (every dataset's).
 SPLIT_DEFAULTS = {"valid_fraction": VALID_FRACTION, "test_fraction": TEST_FRACTION,
                   "split_seed": SPLIT_SEED}
 #: Settings whose value is a table (in a flat config, not a section).
@@ -115,23 +114,23 @@ class DataConfig:
     has it (dhwt.runs.run.check_data). Given in a new run's config, it names the data the run
     must train on. Unset: not checked (runs made before dhwt recorded it)."""
 
-    grammar: str | None = None
-    set: dict[str, object] | None = None
-    data: str | None = None
-    corpus: str | None = None
-    tokenizer: str | None = None
-    seq_len: int | None = None
-    eval_windows: int | None = None
+    grammar: str | None = field(default=None, metadata={"of": "source"})
+    set: dict[str, object] | None = field(default=None, metadata={"of": "grammar"})
+    data: str | None = field(default=None, metadata={"of": "source"})
+    corpus: str | None = field(default=None, metadata={"of": "source"})
+    tokenizer: str | None = field(default=None, metadata={"of": "text"})
+    seq_len: int | None = field(default=None, metadata={"of": "text"})
+    eval_windows: int | None = field(default=None, metadata={"of": "text"})
     objective: str = "mlm"
-    mask_rate: float | None = None
-    mask_rule: str | None = None
-    twins: int | list[str] | None = None
-    twin_p: float | None = None
-    twin_kind: str | None = None
-    twin_seed: int | None = None
-    valid_fraction: float | None = None
-    test_fraction: float | None = None
-    split_seed: int | None = None
+    mask_rate: float | None = field(default=None, metadata={"of": "text"})
+    mask_rule: str | None = field(default=None, metadata={"of": "text"})
+    twins: int | list[str] | None = field(default=None, metadata={"of": "text"})
+    twin_p: float | None = field(default=None, metadata={"of": "text"})
+    twin_kind: str | None = field(default=None, metadata={"of": "text"})
+    twin_seed: int | None = field(default=None, metadata={"of": "text"})
+    valid_fraction: float | None = field(default=None, metadata={"of": "split"})
+    test_fraction: float | None = field(default=None, metadata={"of": "split"})
+    split_seed: int | None = field(default=None, metadata={"of": "split"})
     data_sha256: str | None = None
 
     def __post_init__(self) -> None:
@@ -146,12 +145,8 @@ class DataConfig:
         if self.grammar is not None and self.data is not None:
             raise DhwtError("give either grammar or data, not both "
                             f"(got grammar {self.grammar!r} and data {self.data!r})")
-        text = {"tokenizer": self.tokenizer, "seq_len": self.seq_len,
-                "eval_windows": self.eval_windows, "mask_rate": self.mask_rate,
-                "mask_rule": self.mask_rule, "twins": self.twins, "twin_p": self.twin_p,
-                "twin_kind": self.twin_kind, "twin_seed": self.twin_seed}
         if self.corpus is None:
-            given = [k for k, v in text.items() if v is not None]
+            given = [k for k in TEXT_OPTIONS if getattr(self, k) is not None]
             if given:
                 raise DhwtError(f"{given[0]} is an option of text corpora; give corpus too "
                                 "(e.g. corpus = \"wikitext-2\")")
@@ -204,10 +199,8 @@ class DataConfig:
     def _twins(self) -> None:
         """Twin planting (dhwt.text.twins): twin_p, twin_kind and twin_seed need twins and
         take their defaults with it."""
-        options = {"twin_p": self.twin_p, "twin_kind": self.twin_kind,
-                   "twin_seed": self.twin_seed}
         if self.twins is None:
-            given = [k for k, v in options.items() if v is not None]
+            given = [k for k in TWIN_DEFAULTS if getattr(self, k) is not None]
             if given:
                 raise DhwtError(f"{given[0]} is an option of twin planting; give twins too (the "
                                 "number of most frequent tokens, or a list of tokens)")
@@ -243,6 +236,35 @@ class DataConfig:
             if self.valid_fraction + self.test_fraction >= 1.0:
                 raise DhwtError(f"valid_fraction + test_fraction must leave training strings, "
                                 f"got {self.valid_fraction} + {self.test_fraction}")
+
+
+def data_keys(*kinds: str) -> tuple[str, ...]:
+    """DataConfig's settings of the given kinds, in field order: each field says in its
+    metadata which source it belongs to ("source": it names one; "grammar" and "split": a
+    grammar's options; "text": a text corpus'), so a new setting is declared once, there.
+
+    Examples:
+        >>> data_keys("source")
+        ('grammar', 'data', 'corpus')
+        >>> data_keys("split")
+        ('valid_fraction', 'test_fraction', 'split_seed')
+    """
+    return tuple(f.name for f in fields(DataConfig) if f.metadata.get("of") in kinds)
+
+
+#: The settings that name a data source (dhwt.config.sources resolves their values).
+SOURCES = data_keys("source")
+#: The options of a grammar's split (a dataset's too: they state how it was built).
+SPLIT_OPTIONS = data_keys("split")
+#: The options of a text corpus.
+TEXT_OPTIONS = data_keys("text")
+#: The settings that say what the data is, beside the split: a flag naming another source
+#: replaces them all (dhwt.commands.train).
+SOURCE_SETTINGS = data_keys("source", "grammar", "text")
+#: The keys of a study's [data] table for a grammar, and for a text corpus (with `data`:
+#: where WikiText-2 lies).
+GRAMMAR_KEYS = frozenset({"grammar", *data_keys("grammar", "split")})
+TEXT_KEYS = frozenset({"corpus", "data", *TEXT_OPTIONS})
 
 
 def overrides(value: object) -> dict[str, object] | None:

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from dhwt.checks import check_float, check_int
+from dhwt.checks import Instance, Integer, Real, check_fields
 from dhwt.languages.batch import Batch
 from dhwt.models import build_model
 
@@ -69,14 +69,13 @@ class PopulationOptions:
     dtype: torch.dtype = torch.float64
     adam_dtype: torch.dtype = torch.float32
 
+    CONSTRAINTS = {"adam_steps": [Integer(0)], "lr": [Real(0.0, low_open=True)],
+                   "lbfgs_steps": [Integer(0)], "history": [Integer(1)], "l2": [Real(0.0)],
+                   "tolerance": [Real(0.0)], "window": [Integer(1)],
+                   "dtype": [Instance(torch.dtype)], "adam_dtype": [Instance(torch.dtype)]}
+
     def __post_init__(self) -> None:
-        for name in ("adam_steps", "lbfgs_steps"):
-            check_int(name, getattr(self, name), low=0)
-        for name in ("history", "window"):
-            check_int(name, getattr(self, name), low=1)
-        check_float("lr", self.lr, low=0.0, low_open=True)
-        check_float("l2", self.l2, low=0.0)
-        check_float("tolerance", self.tolerance, low=0.0)
+        check_fields(self, self.CONSTRAINTS)
 
 
 @dataclass(frozen=True)

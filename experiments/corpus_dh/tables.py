@@ -19,7 +19,7 @@ import time
 import numpy as np
 from scipy.stats import spearmanr
 
-from dhwt.analysis.corpus_dh_result import CorpusDhOptions, corpus_dh
+from dhwt import CorpusDhOptions, corpus_dh
 
 PAIR_RATIO = "experiments/tying_price/pair-ratio.toml"
 LANGUAGES = [
