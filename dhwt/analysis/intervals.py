@@ -62,7 +62,7 @@ def t_interval(values, level: float = LEVEL) -> tuple[float, float]:
         >>> [round(x, 4) for x in t_interval([1.0, 2.0, 3.0])]
         [-0.4841, 4.4841]
         >>> [round(x, 4) for x in t_interval([1.0, 2.0, 3.0], 0.90)]
-        [0.3139, 3.6861]
+        [0.3141, 3.6859]
     """
     mean, half = float(np.mean(values)), float(t_half(values, level))
     return mean - half, mean + half
