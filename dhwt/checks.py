@@ -276,7 +276,7 @@ class Boolean:
         return isinstance(value, bool)
 
     def check(self, name: str, value: object) -> None:
-        """Nothing more to check: every bool is allowed."""
+        check_bool(name, value)
 
     def __str__(self) -> str:
         return "true or false"
@@ -294,7 +294,7 @@ class Text:
         return isinstance(value, str)
 
     def check(self, name: str, value: object) -> None:
-        if not value:
+        if not isinstance(value, str) or not value:
             raise DhwtError(f"{name} must be {self.what}, got {value!r}")
         if self.parse is not None:
             self.parse(value)
@@ -311,7 +311,8 @@ class Texts:
         return isinstance(value, (list, tuple))
 
     def check(self, name: str, value: object) -> None:
-        if not all(isinstance(item, str) and item for item in value):
+        if not isinstance(value, (list, tuple)) or not all(
+                isinstance(item, str) and item for item in value):
             raise DhwtError(f"{name} must be {self}, got [{brief(value)}]")
 
     def __str__(self) -> str:
@@ -328,7 +329,8 @@ class Instance:
         return isinstance(value, self.kind)
 
     def check(self, name: str, value: object) -> None:
-        """Nothing more to check: every instance is allowed."""
+        if not isinstance(value, self.kind):
+            raise DhwtError(f"{name} must be {self}, got {value!r}")
 
     def __str__(self) -> str:
         return f"a {self.kind.__module__}.{self.kind.__name__}"
@@ -360,8 +362,8 @@ def check_fields(options: object, constraints: Mapping[str, list[Constraint | No
     """Check every field of the dataclass `options` against its declared constraints (a list of
     the kinds of value it admits; None in it: the field may be unset), as scikit-learn checks
     an estimator's parameters: the first constraint that admits the value's type checks its
-    range; a value no constraint admits is refused naming them all. A field without a
-    declaration is a mistake of the class, refused too.
+    range; a value no constraint admits is refused by the field's one constraint, or naming
+    them all where it has several. A field without a declaration is a mistake of the class.
 
     Examples:
         >>> from dataclasses import dataclass
@@ -389,11 +391,11 @@ def check_fields(options: object, constraints: Mapping[str, list[Constraint | No
             continue
         kinds = [c for c in allowed if c is not None]
         admitting = next((c for c in kinds if c.admits(value)), None)
-        if admitting is None:
+        if admitting is None and len(kinds) > 1:
             unset = " or unset" if None in allowed else ""
             raise DhwtError(f"{f.name} must be {' or '.join(map(str, kinds))}{unset}, "
                             f"got {value!r}")
-        admitting.check(f.name, value)
+        (admitting or kinds[0]).check(f.name, value)
 
 
 # -- grammar specs --------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import numpy as np
 from dhwt.analysis.knn import KnnMatch, chance_baseline, choose_k, knn_match, select_tokens
 from dhwt.analysis.matrices import load_matrix, read_tokens, read_weights
 from dhwt.checks import Boolean, Choice, Integer, Text, check_fields
-from dhwt.config.device import check_device, resolve_device
+from dhwt.config.device import DEVICE, resolve_device
 from dhwt.defaults import KNN_SCORES as SCORES
 from dhwt.defaults import METRICS
 from dhwt.errors import DhwtError
@@ -45,7 +45,7 @@ class KnnOptions:
                    "side_b": [Text("input, output or a tensor name")],
                    "member_a": [Integer(0)], "member_b": [Integer(0)], "baseline": [Boolean()],
                    "seed": [Integer(0)], "per_token": [FILE, None],
-                   "device": [Text("a device", check_device)]}
+                   "device": [DEVICE]}
 
     def __post_init__(self) -> None:
         check_fields(self, self.CONSTRAINTS)

@@ -22,7 +22,7 @@ from dhwt.analysis.frequency import check_counts
 from dhwt.analysis.knn import check_k
 from dhwt.analysis.matrices import read_weights
 from dhwt.checks import Choice, Integer, Text, check_fields
-from dhwt.config.device import check_device, resolve_device
+from dhwt.config.device import DEVICE, resolve_device
 from dhwt.defaults import CHANCE_QUERIES, METRICS, TOP
 from dhwt.directories import check_report_dir
 from dhwt.errors import DhwtError
@@ -61,7 +61,7 @@ class DiagnoseOptions:
                    "chance_queries": [Integer(0)], "seed": [Integer(0)],
                    "step": [Integer(0), Choice(("last",))], "counts": [Text("a file path"), None],
                    "corpus": [Text("a file path"), None], "top": [Integer(1)],
-                   "device": [Text("a device", check_device)]}
+                   "device": [DEVICE]}
 
     def __post_init__(self) -> None:
         check_fields(self, self.CONSTRAINTS)

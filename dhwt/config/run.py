@@ -38,9 +38,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from dhwt.checks import (check_bool, check_choice, check_float, check_groups, check_int,
-                         check_masking, check_twins, format_seeds, parse_seeds, split_init_from)
-from dhwt.config.device import check_device
+from dhwt.checks import (Boolean, Choice, Instance, Integer, Real, Text, check_choice,
+                         check_fields, check_float, check_groups, check_int, check_masking,
+                         check_twins, format_seeds, parse_seeds, split_init_from)
+from dhwt.config.device import DEVICE
 from dhwt.config.schedule import TieSchedule
 from dhwt.defaults import LR_SCHEDULES, OBJECTIVES, PRECISIONS
 from dhwt.errors import DhwtError
@@ -317,17 +318,18 @@ class MembersConfig:
     freeze: str = "none"
     symmetric_init: list[list[str]] = field(default_factory=list)
 
+    CONSTRAINTS = {"seeds": [Instance(list)], "vary": [Choice(VARY)],
+                   "init_from": [Text('"RUN_DIR" or "RUN_DIR@STEP"', split_init_from), None],
+                   "init_member": [Integer(0)], "redraw": [Choice(REDRAW)],
+                   "freeze": [Choice(FREEZE)], "symmetric_init": [Instance(list)]}
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "seeds", parse_seeds(self.seeds))
         object.__setattr__(self, "symmetric_init", check_groups("symmetric_init",
                                                                self.symmetric_init))
-        check_choice("vary", self.vary, VARY)
-        check_choice("redraw", self.redraw, REDRAW)
-        check_choice("freeze", self.freeze, FREEZE)
-        check_int("init_member", self.init_member, low=0)
-        if self.init_from is not None:
-            split_init_from(self.init_from)
-        elif self.freeze == "loaded" or self.redraw != "both" or self.init_member:
+        check_fields(self, self.CONSTRAINTS)
+        if self.init_from is None and (self.freeze == "loaded" or self.redraw != "both"
+                                       or self.init_member):
             what = ("freeze = 'loaded'" if self.freeze == "loaded" else
                     f"redraw = {self.redraw!r}" if self.redraw != "both" else "init_member")
             raise DhwtError(f"{what} needs init_from = \"RUN_DIR[@STEP]\" (the run to start "
@@ -342,8 +344,11 @@ class TyingConfig:
     tie_schedule: TieSchedule | str = "tied"
     tie_penalty: float = 0.0
 
+    CONSTRAINTS = {"tie_schedule": [Instance(TieSchedule), Text("a tie schedule")],
+                   "tie_penalty": [Real(0.0)]}
+
     def __post_init__(self) -> None:
-        check_float("tie_penalty", self.tie_penalty, low=0.0)
+        check_fields(self, self.CONSTRAINTS)
         _floats(self)
 
 
@@ -379,30 +384,24 @@ class OptimConfig:
     grad_clip: float | None = None
     lbfgs_steps: int = 2000
 
+    CONSTRAINTS = {
+        "steps": [Integer(1)], "batch_size": [Integer(1), None],
+        "optimizer": [Choice(OPTIMIZERS)], "lr": [Real(0.0, low_open=True)],
+        "beta1": [Real(0.0, 1.0, high_open=True)], "beta2": [Real(0.0, 1.0, high_open=True)],
+        "eps": [Real(0.0, low_open=True)], "weight_decay": [Real(0.0)],
+        "lr_schedule": [Choice(LR_SCHEDULES)], "lr_min": [Real(0.0)], "lr_period": [Integer(1)],
+        "warmup_steps": [Integer(0)], "grad_clip": [Real(0.0, low_open=True), None],
+        "lbfgs_steps": [Integer(0)]}
+
     def __post_init__(self) -> None:
-        if self.batch_size == FULL_BATCH:
+        if self.batch_size == FULL_BATCH:  # the TOML and flag spelling of None
             object.__setattr__(self, "batch_size", None)
-        check_choice("lr_schedule", self.lr_schedule, LR_SCHEDULES)
-        check_choice("optimizer", self.optimizer, OPTIMIZERS)
-        for name in ("steps", "lr_period"):
-            check_int(name, getattr(self, name), low=1)
-        if self.batch_size is not None:
-            check_int("batch_size", self.batch_size, low=1)
-        check_int("warmup_steps", self.warmup_steps, low=0)
-        check_int("lbfgs_steps", self.lbfgs_steps, low=0)
+        check_fields(self, self.CONSTRAINTS)
         if self.optimizer == "population" and (self.lr_schedule, self.warmup_steps,
                                                self.batch_size) != ("constant", 0, None):
             raise DhwtError('optimizer "population" fits the whole language at a constant lr: '
                             'set lr_schedule = "constant", batch_size = "full" and no '
                             "warmup_steps")
-        check_float("lr", self.lr, low=0.0, low_open=True)
-        check_float("lr_min", self.lr_min, low=0.0)
-        check_float("eps", self.eps, low=0.0, low_open=True)
-        check_float("weight_decay", self.weight_decay, low=0.0)
-        check_float("beta1", self.beta1, low=0.0, high=1.0, high_open=True)
-        check_float("beta2", self.beta2, low=0.0, high=1.0, high_open=True)
-        if self.grad_clip is not None:
-            check_float("grad_clip", self.grad_clip, low=0.0, low_open=True)
         _floats(self)
         if self.lr_min > self.lr:
             raise DhwtError(f"lr_min ({self.lr_min}) must not exceed lr ({self.lr})")
@@ -428,10 +427,12 @@ class RecordConfig:
     population_every: int = 0
     tensorboard: bool = False
 
+    CONSTRAINTS = {"eval_every": [Integer(1)], "snapshot_every": [Integer(1)],
+                   "checkpoint_every": [Integer(1)], "population_every": [Integer(0)],
+                   "tensorboard": [Boolean()]}
+
     def __post_init__(self) -> None:
-        for name in ("eval_every", "snapshot_every", "checkpoint_every", "population_every"):
-            check_int(name, getattr(self, name), low=0 if name == "population_every" else 1)
-        check_bool("tensorboard", self.tensorboard)
+        check_fields(self, self.CONSTRAINTS)
         if self.population_every % self.eval_every:
             raise DhwtError(f"population_every must be a multiple of eval_every "
                             f"({self.eval_every}), got {self.population_every}")
@@ -453,12 +454,12 @@ class Placement:
     tf32: bool = False
     compile: bool = False
 
+    CONSTRAINTS = {"device": [DEVICE],
+                   "threads": [Integer(1, MAX_THREADS)], "precision": [Choice(PRECISIONS)],
+                   "tf32": [Boolean()], "compile": [Boolean()]}
+
     def __post_init__(self) -> None:
-        check_device(self.device)
-        check_int("threads", self.threads, low=1, high=MAX_THREADS)
-        check_choice("precision", self.precision, PRECISIONS)
-        check_bool("tf32", self.tf32)
-        check_bool("compile", self.compile)
+        check_fields(self, self.CONSTRAINTS)
         if self.tf32 and self.device == "cpu":
             raise DhwtError("tf32 = true needs a CUDA device (TF32 is a GPU's float32 mode); "
                             "device is cpu")
