@@ -33,7 +33,7 @@ EXECUTORS = ("local", "slurm")
 #: max_num_timeout; dhwt.commands.study_jobs).
 JOB_REQUEUES = 3
 
-#: What `dhwt export` writes: a Hugging Face checkpoint (dhwt.commands.export).
+#: What `dhwt export` writes: a Hugging Face checkpoint (dhwt.runs.hf_export).
 EXPORT_TARGETS = ("hf",)
 
 # -- analysis ----------------------------------------------------------------------------------

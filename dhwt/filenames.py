@@ -76,12 +76,12 @@ DATASET_FILES = (SPEC, VOCAB, STRINGS, TRUTH)
 ANALYZE_RECORD = "analyze.json"
 #: Per run and seed, the step it left the plateau (dhwt.report.escape_report).
 ESCAPE_TABLE = "escape.csv"
-#: Every similarity curve at every step (dhwt.report.similarity_report).
+#: Every similarity curve at every step (dhwt.report.runs_similarity_report).
 SIMILARITY_CSV = "similarity.csv"
 SIMILARITY_JSON = "similarity.json"
-#: The figures: closeness and fit (dhwt.report.runs_report), the share still on the plateau
-#: (escape_report), similarity (similarity_report), loss and accuracy per split of text runs
-#: (loss_report; format with the split).
+#: The figures: closeness and fit (dhwt.report.runs_closeness_report), the share still on the
+#: plateau (escape_report), similarity (runs_similarity_report), loss and accuracy per split of
+#: text runs (runs_loss_report; format with the split).
 CLOSENESS_FIGURE = "closeness.png"
 FIT_FIGURE = "fit.png"
 SURVIVAL_FIGURE = "survival.png"
@@ -90,7 +90,8 @@ SIMILARITY_OTHER_FIGURE = "similarity_other.png"
 SIMILARITY_DH_FIGURE = "similarity_dh.png"
 LOSS_FIGURE = "loss_{}.png"
 ACCURACY_FIGURE = "accuracy_{}.png"
-#: The splits a text run evaluates (dhwt.text.corpus.SPLITS), whose curves loss_report draws.
+#: The splits of a dataset and a corpus, in their order (a split's id is its index here), whose
+#: curves runs_loss_report draws: their one home.
 SPLITS = ("train", "valid", "test")
 
 # -- a study directory (dhwt.commands.study, dhwt.commands.study_jobs) --------------------------
@@ -149,7 +150,7 @@ JOBS_LAYOUT: Layout = {
     re.compile(r"[0-9a-f]{32}\.pkl|\.submission_file_[0-9a-f]{32}\.sh"): FILE,
 }
 STUDY_LAYOUT: Layout = {
-    **ANALYZE_LAYOUT,  # a grammar study's report (runs_report), a text study's (analyze)
+    **ANALYZE_LAYOUT,  # a grammar study's report (runs_closeness_report), a text study's (analyze)
     STUDY_FILE: FILE, DATA: "dataset", RUNS: {ANY: "run"}, ANALYSIS: {ANY: ANALYZE_LAYOUT},
     JOBS: JOBS_LAYOUT,
 }

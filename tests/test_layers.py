@@ -164,3 +164,54 @@ def test_the_checks_see_lazy_typing_and_private_imports(tmp_path):
     found = imports("dhwt.a.m", source, known)
     assert {(i.target, i.name) for i in found} == {
         ("dhwt.b", "Thing"), ("dhwt.b", "_hidden"), ("dhwt.b", None), ("dhwt.b", "_other")}
+
+
+#: Heavy numeric packages: a report renders numbers it is given, a recipe asks the library.
+NUMERIC = ("torch", "scipy", "sklearn")
+#: Recipes that still compute, each with its reason.
+COMPUTING_RECIPES = {
+    "dhwt.commands.train": "the run lifecycle, moving to dhwt.training (issue 49, item 1)",
+    "dhwt.commands.study": "the study lifecycle, moving to dhwt.training (issue 49, item 2)",
+    "dhwt.commands.study_jobs": "the study lifecycle, moving to dhwt.training (issue 49, item 2)",
+}
+
+
+def third_party(path: Path) -> set[str]:
+    """The top-level names of the packages a module imports outside dhwt, at any depth."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module.split(".")[0])
+    return found - {"dhwt"}
+
+
+def test_reports_and_recipes_compute_nothing(graph):
+    """DESIGN.md: a command computes a typed result through the library (analysis/ and the
+    components), then renders it through report/. So no report module, and no recipe but those
+    of COMPUTING_RECIPES, imports torch, scipy or scikit-learn."""
+    known, _ = graph
+    computing = sorted(
+        f"{name} imports {', '.join(sorted(third_party(path) & set(NUMERIC)))}"
+        for name, path in known.items()
+        if package_of(name) in ("report", "commands") and name not in COMPUTING_RECIPES
+        and third_party(path) & set(NUMERIC))
+    assert not computing, "reports and recipes that compute:\n" + "\n".join(computing)
+
+
+def test_analysis_holds_no_sentences(graph):
+    """The words a user reads are report/'s, and measured findings live in data files beside
+    the code that reads them (dhwt/analysis/dh_findings.json), each naming its study: no module
+    of analysis/ keeps a sentence (a string of five words or more) at its top level."""
+    known, _ = graph
+    sentences = []
+    for name, path in known.items():
+        if package_of(name) != "analysis":
+            continue
+        for node in ast.parse(path.read_text(), str(path)).body:
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                sentences += [f"{name} line {node.lineno}: {n.value[:60]!r}"
+                              for n in ast.walk(node.value) if isinstance(n, ast.Constant)
+                              and isinstance(n.value, str) and len(n.value.split()) >= 5]
+    assert not sentences, "sentences kept in analysis/:\n" + "\n".join(sentences)

@@ -10,21 +10,19 @@ violation level it trains several seeds of an untied model and records the exces
 
 This module reads that table (PACKAGED, dh_calibration.json beside this file, written by
 experiments/dh_calibration/calibrate.py; or any file by path) and places one model's excess in
-it. A single model is compared with each level's 95% *prediction*
-interval (where one more seed of that level would fall), not with the interval of the level's
-mean: the reading is about one model, and seeds of one level spread widely. Levels whose
-interval holds the excess are the ones the calibration cannot tell apart from it; several of
-them, at very different violations, mean the overlap does not pin the violation down, and the
-advice says so rather than choosing. The calibration comes from tiny vocabularies and models
-(tens of tokens, d_model 16) at one k and one metric; the text says that too.
+it (a Reading; dhwt.report.dh_reading_report words it). A single model is compared with each
+level's 95% *prediction* interval (where one more seed of that level would fall), not with the
+interval of the level's mean: the reading is about one model, and seeds of one level spread
+widely. Levels whose interval holds the excess are the ones the calibration cannot tell apart
+from it; several of them, at very different violations, mean the overlap does not pin the
+violation down, and the reading names them all rather than choosing. The calibration comes from
+tiny vocabularies and models (tens of tokens, d_model 16) at one k and one metric.
 
 Only a model near the calibration's (vocabulary and width within a factor NEAR of its own) is
-placed on it. A model far from it, or of unknown size, is not: its excess is not read as a
-synthetic violation level, and no price of tying measured on the synthetic languages is attached
-to it; instead the prices of tying measured on different footing (the synthetic languages,
-PRICES_ELSEWHERE) are shown side by side, since they disagree about 500-fold. Where tying does
-cost on synthetic languages (a width too small for the language), the overlap was measured
-against that price and did not predict it; every reading on the calibration says so.
+placed on it. A model far from it, or of unknown size, is not (place "far"): its excess is not
+read as a synthetic violation level, and no price of tying measured on the synthetic languages
+is attached to it; the report shows instead the prices of tying measured on different footing
+(dhwt.analysis.dh_reading_result.findings), which disagree about 500-fold.
 """
 
 from __future__ import annotations
@@ -46,20 +44,6 @@ _NEEDED = ("violation", "n_seeds", "k", "metric", "V", "excess_mean")
 #: A model whose vocabulary or width is more than this factor from the calibration's is far
 #: from it: not placed on its violation scale, and given none of its prices.
 NEAR = 4.0
-#: Prices of tying measured away from the synthetic calibration: (where, price).
-PRICES_ELSEWHERE = (
-    ("WikiText-2, bpe:2048, d_model 64 (experiments/tying_wikitext, 3 seeds)",
-     "+0.19 nats per valid token"),
-    ("synthetic languages where the width limits the model (experiments/tying_capacity, V "
-     "13-82, d_model 2-16, 6 seeds)", "0 to +0.4 nats, which the overlap did not predict"),
-)
-#: What the overlap says about a price where tying has one (experiments/dh_calibration,
-#: capacity.md): appended to every reading on the calibration.
-PRICE_NOT_PREDICTED = ("where tying does cost on synthetic languages (experiments/tying_capacity, "
-                       "0 to +0.4 nats) the overlap did not predict the price: at k 3 / cos a 95% "
-                       "prediction interval of ±0.24 nats, Spearman +0.13 over 612 models")
-
-
 @dataclass(frozen=True)
 class CalibrationLevel:
     """One calibrated language: its exact violation and the excess its untied models showed.
@@ -78,11 +62,6 @@ class CalibrationLevel:
     chance_mean: float | None = None
     price: float | None = None
 
-    @property
-    def label(self) -> str:
-        knob = self.knob or self.family
-        return f"violation {self.violation:.2f}" + (f" ({knob})" if knob else "")
-
 
 @dataclass(frozen=True)
 class CalibrationTable:
@@ -100,23 +79,33 @@ class CalibrationTable:
     source: str = "calibration"
     d_model: int | None = None
 
-    def far(self, vocab: int | None, width: int | None = None) -> str | None:
-        """Why a model of `vocab` rows (and `width` columns, where known) is too far from this
+    def far(self, vocab: int | None, width: int | None = None) -> Far | None:
+        """How a model of `vocab` rows (and `width` columns, where known) is too far from this
         calibration to be read on it, or None when it is near (within a factor NEAR).
 
         Examples:
             >>> table = CalibrationTable(10, "ip", 34, "pi95", (), d_model=16)
             >>> table.far(40, 16) is None, table.far(2048)
-            (True, "vocabulary 2048 against the calibration's 34")
+            (True, Far(size='vocabulary', model=2048, calibration=34))
         """
         if vocab is None:
-            return "its vocabulary size is not known"
+            return Far("vocabulary", None, self.V)
         if not 1 / NEAR <= vocab / self.V <= NEAR:
-            return f"vocabulary {vocab} against the calibration's {self.V}"
+            return Far("vocabulary", vocab, self.V)
         if width is not None and self.d_model is not None and not (
                 1 / NEAR <= width / self.d_model <= NEAR):
-            return f"d_model {width} against the calibration's {self.d_model}"
+            return Far("d_model", width, self.d_model)
         return None
+
+
+@dataclass(frozen=True)
+class Far:
+    """Why a model is not read on a calibration: its `size` ("vocabulary" or "d_model") is
+    `model` (None: not known) against the calibration's `calibration`, beyond a factor NEAR."""
+
+    size: str
+    model: int | None
+    calibration: int
 
 
 @dataclass(frozen=True)
@@ -127,20 +116,16 @@ class Reading:
     lowest and the highest interval), "below" or "above" all of them, or "far" (the model is far
     from the calibration's: not placed, levels empty). levels: the levels whose interval holds
     the excess ("inside"), else the nearest level on each side ("between") or the nearest one
-    ("below", "above"). text: one line of advice that states its uncertainty."""
+    ("below", "above"). table: the calibration it was placed on; far: why it was not (place
+    "far"). dhwt.report.dh_reading_report words it."""
 
     overlap: float
     chance: float
     excess: float
     place: str
     levels: tuple[CalibrationLevel, ...]
-    text: str
-
-    @property
-    def violation_range(self) -> tuple[float, float]:
-        """The smallest and largest violation among `levels` (nan where none: "far")."""
-        values = [level.violation for level in self.levels]
-        return (min(values), max(values)) if values else (float("nan"), float("nan"))
+    table: CalibrationTable
+    far: Far | None = None
 
 
 @cache
@@ -226,13 +211,10 @@ def calibrated_reading(overlap: float, chance: float, table: CalibrationTable, *
     """Place one untied model's input-vs-output overlap (and its chance level) in `table`.
 
     vocab, width: the model's vocabulary size and d_model (None: unknown). A model far from the
-    calibration's (CalibrationTable.far) is not placed ("far"): the text gives its excess, why
-    the calibration does not apply, and the prices of tying measured on different footing side by
-    side, attaching none. k, metric: how the overlap was measured, checked against the table
-    when given (a reading at another k or metric has another scale). The advice names the levels
-    the excess is consistent with, their violations and, where measured, the price of tying they
-    showed; it says when the calibration cannot tell them apart and that it comes from small
-    synthetic languages.
+    calibration's (CalibrationTable.far) is not placed ("far", with why). k, metric: how the
+    overlap was measured, checked against the table when given (a reading at another k or metric
+    has another scale). The levels are those the excess is consistent with (sorted by
+    violation), else the nearest on each side.
 
     Examples:
         >>> doc = {"levels": [
@@ -255,10 +237,10 @@ def calibrated_reading(overlap: float, chance: float, table: CalibrationTable, *
     excess = excess_over_chance(float(overlap), float(chance))
     if not math.isfinite(excess):
         raise DhwtError(f"no excess over chance from overlap {overlap!r} and chance {chance!r}")
-    reason = table.far(vocab, width)
-    if reason is not None:
+    far = table.far(vocab, width)
+    if far is not None:
         return Reading(overlap=float(overlap), chance=float(chance), excess=excess, place="far",
-                       levels=(), text=_far_text(excess, reason, table))
+                       levels=(), table=table, far=far)
     levels = table.levels
     inside = tuple(level for level in levels if level.low <= excess <= level.high)
     if inside:
@@ -273,54 +255,7 @@ def calibrated_reading(overlap: float, chance: float, table: CalibrationTable, *
         place, chosen = "between", (below, above)
     chosen = tuple(sorted(chosen, key=lambda level: level.violation))
     return Reading(overlap=float(overlap), chance=float(chance), excess=excess, place=place,
-                   levels=chosen, text=_text(excess, place, chosen, table))
-
-
-def _text(excess: float, place: str, levels: tuple[CalibrationLevel, ...],
-          table: CalibrationTable) -> str:
-    head = f"excess over chance {excess:.2f} (k {table.k}, {table.metric})"
-    span = _span(levels)
-    if place == "inside" and len({lv.violation for lv in levels}) == 1:
-        where = f"consistent with calibrated {levels[0].label}"
-    elif place == "inside":
-        where = (f"consistent with {len(levels)} calibrated levels spanning violation {span}: "
-                 "the overlap does not tell them apart")
-    elif place == "between":
-        where = f"between calibrated {levels[0].label} and {levels[1].label}"
-    else:
-        side = "above" if place == "above" else "below"
-        where = (f"{side} every calibrated level (nearest: {levels[0].label}); the "
-                 "calibration does not cover it")
-    prices = sorted({f"{lv.price:+.4f}" for lv in levels if lv.price is not None}, key=float)
-    price = ("" if not prices else
-             f"; price of tying measured there {prices[0]} nats" if len(prices) == 1 else
-             f"; price of tying measured there {prices[0]} to {prices[-1]} nats")
-    n = min(lv.n_seeds for lv in levels)
-    return (f"{head}: {where}{price} (95% {_INTERVAL_WORDS[table.interval]}, {n}+ seeds a "
-            f"level; calibrated on small synthetic languages, V {table.V}, not real models); "
-            f"{PRICE_NOT_PREDICTED}")
-
-
-def _far_text(excess: float, reason: str, table: CalibrationTable) -> str:
-    prices = sorted(lv.price for lv in table.levels if lv.price is not None)
-    synthetic = ("" if not prices else
-                 f"{prices[0]:+.4f} to {prices[-1]:+.4f} nats on the calibration's synthetic "
-                 f"languages (V {table.V})")
-    measured = [synthetic] if synthetic else []
-    measured += [f"{price} on {where}" for where, price in PRICES_ELSEWHERE]
-    width = f", d_model {table.d_model}" if table.d_model is not None else ""
-    return (f"excess over chance {excess:.2f} (k {table.k}, {table.metric}); not read on the "
-            f"calibration (small synthetic languages, V {table.V}{width}): this model is far "
-            f"from it ({reason}), so no violation level and no price of tying is read for it; "
-            f"prices of tying measured elsewhere disagree: {'; '.join(measured)}")
-
-
-_INTERVAL_WORDS = {"pi95": "prediction intervals of one model", "ci95": "intervals of the mean"}
-
-
-def _span(levels: tuple[CalibrationLevel, ...]) -> str:
-    low, high = min(lv.violation for lv in levels), max(lv.violation for lv in levels)
-    return f"{low:.2f}" if low == high else f"{low:.2f}-{high:.2f}"
+                   levels=chosen, table=table)
 
 
 def _level(entry: dict, interval: str, where: str) -> CalibrationLevel:

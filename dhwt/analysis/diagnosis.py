@@ -17,8 +17,7 @@ it (_chance_neighbours): the same law for each query's neighbours at a fraction 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -108,21 +107,6 @@ class Subject:
     tied_since: int | None = None
 
 
-@dataclass(frozen=True)
-class DiagnoseResult:
-    """Everything the report shows: where the matrices came from, the subjects, how tokens
-    print (token(i)), and notes on how the source was read."""
-
-    source: str
-    kind: str
-    description: str
-    shape: tuple[int, int, int]
-    subjects: tuple[Subject, ...]
-    token: Callable[[int], str] = field(repr=False)
-    notes: tuple[str, ...] = ()
-    counts_source: str | None = None
-
-
 def diagnose(e_in: np.ndarray, e_out: np.ndarray, *, k: int | None = None, metric: str = "ip",
              queries: int | None = None, chance_queries: int = CHANCE_QUERIES, seed: int = 0,
              counts: np.ndarray | None = None, progress: bool | None = False,
@@ -175,7 +159,7 @@ def diagnose(e_in: np.ndarray, e_out: np.ndarray, *, k: int | None = None, metri
         overlap=mean_estimate(match.overlap, n), chance=chance, cka=whole.cka,
         procrustes=whole.procrustes.error if square else float("nan"),
         whole_rows=len(rows), input=near_in, output=near_out,
-        buckets=() if counts is None else frequency_buckets(match.overlap, ids, counts),
+        buckets=() if counts is None else overlap_buckets(match.overlap, ids, counts),
         counts=None if counts is None else np.asarray(counts)[ids],
     )
 
@@ -215,7 +199,7 @@ def _chance_neighbours(e: np.ndarray, norms: np.ndarray, ids: np.ndarray, k: int
                       np.concatenate([b.scores for b in batches]))
 
 
-def frequency_buckets(overlap: np.ndarray, tokens: np.ndarray,
+def overlap_buckets(overlap: np.ndarray, tokens: np.ndarray,
                       counts: np.ndarray) -> tuple[Bucket, ...]:
     """Mean overlap of the query tokens never seen, and of the seen ones in BUCKETS equal-size
     groups by count (dhwt.analysis.frequency): an estimate over the queries in each, out of the
@@ -224,7 +208,7 @@ def frequency_buckets(overlap: np.ndarray, tokens: np.ndarray,
     Examples:
         >>> import numpy as np
         >>> counts = np.array([0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
-        >>> buckets = frequency_buckets(np.linspace(0, 1, 12), np.arange(12), counts)
+        >>> buckets = overlap_buckets(np.linspace(0, 1, 12), np.arange(12), counts)
         >>> [b.label for b in buckets], round(buckets[0].overlap.mean, 3)
         (['never seen', '1-2', '3-4', '5-6', '7-8', '9-10'], 0.045)
     """

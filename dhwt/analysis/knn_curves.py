@@ -28,13 +28,13 @@ from tqdm import tqdm
 from dhwt.analysis.knn import (BLOCK, METRICS, Neighbours, average_weights, check_k,
                                match_neighbours, nearest_neighbours, norm_matched_random,
                                select_tokens)
+from dhwt.analysis.matrices import SIDES
 from dhwt.analysis.similarity import copy_residue, linear_cka, mutual_knn, procrustes
 from dhwt.runs.snapshots import Snapshot, read_snapshot, snapshot_files
 from dhwt.errors import DhwtError
 
 #: Measures that can be asked for; "knn" gives jaccard, overlap and their chance levels.
 MEASURES = ("knn", "cka", "procrustes", "mutual-knn")
-SIDES = ("input", "output")
 
 
 @dataclass(frozen=True)

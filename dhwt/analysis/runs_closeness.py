@@ -1,6 +1,6 @@
-"""What the closeness report of runs of one language computes (dhwt.report.runs_report renders
-it): each run's exact final fit, which seeds left the plateau, and the closeness of the tracked
-symbol pairs over training, in one typed result.
+"""What the closeness report of runs of one language computes
+(dhwt.report.runs_closeness_report renders it): each run's exact final fit, which seeds left the
+plateau, and the closeness of the tracked symbol pairs over training, in one typed result.
 
 Panels: a run that was tied at every snapshot has one matrix ("tied matrix"); any other run has
 an input and an output panel (before an untie the two coincide).

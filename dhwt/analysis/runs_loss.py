@@ -1,5 +1,5 @@
-"""What the loss section of a report on text runs computes (dhwt.report.loss_report renders it):
-for runs whose task has no exact ground truth, each run's last evaluation of each split
+"""What the loss section of a report on text runs computes (dhwt.report.runs_loss_report renders
+it): for runs whose task has no exact ground truth, each run's last evaluation of each split
 summarised over members, and loss and accuracy over training, read from metrics.jsonl. Runs of a
 synthetic language get the closeness report instead (dhwt.analysis.runs_closeness), which
 compares with the Bayes optimum."""
@@ -19,7 +19,7 @@ from dhwt.errors import DhwtError
 from dhwt.runs import Run, load_run
 from dhwt.runs.metrics import metric_table
 
-SPLITS = ("valid", "test", "train")  # final values, one run's next to each other
+FINAL_SPLITS = ("valid", "test", "train")  # final values, one run's next to each other
 CURVES = ("valid", "train")  # curves: the trainer evaluates "test" at the last step only
 
 
@@ -45,9 +45,9 @@ class FinalLoss:
 
 @dataclass(frozen=True, eq=False)
 class RunsLoss:
-    """finals: per run, its splits in SPLITS order; loss, accuracy: split -> run -> (steps (T,),
-    values (T, S)) over training, for the CURVES splits some run evaluated; events: each run's
-    tie switches."""
+    """finals: per run, its splits in FINAL_SPLITS order; loss, accuracy: split -> run ->
+    (steps (T,), values (T, S)) over training, for the CURVES splits some run evaluated; events:
+    each run's tie switches."""
 
     finals: tuple[FinalLoss, ...]
     loss: dict[str, dict[str, tuple[np.ndarray, np.ndarray]]]
@@ -61,7 +61,7 @@ def runs_loss(runs: Mapping[str, Path]) -> RunsLoss:
     records = {name: run.metrics() for name, run in loaded.items()}
     finals = []
     for name, rows in records.items():
-        splits = [split for split in SPLITS if any(r["split"] == split for r in rows)]
+        splits = [split for split in FINAL_SPLITS if any(r["split"] == split for r in rows)]
         windows = _windows(loaded[name], splits)
         for split in splits:
             steps, losses = metric_table(rows, split, "loss")

@@ -1,6 +1,6 @@
 """What the similarity section of a runs report computes: which members are compared, which
 tokens count, the curves over training (dhwt.analysis.knn_curves), and the options `dhwt
-analyze` exposes for it (dhwt.report.run_similarity renders the result).
+analyze` exposes for it (dhwt.report.runs_similarity_report renders the result).
 
 Tokens seen in training come from a count vector (one count per token id): a file given by the
 user, or the run's token counts (Run.token_counts_file), which the trainer writes for tasks that

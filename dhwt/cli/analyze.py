@@ -6,7 +6,7 @@ import click
 
 from dhwt import defaults
 from dhwt.cli.group import cli
-from dhwt.cli.options import json_option, k_option, metric_option, seed_option
+from dhwt.cli.options import emit, json_option, k_option, metric_option, seed_option
 
 
 @cli.command("analyze", context_settings={"max_content_width": 100})
@@ -78,8 +78,4 @@ def analyze_cmd(run_dirs: tuple[str, ...], out: str, pairs: str | None, measure:
     from dhwt.analysis.runs_similarity import SimilarityOptions
     from dhwt.commands.analyze import analyze_command
 
-    report, text = analyze_command(run_dirs, out, pairs, measure,
-                                   SimilarityOptions(**similarity), as_json)
-    click.echo(report, err=as_json)
-    if text is not None:
-        click.echo(text)
+    emit(analyze_command(run_dirs, out, pairs, measure, SimilarityOptions(**similarity), as_json))

@@ -6,7 +6,7 @@ import click
 
 from dhwt import defaults
 from dhwt.cli.group import cli
-from dhwt.cli.options import json_option, k_option, seed_option
+from dhwt.cli.options import emit, json_option, k_option, seed_option
 
 
 @cli.command("corpus-dh", context_settings={"max_content_width": 100})
@@ -88,9 +88,10 @@ def corpus_dh_cmd(order: str, out: str | None, as_json: bool, assignments: tuple
       TIKTOKEN_CACHE_DIR=../shared/data/gpt2/tiktoken_cache \\
           dhwt corpus-dh --corpus ../shared/data --tokenizer gpt2 --json > gpt2-dh.json
     """
+    from dhwt.analysis.corpus_dh_result import CorpusDhOptions
     from dhwt.checks import parse_count
-    from dhwt.commands.corpus_dh import CorpusDhOptions, corpus_dh_command
+    from dhwt.commands.corpus_dh import corpus_dh_command
 
     settings = CorpusDhOptions(order=parse_count("order", order, ("full",)),
                                assignments=assignments, **options)
-    click.echo(corpus_dh_command(settings, as_json=as_json, out=out))
+    emit(corpus_dh_command(settings, as_json=as_json, out=out))

@@ -6,7 +6,8 @@ import click
 
 from dhwt import defaults
 from dhwt.cli.group import cli
-from dhwt.cli.options import device_option, json_option, k_option, metric_option, seed_option
+from dhwt.cli.options import (device_option, emit, json_option, k_option, metric_option,
+                              seed_option)
 
 
 @cli.command("diagnose", context_settings={"max_content_width": 100})
@@ -73,7 +74,4 @@ def diagnose_cmd(path: str, out: str | None, as_json: bool, **options: object) -
 
     options["queries"] = parse_count("queries", options["queries"], ("auto", "all"))
     options["step"] = parse_count("step", options["step"], ("last",))
-    report, text = diagnose_command(path, DiagnoseOptions(**options), out, as_json)
-    if report is not None:
-        click.echo(report, err=as_json)
-    click.echo(text)
+    emit(diagnose_command(path, DiagnoseOptions(**options), out, as_json))

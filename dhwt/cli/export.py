@@ -6,7 +6,7 @@ import click
 
 from dhwt import defaults
 from dhwt.cli.group import cli
-from dhwt.cli.options import json_option
+from dhwt.cli.options import emit, json_option
 
 
 @cli.command("export", context_settings={"max_content_width": 100})
@@ -42,4 +42,4 @@ def export_cmd(run_dir: str, out: str, as_json: bool, **options: object) -> None
     from dhwt.commands.export import ExportOptions, export_command
 
     options["step"] = parse_count("step", options["step"], ("last",))
-    click.echo(export_command(run_dir, out, ExportOptions(**options), as_json))
+    emit(export_command(run_dir, out, ExportOptions(**options), as_json))

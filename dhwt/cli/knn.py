@@ -6,7 +6,8 @@ import click
 
 from dhwt import defaults
 from dhwt.cli.group import cli
-from dhwt.cli.options import device_option, json_option, k_option, metric_option, seed_option
+from dhwt.cli.options import (device_option, emit, json_option, k_option, metric_option,
+                              seed_option)
 
 
 @cli.command("knn", context_settings={"max_content_width": 100})
@@ -65,4 +66,4 @@ def knn_cmd(a_spec: str, b_spec: str, as_json: bool, **options: object) -> None:
     """
     from dhwt.commands.knn import KnnOptions, knn_command
 
-    click.echo(knn_command(a_spec, b_spec, KnnOptions(**options), as_json))
+    emit(knn_command(a_spec, b_spec, KnnOptions(**options), as_json))

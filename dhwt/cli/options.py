@@ -1,13 +1,18 @@
 """The options several commands share, declared once: --k, --metric, --seed, --device and
---json. Each command gives its own help (what the option means there)."""
+--json (each command gives its own help: what the option means there); and `emit`, how every
+command's Output is printed."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import click
 
 from dhwt import defaults
+
+if TYPE_CHECKING:
+    from dhwt.report.output import Output
 
 Decorator = Callable[[Callable[..., object]], Callable[..., object]]
 
@@ -38,3 +43,12 @@ def device_option(help_text: str, default: str | None = "cpu") -> Decorator:
 def json_option(help_text: str) -> Decorator:
     """--json, as `as_json`: print the command's JSON document (dhwt.report.json_document)."""
     return click.option("--json", "as_json", is_flag=True, help=help_text)
+
+
+def emit(output: Output) -> None:
+    """Print a command's Output: the note naming what was written (on stderr under --json, so
+    that stdout holds the document alone), then the text."""
+    if output.note is not None:
+        click.echo(output.note, err=output.as_json)
+    if output.text is not None:
+        click.echo(output.text)

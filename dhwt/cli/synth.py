@@ -6,7 +6,7 @@ import click
 
 from dhwt import defaults
 from dhwt.cli.group import cli
-from dhwt.cli.options import json_option, seed_option
+from dhwt.cli.options import emit, json_option, seed_option
 
 
 @cli.command("synth", context_settings={"max_content_width": 100})
@@ -32,9 +32,7 @@ from dhwt.cli.options import json_option, seed_option
                    "or the data/ of a run or study).")
 @json_option("Print the JSON document instead of the summary (per objective the Bayes optimum and "
              "every symbol pair's relations).")
-def synth_cmd(grammar: str, assignments: tuple[str, ...], out: str | None,
-              valid_fraction: float, test_fraction: float, seed: int, overwrite: bool,
-              as_json: bool) -> None:
+def synth_cmd(grammar: str, out: str | None, as_json: bool, **options: object) -> None:
     """Build a synthetic language with its exact ground truth, and print a summary.
 
     \b
@@ -52,8 +50,6 @@ def synth_cmd(grammar: str, assignments: tuple[str, ...], out: str | None,
       dhwt synth --grammar parity --set n_bits=5 --set classes.1.skew=0.8 --out data/p5
       dhwt synth --grammar my_grammar.toml --out data/mine --overwrite
     """
-    from dhwt.commands.synth import synth_command
+    from dhwt.commands.synth import SynthOptions, synth_command
 
-    click.echo(synth_command(grammar, assignments, out, valid_fraction=valid_fraction,
-                             test_fraction=test_fraction, seed=seed, overwrite=overwrite,
-                             as_json=as_json))
+    emit(synth_command(grammar, out, SynthOptions(**options), as_json))

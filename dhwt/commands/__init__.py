@@ -1,7 +1,10 @@
 """Recipes: what each `dhwt` command does, on top of the components (languages, models,
-training, runs, analysis, report), with their configuration from dhwt.config. A command joins
-a typed result (computed in dhwt.analysis, or by the component) and its rendering (dhwt.report:
-text, Markdown, figures, and JSON through dhwt.report.json_document for --json).
+training, runs, analysis, report), with their configuration from dhwt.config. A recipe
+`commands/NAME.py` has one entry point, `NAME_command`: it computes a typed result through the
+library (dhwt.analysis.NAME_result, or the component's: dhwt.languages.synthesis,
+dhwt.runs.hf_export), renders it through dhwt.report.NAME_report (text, Markdown, figures, and
+JSON through dhwt.report.json_document for --json) and returns one dhwt.report.output.Output,
+which dhwt.cli.options.emit prints.
 
 - `train` (dhwt.commands.train): train runs, fresh or resumed, alone or as one ensemble, and
   write each run's report; `dhwt train` resolves its flags and files into it.

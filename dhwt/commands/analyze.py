@@ -2,11 +2,12 @@
 
 Runs of a synthetic language (RUN_DIR/data for a run built with `--grammar`, else the dataset
 directory the config names) get the closeness report with the exact relations and the Bayes
-optimum (dhwt.analysis.runs_closeness, rendered by dhwt.report.runs_report); runs without one
-(text) get loss, accuracy and perplexity. Both get the similarity of embedding spaces over
-training (dhwt.analysis.runs_similarity, rendered by dhwt.report.run_similarity): KNN match
-between members with its chance level, and the DH diagnostic of untied members. Every run must
-share its vocabulary. This module joins them into a dhwt.analysis.run_analysis.Analysis, whose
+optimum (dhwt.analysis.runs_closeness, rendered by dhwt.report.runs_closeness_report); runs
+without one (text) get loss, accuracy and perplexity (dhwt.analysis.runs_loss). Both get the
+similarity of embedding spaces over training (dhwt.analysis.runs_similarity, rendered by
+dhwt.report.runs_similarity_report): KNN match between members with its chance level, and the
+DH diagnostic of untied members. Every run must
+share its vocabulary. This module joins them into a dhwt.analysis.analyze_result.Analysis, whose
 report and JSON document are dhwt.report.analyze_report's.
 """
 
@@ -16,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from dhwt.analysis.run_analysis import Analysis
+from dhwt.analysis.analyze_result import Analysis, parse_pairs, run_labels
 from dhwt.analysis.runs_closeness import runs_closeness
 from dhwt.analysis.runs_loss import runs_loss
 from dhwt.analysis.runs_similarity import SimilarityOptions, runs_similarity
@@ -25,54 +26,18 @@ from dhwt.errors import DhwtError
 from dhwt.filenames import ANALYZE_LAYOUT, ANALYZE_RECORD, REPORT
 from dhwt.report import analyze_report
 from dhwt.report.json_document import json_text, write_json
+from dhwt.report.output import Output
 from dhwt.runs.run import is_run, load_run
 from dhwt.runs.snapshots import vocabulary_difference
 
 
-def parse_pairs(text: str) -> tuple[tuple[str, str], ...]:
-    """`"0a:0b,1a:1b"` -> (("0a", "0b"), ("1a", "1b"))."""
-    pairs = []
-    for item in text.split(","):
-        parts = item.strip().split(":")
-        if len(parts) != 2 or not all(parts):
-            raise DhwtError(f"bad --pairs {text!r}: write pairs as A:B joined by commas, "
-                            f"e.g. 0a:0b,1a:1b")
-        pairs.append((parts[0], parts[1]))
-    return tuple(pairs)
-
-
-def run_labels(dirs: Sequence[Path]) -> list[str]:
-    """Each run's label in the report: the shortest ending of the resolved paths that tells
-    every run apart (its name alone where that does). One directory given twice is refused.
-
-    Examples:
-        >>> run_labels([Path("a/runs/tied"), Path("a/runs/untied")])
-        ['tied', 'untied']
-        >>> run_labels([Path("study_a/runs/tied"), Path("study_b/runs/tied")])
-        ['study_a/runs/tied', 'study_b/runs/tied']
-    """
-    resolved = [d.resolve() for d in dirs]
-    for i, path in enumerate(resolved):
-        if path in resolved[:i]:
-            first = dirs[resolved.index(path)]
-            raise DhwtError(f"{first} is given twice; give each run once" if first == dirs[i]
-                            else f"{first} and {dirs[i]} are the same run directory; give each "
-                            "run once")
-
-    def endings(depth: int) -> list[str]:
-        return ["/".join(p.parts[-depth:]).lstrip("/") for p in resolved]
-
-    # the whole paths differ, so some depth up to the longest tells them apart
-    return endings(next(depth for depth in range(1, max(len(p.parts) for p in resolved) + 1)
-                        if len(set(endings(depth))) == len(dirs)))
-
-
 def analyze_command(run_dirs: Sequence[str], out: str, pairs: str | None, measure: str,
-                    similarity: SimilarityOptions, as_json: bool = False) -> tuple[str, str | None]:
+                    similarity: SimilarityOptions, as_json: bool = False) -> Output:
     """What `dhwt analyze` prints: the line naming the report, and with `as_json` the JSON
     document of its numbers."""
     found = analyze(run_dirs, out, pairs=pairs, measure=measure, similarity=similarity)
-    return f"report: {found.report}", json_text(analyze_report.document(found)) if as_json else None
+    document = json_text(analyze_report.document(found)) if as_json else None
+    return Output(document, f"report: {found.report}", as_json)
 
 
 def analyze(run_dirs: Sequence[str | Path], out: str | Path, *, pairs: str | None = None,

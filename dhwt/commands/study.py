@@ -85,13 +85,13 @@ from dhwt.training.distributed import Parallel
 from dhwt.training.group import group_key
 from dhwt.analysis.runs_closeness import RunsCloseness, runs_closeness
 from dhwt.analysis.runs_similarity import SimilarityOptions
-from dhwt.analysis.run_analysis import Analysis
+from dhwt.analysis.analyze_result import Analysis
 from dhwt.commands.analyze import analyze
 from dhwt.report.analyze_report import document as analyze_document
 from dhwt.commands.study_jobs import Job, JobSettings, check_jobs, run_jobs
 from dhwt.commands.train import train
 from dhwt.report.json_document import json_text
-from dhwt.report.runs_report import closeness_document, write_runs_report
+from dhwt.report.runs_closeness_report import closeness_document, write_runs_report
 from dhwt.userfiles import parse_toml
 
 #: Where a study's progress lines go (`dhwt study`: stderr).

@@ -11,8 +11,7 @@ import numpy as np
 
 from dhwt.defaults import SPLIT_SEED, TEST_FRACTION, VALID_FRACTION
 from dhwt.errors import DhwtError
-
-SPLITS = ("train", "valid", "test")
+from dhwt.filenames import SPLITS  # noqa: F401 (a split id indexes it; its home is filenames)
 
 
 def check_split_options(valid_fraction: float, test_fraction: float, seed: int) -> None:

@@ -1,22 +1,22 @@
-"""The report of `dhwt analyze` (dhwt.analysis.run_analysis.Analysis): report.md with its
-figures, the closeness report for a synthetic language's runs (dhwt.report.runs_report) or the
-loss section for text runs (dhwt.report.loss_report), then the similarity section
-(dhwt.report.run_similarity); and the JSON document of its numbers."""
+"""The report of `dhwt analyze` (dhwt.analysis.analyze_result.Analysis): report.md with its
+figures, the closeness report for a synthetic language's runs
+(dhwt.report.runs_closeness_report) or the loss section for text runs
+(dhwt.report.runs_loss_report), then the similarity section
+(dhwt.report.runs_similarity_report); and the JSON document of its numbers."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from dhwt.analysis.run_analysis import Analysis
+from dhwt.analysis.analyze_result import Analysis
 from dhwt.analysis.runs_closeness import RunsCloseness
 from dhwt.analysis.runs_loss import RunsLoss
 from dhwt.analysis.runs_similarity import RunsSimilarity
 from dhwt.filenames import REPORT
-from dhwt.report.document import write_report
-from dhwt.report.loss_report import loss_lines
-from dhwt.report.run_similarity import similarity_lines
-from dhwt.report.runs_report import closeness_document, write_runs_report
-from dhwt.report.similarity_report import similarity_document
+from dhwt.report.document import write_document
+from dhwt.report.runs_closeness_report import closeness_document, write_runs_report
+from dhwt.report.runs_loss_report import loss_lines
+from dhwt.report.runs_similarity_report import similarity_document, similarity_lines
 
 
 def write(folder: Path, intro: str, closeness: RunsCloseness | None, loss: RunsLoss | None,
@@ -26,7 +26,7 @@ def write(folder: Path, intro: str, closeness: RunsCloseness | None, loss: RunsL
     if closeness is None:
         section = similarity_lines(similarity, folder)
         lines = ["# Runs report", "", intro, "", *loss_lines(loss, folder), *section]
-        write_report(folder / REPORT, "\n".join(lines))
+        write_document(folder / REPORT, "\n".join(lines))
     else:
         write_runs_report(closeness, folder, title="Closeness of symbol pairs", intro=[intro],
                           measure=measure, extra=lambda: similarity_lines(similarity, folder))

@@ -17,7 +17,7 @@ from dhwt.analysis.corpus_dh_result import (CorpusDhResult, CorpusSource, Gramma
 from dhwt.analysis.frequency import count_span
 from dhwt.directories import atomic_write_bytes, replace_report
 from dhwt.filenames import FIGURES, FILE, HTML, REPORT, Layout
-from dhwt.report.document import write_report
+from dhwt.report.document import write_document
 from dhwt.report.json_document import write_json
 
 JSON = "corpus_dh.json"
@@ -282,6 +282,11 @@ def _relation_lines(rel: dict) -> list[str]:
     return lines
 
 
+def written(out: str | Path) -> str:
+    """The line naming the files `write` wrote into `out`."""
+    return f"wrote {out}: report.md, report.html, {JSON}, {PER_TOKEN}, {FIGURE}"
+
+
 def write(result: CorpusDhResult, out: str | Path) -> list[Path]:
     """out/report.md (and report.html), out/corpus_dh.json, out/per_token.csv and the figure,
     an earlier report replaced whole (dhwt.directories.replace_report); the paths written."""
@@ -297,7 +302,7 @@ def write(result: CorpusDhResult, out: str | Path) -> list[Path]:
         report = ["# dhwt corpus-dh", "", "```", _text(doc), "```", "",
                   f"![mean overlap by frequency bucket]({FIGURE})", "",
                   f"Machine-readable: {JSON}; per token: {PER_TOKEN}.", ""]
-        write_report(paths[3], "\n".join(report))
+        write_document(paths[3], "\n".join(report))
 
     replace_report(out, "corpus-dh", JSON, LAYOUT, fill)
     return [*(Path(out) / name for name in names), Path(out) / HTML]

@@ -10,13 +10,15 @@ from pathlib import Path
 
 import numpy as np
 
-from dhwt.analysis.diagnosis import DiagnoseResult, Diagnosis, Subject
+from dhwt.analysis.dh_reading_result import EXCESS_AGREE, EXCESS_PARTLY, dh_reading
+from dhwt.analysis.diagnose_result import DiagnoseResult
+from dhwt.analysis.diagnosis import Diagnosis, Subject
 from dhwt.analysis.knn_curves import excess_over_chance
 from dhwt.analysis.knn.sample import Estimate
 from dhwt.directories import replace_report
 from dhwt.filenames import FIGURES, FILE, HTML, REPORT, Layout
-from dhwt.report.document import write_report
-from dhwt.report.dh_reading import EXCESS_AGREE, EXCESS_PARTLY, describe, member_reading
+from dhwt.report.document import write_document
+from dhwt.report.dh_reading_report import describe, reading_text
 from dhwt.report.figures import new_figure, save
 from dhwt.report.json_document import write_json
 
@@ -93,7 +95,7 @@ def write(result: DiagnoseResult, out: str | Path, top: int) -> Path:
         if measured:
             _figure(measured, folder / FIGURE)
         write_json(folder / JSON, document(result, top))
-        write_report(folder / REPORT, "\n".join(_markdown(result, top, bool(measured))))
+        write_document(folder / REPORT, "\n".join(_markdown(result, top, bool(measured))))
 
     replace_report(out, "diagnose", JSON, LAYOUT, fill)
     return Path(out) / REPORT
@@ -110,15 +112,15 @@ def history(s: Subject, result: DiagnoseResult) -> str:
 
 
 def reading(s: Subject, result: DiagnoseResult) -> str:
-    """What the subject's input/output match says (dhwt.report.dh_reading.member_reading)."""
+    """What the subject's input/output match says (dhwt.report.dh_reading_report)."""
     d = s.diagnosis
     if d is None:
         return "no reading: the input and output matrices are one" \
             if result.kind == "checkpoint" else "no reading: tied"
     if d.chance is None:
         return "no reading (the chance level was not computed: --chance-queries 0)"
-    return member_reading(d.overlap.mean, d.chance.mean, k=d.k, metric=d.metric,
-                          history=s.history, residue=s.residue, vocab=d.n_tokens)
+    return reading_text(dh_reading(d.overlap.mean, d.chance.mean, k=d.k, metric=d.metric,
+                                   history=s.history, residue=s.residue, vocab=d.n_tokens))
 
 
 def _markdown(result: DiagnoseResult, top: int, figure: bool) -> list[str]:
@@ -135,7 +137,7 @@ def _markdown(result: DiagnoseResult, top: int, figure: bool) -> list[str]:
               "not a verdict. What the overlap implies for DH and tying is stated only as far as "
               "the calibration on synthetic languages supports it (experiments/dh_calibration: "
               "at k 10 / inner product it does not move with the exact violation); a tied run "
-              "decides (dhwt.report.dh_reading).", ""]
+              "decides (dhwt.analysis.dh_reading_result).", ""]
     lines += ["| model | history | overlap [95% CI] | chance [95% CI] | excess over chance "
               "| CKA | Procrustes error | reading |", "|---|---|---|---|---|---|---|---|"]
     for s in result.subjects:

@@ -30,14 +30,15 @@ pre { background: #f4f4f4; padding: .8rem; overflow-x: auto; } pre code { paddin
 """
 
 
-def write_report(path: str | Path, text: str) -> Path:
+def write_document(path: str | Path, text: str) -> Path:
     """Write `text` (markdown) to `path` (report.md) and its page to report.html beside it, each
     atomically; figures are read from the paths the markdown gives, relative to the report.
 
     Examples:
         >>> import tempfile
         >>> folder = Path(tempfile.mkdtemp())
-        >>> write_report(folder / "report.md", "# Title\\n\\n| a | b |\\n|---|---|\\n| 1 | 2 |\\n")
+        >>> write_document(folder / "report.md",
+        ...                "# Title\\n\\n| a | b |\\n|---|---|\\n| 1 | 2 |\\n")
         PosixPath('...report.md')
         >>> "<td>1</td>" in (folder / "report.html").read_text()
         True

@@ -1,4 +1,4 @@
-"""The report of `dhwt knn` (dhwt.analysis.knn_comparison): the lines it prints, its JSON
+"""The report of `dhwt knn` (dhwt.analysis.knn_result): the lines it prints, its JSON
 document, and the per-token CSV."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dhwt.analysis.knn_comparison import KnnComparison
+from dhwt.analysis.knn_result import KnnComparison
 from dhwt.directories import atomic_path
 from dhwt.errors import DhwtError
 

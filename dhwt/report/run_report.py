@@ -17,13 +17,13 @@ from dhwt.checks import format_seeds
 from dhwt.config.run import TrainConfig
 from dhwt.config.schedule import TieEvent
 from dhwt.languages import GroundTruth
-from dhwt.report.document import write_report as write_document
+from dhwt.report.document import write_document
 from dhwt.runs import layout
 from dhwt.runs.run import Run
 from dhwt.text.tokenizers import shortfall
 
 #: Evaluation sets drawn from data (test: the last step only); "population" is the exact fit.
-SPLITS = ("train", "valid", "test", "train_fresh")
+TABLE_SPLITS = ("train", "valid", "test", "train_fresh")
 #: The figure's lines: the exact fit where recorded, else the fixed evaluation sets (train_fresh,
 #: a new draw each time, stays in the table: in the figure it only adds noise).
 FIGURE_SPLITS = (POPULATION, "train", "valid")
@@ -48,7 +48,7 @@ def write_run_report(run_dir: Path, config: TrainConfig, task) -> list[dict[str,
                  for seed, ce, acc in zip(fit.seeds, fit.cross_entropy, fit.accuracy)]
     write_figure(records, run.training_figure, task.truth, run.tie_events)
     windows = None if task.truth is not None else {
-        **{split: task.n_strings(split) for split in SPLITS if split != "train_fresh"},
+        **{split: task.n_strings(split) for split in TABLE_SPLITS if split != "train_fresh"},
         "train_fresh": config.optim.batch_size}
     write_report(run.report, config, final, task.truth, exact, len(task.vocab),
                  split_line(task), windows)
@@ -229,8 +229,8 @@ def write_report(path: Path, config: TrainConfig, final: list[dict[str, object]]
                   "|---:|---|---:|---:|---:|---:|"]
     else:
         lines += ["", "| seed | split | loss | accuracy |", "|---:|---|---:|---:|"]
-    for r in sorted((r for r in final if r["split"] in SPLITS),
-                    key=lambda r: (r["member"], SPLITS.index(r["split"]))):
+    for r in sorted((r for r in final if r["split"] in TABLE_SPLITS),
+                    key=lambda r: (r["member"], TABLE_SPLITS.index(r["split"]))):
         count = (windows or {}).get(r["split"])
         cell = "" if truth is not None else f" {'—' if count is None else f'{count:,}'} |"
         ppl = f" {math.exp(r['loss']):.2f} |" if truth is None else ""

@@ -178,11 +178,6 @@ def snapshot_files(run_dir: str | Path) -> dict[int, Path]:
     return {snapshot_step(path): path for path in snapshot_paths(run_dir)}
 
 
-def read_run(run_dir: str | Path) -> list[Snapshot]:
-    """Every snapshot of a run, in step order."""
-    return [read_snapshot(p) for p in snapshot_paths(run_dir)]
-
-
 def vocabulary_difference(name_a: object, a: Sequence[str], name_b: object,
                           b: Sequence[str]) -> str:
     """How two vocabularies differ, in one short line: their sizes and the first token id where

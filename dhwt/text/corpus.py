@@ -26,8 +26,8 @@ from pathlib import Path
 
 from dhwt.checksums import checksum
 from dhwt.errors import DhwtError
+from dhwt.filenames import SPLITS
 
-SPLITS = ("train", "valid", "test")
 WIKITEXT2 = "wikitext-2"
 ARCHIVE = "wikitext-2-v1.tokens.tar.xz"
 ARCHIVE_SHA256 = "0dccccff59c622ba2f53c9ab66b045041dec03fbbfcfe74f3e1afdca0f7a89bd"

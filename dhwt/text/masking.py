@@ -26,9 +26,6 @@ from __future__ import annotations
 
 import torch
 
-from dhwt.defaults import MASK_RULES
-
-RULES = MASK_RULES
 #: The defaults: BERT's rate, and the rule T5 covers.
 MASK_RATE = 0.15
 MASK_RULE = "mask"

@@ -4,7 +4,7 @@
 
 1. Exact: an untied 50,257 x 768 pair (a GPT-NeoX-layout checkpoint, float32 safetensors; the
    spaces of bench_knn.make_spaces: a shared rank-32 factor, noise, log-normal hubs). The whole
-   diagnosis through dhwt.commands.diagnose.diagnose_path (reading the checkpoint, both exact
+   diagnosis through dhwt.analysis.diagnose_result.diagnose_path (reading the checkpoint, both exact
    neighbour searches, the sampled chance level, CKA, Procrustes) against one exact
    `knn_match(A, B)` of the same matrices already in memory, timed alternately in this run.
    Target ratio <= 1.2.

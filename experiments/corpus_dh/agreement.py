@@ -7,7 +7,7 @@
 CORPUS_DH_DIR: the --out folder of `dhwt corpus-dh --corpus ... --tokenizer T`; its
 per_token.csv gives each compared token's input-vs-output overlap from counts (and its count
 and frequency-matched null). RUN_DIR: a `dhwt train` run on the same corpus and tokenizer; each
-untied member is diagnosed as `dhwt diagnose RUN_DIR` does (dhwt.commands.diagnose with its
+untied member is diagnosed as `dhwt diagnose RUN_DIR` does (dhwt.analysis.diagnose_result, its
 defaults: k 10, raw inner product, every token a query; --metric cos matches corpus-dh's
 cosine), and its per-token overlap is read from the diagnosis. Printed for the tokens in both
 (the token names must agree):

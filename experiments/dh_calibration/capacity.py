@@ -19,7 +19,9 @@ least squares fits of the price, each with its 95% prediction interval for one m
 The decision rule and the predictions were committed in README.md before this ran.
 
     python experiments/dh_calibration/capacity.py runs/tying-capacity
-writes experiments/dh_calibration/capacity.md and capacity.csv.
+writes experiments/dh_calibration/capacity.md and capacity.csv, and the headline every DH
+reading cites (the declared setting over all widths: its 95% prediction interval, Spearman,
+the number of models) into dhwt/analysis/dh_findings.json's overlap_vs_price.
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ MODELS = {"null": (), "overlap": ("excess",), "capacity": ("ratio",),
           "both": ("ratio", "excess")}
 POST_HOC_MIN_D = 4  # d 2: prices 0.1-0.4 nats, seeds apart by tenths, none converged
 COVERAGE = 0.90  # declared: a usable 95% interval covers at least this share of held-out models
+#: The measured findings the DH reading cites (dhwt.analysis.dh_reading_result.findings).
+FINDINGS = HERE.parents[1] / "dhwt" / "analysis" / "dh_findings.json"
 
 
 def diagnostic(run: Path, members: int, vocab: int, k: int, metric: str) -> np.ndarray | None:
@@ -173,6 +177,31 @@ def cpu_name() -> str:
                 if line.startswith("Model name"))
 
 
+def overall(usable: list[dict], excess: str) -> tuple[dict[str, object], object]:
+    """The overlap model fitted on all `usable` members, and Spearman's excess vs price."""
+    rho = stats.spearmanr([r[excess] for r in usable], [r["price"] for r in usable])
+    return fit(usable, MODELS["overlap"], excess), rho
+
+
+def headline(rows: list[dict], k: int, metric: str) -> dict[str, object]:
+    """What every DH reading cites of the fit at (k, metric) over `rows`: the half-width of its
+    95% prediction interval (nats), Spearman's excess vs price, and the number of models."""
+    excess = f"excess_k{k}_{metric}"
+    usable = [r for r in rows if np.isfinite(r[excess])]
+    whole, rho = overall(usable, excess)
+    return {"k": k, "metric": metric, "pi95_nats": round(float(whole["t"] * whole["s"]), 2),
+            "spearman": round(float(rho.statistic), 2), "models": len(usable)}
+
+
+def write_findings(found: dict[str, object]) -> None:
+    """Update FINDINGS' overlap_vs_price with `found`, whole or not at all."""
+    document = json.loads(FINDINGS.read_text("utf-8"))
+    document["overlap_vs_price"].update(found)
+    temporary = FINDINGS.with_suffix(".json.tmp")
+    temporary.write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n", "utf-8")
+    temporary.replace(FINDINGS)
+
+
 def section(title: str, rows: list[dict], k: int, metric: str) -> list[str]:
     """The fits and folds of one (k, metric) over `rows` (none when fewer than 10 hold it)."""
     lines: list[str] = []
@@ -180,8 +209,7 @@ def section(title: str, rows: list[dict], k: int, metric: str) -> list[str]:
     usable = [r for r in rows if np.isfinite(r[excess])]
     if len(usable) < 10:
         return lines
-    whole = fit(usable, MODELS["overlap"], excess)
-    rho = stats.spearmanr([r[excess] for r in usable], [r["price"] for r in usable])
+    whole, rho = overall(usable, excess)
     wrho, wp = within_cell(usable, excess)
     found = validate(usable, excess)
     predicts = all(v["mae_overlap"] < v["mae_null"] and v["cover_overlap"] >= COVERAGE
@@ -251,6 +279,7 @@ def main() -> None:
                               for k, v in r.items()} for r in rows)
     text = report(rows, args.grid)
     (HERE / "capacity.md").write_text(text, "utf-8")
+    write_findings(headline(rows, *SETTINGS[0]))  # the declared setting, all widths
     print(text)
 
 

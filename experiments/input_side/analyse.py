@@ -8,8 +8,8 @@ classes in the same matrix, the rule of dhwt's run report) and r = d(t) / (d(0) 
 D(t) = prod_{s < t} (1 - lr_s weight_decay) is the factor by which a row without gradient
 shrinks (README.md); and the same normalised distance of the learned part l(t) = e(t) - D(t) e(0),
 what the updates wrote, without the decayed init. Seeds that fit: exact population loss within 0.05 nats of the Bayes
-optimum at the last step. Writes OUT/results.json, OUT/table.md and
-experiments/input_side/figures/input_side.png; prints the table.
+optimum at the last step. Writes OUT/results.json, the tables to results.md beside this file
+(the README's numbers are checked against it) and figures/input_side.png; prints the tables.
 """
 
 from __future__ import annotations
@@ -38,6 +38,9 @@ PAIRS = {
              ("e", "f", "neither"), ("[EOS]", "[PAD]", "never read")],
 }
 FIT = 0.05
+RESULTS_HEAD = ("# The input side: results\n\nWritten by `python experiments/input_side/analyse.py "
+                "OUT` over the factorial's runs (OUT/runs) and the main job's untied run "
+                "(OUT/main/exor4/main-untied).\n")
 
 
 def decay(config, steps: list[int]) -> np.ndarray:
@@ -209,7 +212,7 @@ def main(out: Path) -> None:
     main_run = out / "main" / "exor4" / "main-untied"
     if is_run(main_run) and dhwt.load_run(main_run).steps:
         lines += main_job(measure(main_run, "exor4"))
-    (out / "table.md").write_text("\n".join(lines) + "\n")
+    (HERE / "results.md").write_text(f"{RESULTS_HEAD}\n" + "\n".join(lines) + "\n", "utf-8")
     print("\n".join(lines))
     (HERE / "figures").mkdir(exist_ok=True)
     figure(results, HERE / "figures" / "input_side.png")

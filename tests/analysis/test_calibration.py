@@ -1,13 +1,14 @@
-"""Reading one model's DH diagnostic against a calibration table (dhwt.analysis.calibration)."""
+"""Reading one model's DH diagnostic against a calibration table (dhwt.analysis.calibration),
+worded by dhwt.report.dh_reading_report."""
 
 import json
 
-import numpy as np
 import pytest
 
 from dhwt.analysis.calibration import (calibrated_reading, calibration_table,
                                        load_calibration)
 from dhwt.errors import DhwtError
+from dhwt.report.dh_reading_report import calibration_text
 
 
 def level(violation, mean, low, high, *, k=10, metric="ip", V=34, price=None, seeds=8):
@@ -42,16 +43,15 @@ def test_an_excess_inside_one_interval_picks_that_level(table):
     assert reading.excess == pytest.approx(0.33)
     assert reading.place == "inside"
     assert [lv.violation for lv in reading.levels] == [0.5]
-    assert "violation 0.50" in reading.text
-    assert "synthetic" in reading.text and "+0.0020 nats" in reading.text
+    assert "violation 0.50" in calibration_text(reading)
+    assert "synthetic" in calibration_text(reading) and "+0.0020 nats" in calibration_text(reading)
 
 
 def test_an_excess_between_levels_names_both_neighbours(table):
     reading = calibrated_reading(excess_to_overlap(0.45), 0.2, table, vocab=34)
     assert reading.place == "between"
     assert [lv.violation for lv in reading.levels] == [0.0, 0.5]
-    assert "violation 0.00" in reading.text and "violation 0.50" in reading.text
-    assert reading.violation_range == (0.0, 0.5)
+    assert "violation 0.00" in calibration_text(reading) and "violation 0.50" in calibration_text(reading)
 
 
 @pytest.mark.parametrize("excess, place, nearest", [(0.9, "above", 0.0), (0.01, "below", 1.0)])
@@ -59,7 +59,7 @@ def test_an_excess_outside_the_range_says_so(table, excess, place, nearest):
     reading = calibrated_reading(excess_to_overlap(excess), 0.2, table, vocab=34)
     assert reading.place == place
     assert [lv.violation for lv in reading.levels] == [nearest]
-    assert "does not cover" in reading.text
+    assert "does not cover" in calibration_text(reading)
 
 
 def test_overlapping_intervals_are_all_named_and_the_text_admits_it():
@@ -68,7 +68,7 @@ def test_overlapping_intervals_are_all_named_and_the_text_admits_it():
     reading = calibrated_reading(excess_to_overlap(0.25), 0.2, calibration_table(doc), vocab=34)
     assert reading.place == "inside"
     assert [lv.violation for lv in reading.levels] == [0.0, 0.5, 1.0]
-    assert "does not tell them apart" in reading.text and "0.00-1.00" in reading.text
+    assert "does not tell them apart" in calibration_text(reading) and "0.00-1.00" in calibration_text(reading)
 
 
 def test_the_table_at_another_k_and_metric_is_its_own():
@@ -160,31 +160,31 @@ def test_a_model_far_from_the_calibration_gets_no_synthetic_level_or_price(vocab
     table = calibration_table(doc)
     assert table.d_model == 16
     near = calibrated_reading(excess_to_overlap(0.33), 0.2, table, vocab=40, width=32)
-    assert near.place == "inside" and "price of tying measured there +0.0020" in near.text
+    assert near.place == "inside" and "price of tying measured there +0.0020" in calibration_text(near)
     far = calibrated_reading(excess_to_overlap(0.33), 0.2, table, vocab=vocab, width=width)
     assert far.place == "far" and far.levels == ()
-    assert why in far.text
-    assert "violation 0.50" not in far.text and "measured there" not in far.text
-    assert "+0.0001 to +0.0100 nats on the calibration's synthetic languages" in far.text
-    assert "+0.19 nats per valid token on WikiText-2" in far.text
-    assert np.isnan(far.violation_range[0])
+    assert why in calibration_text(far)
+    assert "violation 0.50" not in calibration_text(far) and "measured there" not in calibration_text(far)
+    assert "+0.0001 to +0.0100 nats on the calibration's synthetic languages" in calibration_text(far)
+    assert "+0.19 nats per valid token on WikiText-2" in calibration_text(far)
 
 
 def test_the_shipped_reading_of_a_wikitext_model_attaches_no_synthetic_price():
     """A WikiText-like reading (bpe:2048, overlap 0.03 vs chance 0.003) once ended "price of
     tying measured there +0.0001 to +0.0003 nats", the synthetic languages' price, where tying
     cost about 0.19 nats per token on WikiText-2 itself."""
-    from dhwt.report.dh_reading import dh_reading
+    from dhwt.analysis.dh_reading_result import dh_reading
+    from dhwt.report.dh_reading_report import reading_text
 
-    line = dh_reading(0.03, 0.003, k=10, metric="ip", vocab=2048)
+    line = reading_text(dh_reading(0.03, 0.003, k=10, metric="ip", vocab=2048))
     assert "measured there" not in line and "violation 0." not in line
     assert "+0.19 nats per valid token" in line and "synthetic languages (V 34)" in line
-    near = dh_reading(0.5, 0.3, k=10, metric="ip", vocab=34)
+    near = reading_text(dh_reading(0.5, 0.3, k=10, metric="ip", vocab=34))
     assert "price of tying measured there" in near
 
 
 def test_a_reading_says_the_overlap_did_not_predict_a_price_where_tying_costs(table):
     near = calibrated_reading(excess_to_overlap(0.33), 0.2, table, vocab=34)
     far = calibrated_reading(excess_to_overlap(0.33), 0.2, table, vocab=50257)
-    assert "did not predict the price" in near.text and "tying_capacity" in near.text
-    assert "which the overlap did not predict" in far.text
+    assert "did not predict the price" in calibration_text(near) and "tying_capacity" in calibration_text(near)
+    assert "which the overlap did not predict" in calibration_text(far)

@@ -9,7 +9,7 @@ import pytest
 from safetensors.numpy import save_file
 
 from dhwt.analysis.closeness import pair_closeness
-from dhwt.runs.snapshots import read_run
+from dhwt.runs.snapshots import read_snapshot, snapshot_files
 from dhwt.errors import DhwtError
 
 VOCAB = ("a", "b", "c", "d")
@@ -21,6 +21,11 @@ def write_snapshot(folder, step, input_rows, output_rows, tied=False, seeds=(1,)
             "vocab": json.dumps(list(VOCAB))}
     save_file({"input": np.asarray(input_rows, np.float32), "output": np.asarray(output_rows, np.float32)},
               str(folder / f"step_{step:07d}.safetensors"), metadata=meta)
+
+
+def read_run(run_dir):
+    """Every snapshot under run_dir/embeddings, oldest first."""
+    return [read_snapshot(path) for path in snapshot_files(run_dir).values()]
 
 
 def test_distances_cosines_and_baseline_by_hand(tmp_path):

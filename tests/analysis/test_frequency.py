@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dhwt.analysis.diagnosis import frequency_buckets as diagnose_buckets
+from dhwt.analysis.diagnosis import overlap_buckets as diagnose_buckets
 from dhwt.analysis.frequency import count_span, frequency_buckets, frequency_groups
 
 

@@ -17,7 +17,7 @@ from dhwt.errors import DhwtError
 from tests.analysis.test_knn import exact_unit_rows, oracle, tied_integers
 
 
-@pytest.fixture(params=gram.PRECISIONS)
+@pytest.fixture(params=gram.KNN_PRECISIONS)
 def precision(request, monkeypatch):
     monkeypatch.setattr(gram, "_PRECISION", request.param)
     return request.param

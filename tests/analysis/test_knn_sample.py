@@ -8,9 +8,8 @@ import torch
 import pytest
 from scipy import stats
 
-from dhwt.analysis.knn import nearest_neighbours
-from dhwt.analysis.knn.sample import mean_estimate, sample_queries, sampled_match, \
-    sampled_neighbours
+from dhwt.analysis.knn import match_neighbours, nearest_neighbours
+from dhwt.analysis.knn.sample import mean_estimate, sample_queries, sampled_neighbours
 from dhwt.errors import DhwtError
 
 
@@ -35,7 +34,8 @@ def test_sampled_match_is_the_full_match_restricted():
     rng = np.random.default_rng(3)
     a, b = rng.standard_normal((150, 6)), rng.standard_normal((150, 6))
     queries = sample_queries(150, 30, seed=0)
-    match = sampled_match(a, b, queries, 5)
+    match = match_neighbours(sampled_neighbours(a, queries, 5), sampled_neighbours(b, queries, 5),
+                             tokens=queries)
     na, nb = nearest_neighbours(a, 5), nearest_neighbours(b, 5)
     expected = [len(set(na.indices[q]) & set(nb.indices[q])) for q in queries]
     assert match.intersection.tolist() == expected and match.tokens.tolist() == queries.tolist()

@@ -86,6 +86,9 @@ def test_transformers_gives_dhwt_logits(runs, schedule, tmp_path, cli):
     tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
     assert tokenizer.convert_ids_to_tokens(list(range(len(VOCAB)))) == list(VOCAB)
     assert tokenizer("a j [EOS]")["input_ids"] == [0, 9, 11]
+    assert tokenizer.unk_token is None  # it names no unknown-word token it does not hold
+    with pytest.raises(Exception, match="(?i)unk"):  # so an unknown word is refused, not guessed
+        tokenizer("a zz")
     assert (loaded.config.bos_token_id, loaded.config.eos_token_id) == (10, 11)
 
 

@@ -6,7 +6,7 @@ import random
 import numpy as np
 import pytest
 
-from dhwt.commands.synth import synthesize
+from dhwt.languages.synthesis import synthesize
 from dhwt.errors import DhwtError
 from dhwt.languages import compute_truth, load_language, write_dataset
 from dhwt.languages.dataset import read_dataset

@@ -14,7 +14,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from dhwt.commands.diagnose import DiagnoseOptions, diagnose_path
+from dhwt.analysis.diagnose_result import DiagnoseOptions, diagnose_path
 from dhwt.errors import DhwtError
 from dhwt.pretrained.layouts import LAYOUTS
 from dhwt.report.diagnose_report import reading

@@ -283,7 +283,7 @@ def test_two_runs_started_at_once_on_one_directory_leave_one_run(console, folder
 
 # -- what an interrupted command says -------------------------------------------------------
 def test_interrupted_synth_says_nothing_was_written(cli, folder, monkeypatch):
-    import dhwt.commands.synth as synth
+    import dhwt.languages.synthesis as synth
 
     def interrupt(*args, **kwargs):
         raise KeyboardInterrupt
@@ -518,7 +518,7 @@ def test_a_report_folder_is_replaced_whole_or_not_at_all(cli, folder, rundirs, m
     def stop(*args, **kwargs):
         raise KeyboardInterrupt
     monkeypatch.setattr(diagnose_report if command == "diagnose" else corpus_dh_report,
-                        "write_report", stop)
+                        "write_document", stop)
     code, out, err = cli([*args, "--out", "reports/rep"])
     assert code == 130 and err.strip() == "error: interrupted; reports/rep was left as it was"
     assert rundirs.digest(folder / "reports") == before

@@ -19,7 +19,7 @@ s1 = [{ emit = "d", to = "end", p = 1.0 }]
 
 @pytest.mark.parametrize("command", ["synth", "corpus-dh"])
 def test_ctrl_c_prints_one_error_line_and_no_blank_line(command, cli, monkeypatch, tmp_path):
-    import dhwt.commands.synth as synth
+    import dhwt.languages.synthesis as synth
     from dhwt.commands import corpus_dh
 
     def interrupt(*args, **kwargs):

@@ -98,7 +98,7 @@ def test_an_analysis_that_stops_half_way_leaves_the_earlier_report_as_it_was(
         runs, tmp_path, cli, monkeypatch):
     """F4: the similarity files are written, then the report fails (or Ctrl-C): the earlier
     report stays whole, without the new files; nothing is left beside it."""
-    import dhwt.report.runs_report as runs_report
+    import dhwt.report.runs_closeness_report as runs_closeness_report
 
     rep = tmp_path / "rep"
     assert cli(["analyze", runs / "tied", "--similarity", "none", "--out", rep])[0] == 0
@@ -106,7 +106,7 @@ def test_an_analysis_that_stops_half_way_leaves_the_earlier_report_as_it_was(
 
     def stop(*args, **kwargs):
         raise KeyboardInterrupt
-    monkeypatch.setattr(runs_report, "write_report", stop)
+    monkeypatch.setattr(runs_closeness_report, "write_document", stop)
     code, out, err = cli(["analyze", runs / "tied", "--out", rep])
     assert code == 130 and out == ""
     assert err.strip() == f"error: interrupted; {rep} was left as it was"

@@ -11,7 +11,7 @@ import shutil
 import numpy as np
 import pytest
 
-from dhwt.runs.snapshots import read_run
+from dhwt.runs import load_run
 
 from tests.report.text_runs import V, make_text_run
 
@@ -47,7 +47,7 @@ def test_text_run_report_matches_a_brute_force(text_run, tmp_path, cli):
     for name in ("similarity_knn.png", "similarity_dh.png", "loss_valid.png"):
         assert (tmp_path / "rep" / "figures" / name).stat().st_size > 0
     rows = read_csv(tmp_path / "rep" / "similarity.csv")
-    snapshots = {s.step: s for s in read_run(text_run)}
+    snapshots = {s.step: s for s in load_run(text_run).snapshots()}
     assert {int(r["step"]) for r in rows} == set(snapshots) == {0, 2, 4}
     for r in rows:
         snap = snapshots[int(r["step"])]
@@ -72,7 +72,7 @@ def test_seen_tokens_come_from_counts(text_run, tmp_path, cli):
     rows = read_csv(tmp_path / "rep" / "similarity.csv")
     last = next(r for r in rows if r["kind"] == "pair" and r["side"] == "input"
                 and r["step"] == "4")
-    snap = read_run(text_run)[-1]
+    snap = load_run(text_run).embeddings()
     expected = brute_overlap(snap.input[0][:35], snap.input[1][:35], 4)
     assert float(last["overlap"]) == pytest.approx(expected, abs=1e-6)
     assert "chance_overlap" not in last and float(last["cka"]) > 0
@@ -113,8 +113,9 @@ def test_seen_tokens_default_to_the_runs_counts_file(text_run, tmp_path, cli):
     (0.025, 0.0, "mostly disagree (far from identity)"),       # a chance level of 0 (no hubs)
 ])
 def test_the_dh_reading_follows_the_share_from_chance_to_identity(value, chance, words):
-    from dhwt.report.dh_reading import dh_reading
-    line = dh_reading(value, chance)
+    from dhwt.analysis.dh_reading_result import dh_reading
+    from dhwt.report.dh_reading_report import reading_text
+    line = reading_text(dh_reading(value, chance))
     assert words in line and f"{100 * value:.1f}%" in line and f"{100 * chance:.1f}%" in line
 
 

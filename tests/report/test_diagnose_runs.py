@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from dhwt.commands.diagnose import DiagnoseOptions, diagnose_path
+from dhwt.analysis.diagnose_result import DiagnoseOptions, diagnose_path
 from dhwt.config.schedule import TieHistory
 from dhwt.report.diagnose_report import history, reading
 from dhwt.runs.snapshots import read_snapshot, snapshot_paths
@@ -131,7 +131,7 @@ def test_analyzes_dh_figure_leaves_out_what_diagnose_withholds(runs, tmp_path, c
     """The untie run at lr 1e-4 is still a copy at every untied snapshot (2, 4, 6, 8), where
     diagnose withholds the reading: the DH figure draws none of them (it drew an overlap of 1
     at the untie step); the numbers stay in similarity.csv."""
-    from dhwt.report import similarity_report
+    from dhwt.report import runs_similarity_report
 
     drawn = {}
 
@@ -139,8 +139,8 @@ def test_analyzes_dh_figure_leaves_out_what_diagnose_withholds(runs, tmp_path, c
         drawn[path.name] = [line.get_ydata() for ax in fig.axes for line in ax.get_lines()]
         return save(fig, path)
 
-    save = similarity_report.save
-    monkeypatch.setattr(similarity_report, "save", keep)
+    save = runs_similarity_report.save
+    monkeypatch.setattr(runs_similarity_report, "save", keep)
     assert cli(["analyze", runs["untie"], "--out", tmp_path / "rep", "--k", 5])[0] == 0
     curves = [y for y in drawn["similarity_dh.png"] if len(y) == 5]  # steps 0, 2, 4, 6, 8
     assert curves and all(np.isnan(y[1:]).all() for y in curves)

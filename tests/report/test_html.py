@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from dhwt.report.document import to_html, write_report
+from dhwt.report.document import to_html, write_document
 
 BROWSER = next((shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome")
                 if shutil.which(name)), None)
@@ -54,7 +54,7 @@ def test_images_are_embedded_and_the_rest_kept(tmp_path):
     assert 'src="https://example.org/x.png"' in page  # a URI is left as written
     assert "<title>A &lt;b&gt;title&lt;/b&gt;</title>" in page
     assert "<th>run</th>" in page and "<td>0.5</td>" in page
-    write_report(tmp_path / "report.md", text)
+    write_document(tmp_path / "report.md", text)
     assert (tmp_path / "report.md").read_text() == text
     assert (tmp_path / "report.html").read_text() == page
 

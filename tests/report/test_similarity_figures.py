@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from dhwt.analysis.knn_curves import Curve, SimilarityCurves
-from dhwt.report import similarity_report
+from dhwt.report import runs_similarity_report
 
 RUNS = ("tied", "untied", "untie@100")
 STEPS = np.arange(5) * 50
@@ -37,13 +37,13 @@ def three_runs_of_three_seeds() -> tuple[SimilarityCurves, dict[str, str]]:
 def drawn(monkeypatch):
     """name -> figure of every figure the section saves (saved for real, so drawn)."""
     figures = {}
-    save = similarity_report.save
+    save = runs_similarity_report.save
 
     def keep(fig, path):
         figures[path.name] = fig
         return save(fig, path)
 
-    monkeypatch.setattr(similarity_report, "save", keep)
+    monkeypatch.setattr(runs_similarity_report, "save", keep)
     return figures
 
 
@@ -53,7 +53,7 @@ def test_three_runs_of_three_seeds_draw_groups_inside_the_figure_without_warning
     result, runs = three_runs_of_three_seeds()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        similarity_report.similarity_section(result, tmp_path, runs=runs)
+        runs_similarity_report.similarity_section(result, tmp_path, runs=runs)
     assert set(drawn) == {"similarity_knn.png", "similarity_other.png", "similarity_dh.png"}
     for name, fig in drawn.items():  # everything drawn lies inside the canvas (inches)
         drawn_box = fig.get_tightbbox(fig.canvas.get_renderer())
@@ -79,8 +79,8 @@ def test_three_runs_of_three_seeds_draw_groups_inside_the_figure_without_warning
 
 
 def test_many_runs_share_one_within_group():
-    names = [f"r{i}/s{j}" for i in range(similarity_report.WITHIN_GROUPS + 1) for j in (1, 2)]
+    names = [f"r{i}/s{j}" for i in range(runs_similarity_report.WITHIN_GROUPS + 1) for j in (1, 2)]
     curves = [Curve("pair", "input", a, b) for a, b in itertools.combinations(names, 2)]
-    groups = similarity_report.group_curves(curves, {n: n.split("/")[0] for n in names})
+    groups = runs_similarity_report.group_curves(curves, {n: n.split("/")[0] for n in names})
     assert [(label, len(g)) for label, g in groups] == [
         ("within a run", len(names) // 2), ("between runs", len(curves) - len(names) // 2)]

@@ -27,14 +27,14 @@ and the estimate of a mean over them).
 from dhwt.analysis.knn.candidates import TILE
 from dhwt.analysis.knn.exact import (WIDE_SLACK, chance_baseline, knn_match, nearest_neighbours,
                                      norm_matched_random, phase_times, query_stand_in)
-from dhwt.analysis.knn.gram import BLOCK, PRECISIONS, candidate_precision, row_squares
+from dhwt.analysis.knn.gram import BLOCK, KNN_PRECISIONS, candidate_precision, row_squares
 from dhwt.analysis.knn.neighbours import (DEFAULT_K, METRICS, KnnMatch, Neighbours,
                                           average_weights, check_k, choose_k, default_k,
                                           match_neighbours, select_tokens)
 from dhwt.analysis.knn.rerank import SLACK
 from dhwt.checks import check_matrix
 
-__all__ = ["BLOCK", "DEFAULT_K", "METRICS", "PRECISIONS", "SLACK", "TILE", "WIDE_SLACK",
+__all__ = ["BLOCK", "DEFAULT_K", "KNN_PRECISIONS", "METRICS", "SLACK", "TILE", "WIDE_SLACK",
            "KnnMatch", "Neighbours", "average_weights", "candidate_precision", "chance_baseline",
            "check_k", "check_matrix", "choose_k", "default_k", "knn_match", "match_neighbours",
            "nearest_neighbours", "norm_matched_random", "phase_times", "query_stand_in",

@@ -22,7 +22,7 @@ from dhwt.errors import DhwtError
 #: Default rows per block: a 6144 x 6144 float32 block is 144 MiB (5-7% faster than 4096 here).
 BLOCK = 6144
 #: Precisions of the candidate pass; candidate_precision() chooses one per process.
-PRECISIONS = ("float32", "bfloat16", "bfloat16-output")
+KNN_PRECISIONS = ("float32", "bfloat16", "bfloat16-output")
 #: Unit roundoff of float32.
 U32 = 2.0**-24
 
@@ -111,8 +111,8 @@ def candidate_precision() -> str:
     global _PRECISION
     if _PRECISION is None:
         forced = os.environ.get("DHWT_KNN_PRECISION")
-        if forced is not None and forced not in PRECISIONS:
-            raise DhwtError(f"DHWT_KNN_PRECISION must be one of {', '.join(PRECISIONS)}, got "
+        if forced is not None and forced not in KNN_PRECISIONS:
+            raise DhwtError(f"DHWT_KNN_PRECISION must be one of {', '.join(KNN_PRECISIONS)}, got "
                             f"{forced!r}")
         _PRECISION = forced or _fastest()
     return _PRECISION

@@ -21,8 +21,7 @@ from tqdm import tqdm
 from dhwt.analysis.intervals import SHARE, t_half
 from dhwt.analysis.knn.candidates import TILE, Best, row_candidates
 from dhwt.analysis.knn.gram import BLOCK, gemm
-from dhwt.analysis.knn.neighbours import (METRICS, KnnMatch, Neighbours, check_k,
-                                          match_neighbours, select_tokens)
+from dhwt.analysis.knn.neighbours import METRICS, Neighbours, check_k, select_tokens
 from dhwt.analysis.knn.rerank import SLACK, rerank, work_matrices
 from dhwt.checks import check_matrix
 from dhwt.errors import DhwtError
@@ -160,20 +159,6 @@ def _scores(q: torch.Tensor, rows: torch.Tensor, device: torch.device) -> torch.
         return q @ rows.to(device, non_blocking=True).T
     finally:
         torch.backends.cuda.matmul.allow_tf32 = saved
-
-
-def sampled_match(a: np.ndarray, b: np.ndarray, queries: np.ndarray, k: int,
-                  metric: str = "ip", *, progress: bool | None = False) -> KnnMatch:
-    """KNN match of spaces a and b over the query rows, each query's neighbours searched among
-    all rows of its space (tokens of the result: the queries, uniform weights)."""
-    a, b = check_matrix(a, "A"), check_matrix(b, "B")
-    if a.shape[0] != b.shape[0]:
-        raise DhwtError(f"A has {a.shape[0]} rows and B has {b.shape[0]}; KNN match compares "
-                        "the same tokens in both, so the row counts must be equal")
-    queries = select_tokens(queries, a.shape[0])
-    na = sampled_neighbours(a, queries, k, metric, progress=progress, name="A")
-    nb = sampled_neighbours(b, queries, k, metric, progress=progress, name="B")
-    return match_neighbours(na, nb, tokens=queries)
 
 
 def mean_estimate(values: np.ndarray, population: int, level: float = LEVEL,

@@ -1,6 +1,7 @@
-"""The similarity section of a runs report: KNN match between members over training, the DH
-diagnostic, their chance levels; figures, a CSV and a JSON of every number, markdown lines. The
-DH reading itself is dhwt.report.dh_reading's.
+"""The similarity section of a runs report (dhwt.analysis.runs_similarity: similarity_lines): a
+line saying why it was skipped, or KNN match between members over training, the DH diagnostic,
+their chance levels; figures, a CSV and a JSON of every number, markdown lines. The DH reading
+itself is dhwt.report.dh_reading_report's.
 
 The figures draw groups of curves, not one line per curve (3 runs of 3 seeds make 36 pairs):
 the pairs of one run's seeds, the pairs of members of two runs, each run's DH curves; per
@@ -17,10 +18,12 @@ from pathlib import Path
 
 import numpy as np
 
+from dhwt.analysis.dh_reading_result import (COPY_RESIDUE, EXCESS_AGREE, EXCESS_PARTLY,
+                                             dh_reading, is_withheld)
 from dhwt.analysis.knn_curves import Curve, SimilarityCurves
+from dhwt.analysis.runs_similarity import RunsSimilarity
 from dhwt.config.schedule import TieHistory, TieSchedule, tie_history
-from dhwt.report.dh_reading import (COPY_RESIDUE, EXCESS_AGREE, EXCESS_PARTLY, member_reading,
-                                    withheld)
+from dhwt.report.dh_reading_report import reading_text
 from dhwt.report.figures import (distinct_events, legend_below, mark_events, new_figure, save,
                                   spread, step_axis)
 from dhwt.directories import atomic_write_bytes
@@ -41,8 +44,9 @@ def similarity_section(result: SimilarityCurves, out: Path, *, score: str = "ove
                        runs: Mapping[str, str] | None = None) -> list[str]:
     """Write out/figures/similarity_*.png, out/similarity.csv and .json; return the markdown.
     k_note follows k (why it is what it is, see dhwt.analysis.knn.choose_k); schedules: each
-    source's tie schedule, by name, for the DH reading's tie history (dhwt.report.dh_reading);
-    runs: each source's run, by name, for the figures' groups (none: one run)."""
+    source's tie schedule, by name, for the DH reading's tie history
+    (dhwt.analysis.dh_reading_result); runs: each source's run, by name, for the figures'
+    groups (none: one run)."""
     write_numbers(result, out)
     pairs, dh = result.of_kind("pair"), result.of_kind("dh")
     runs = runs or {}
@@ -129,8 +133,8 @@ def _reading(curve: Curve, t: int, step: int, chance: float,
              vocab: int) -> str:
     """The DH reading of a dh curve at index t, withheld right after an untie."""
     history, residue = _history(curve, t, step, schedules)
-    return member_reading(curve.values["overlap"][t], chance, k=k, metric=metric,
-                          history=history, residue=residue, vocab=vocab)
+    return reading_text(dh_reading(curve.values["overlap"][t], chance, k=k, metric=metric,
+                                   history=history, residue=residue, vocab=vocab))
 
 
 def _history(curve: Curve, t: int, step: int, schedules: Mapping[str, TieSchedule] | None
@@ -144,11 +148,12 @@ def _history(curve: Curve, t: int, step: int, schedules: Mapping[str, TieSchedul
 def _readable(curve: Curve, steps: np.ndarray,
               schedules: Mapping[str, TieSchedule] | None) -> Curve:
     """The dh curve as its figure draws it: NaN at the steps whose reading is withheld
-    (dhwt.report.dh_reading.withheld: right after an untie, as diagnose and the table say)."""
+    (dhwt.analysis.dh_reading_result.is_withheld: right after an untie, as diagnose and the table
+    say)."""
     def hidden(t: int) -> bool:
         history, residue = _history(curve, t, int(steps[t]), schedules)
         return (history is not None and residue is not None and math.isfinite(residue)
-                and withheld(history, residue) is not None)
+                and is_withheld(history, residue))
 
     mask = np.array([hidden(t) for t in range(len(steps))], bool)
     return dataclasses.replace(curve, values={name: np.where(mask, np.nan, v)
@@ -301,3 +306,16 @@ def _others_figure(pairs: Sequence[Curve], measures: Sequence[str], result: Simi
             ax.grid(alpha=0.3)
     legend_below(fig, axes.ravel(), BAND_NOTE.split(";")[0] + "; band: their range, min to max")
     save(fig, path)
+
+
+def similarity_lines(result: RunsSimilarity, out: Path) -> list[str]:
+    """Write the curves' files into `out`; return the report lines (none when nothing was
+    asked)."""
+    if result.curves is None and result.skipped is None:
+        return []
+    heading = ["## Similarity of embedding spaces over training", ""]
+    if result.skipped is not None:
+        return heading + [f"Skipped: {result.skipped}.", ""]
+    return similarity_section(result.curves, out, score=result.options.score,
+                              k_note=result.k_note, tokens_note=result.tokens_note,
+                              schedules=result.schedules, runs=result.run_of)

@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 from dhwt.analysis.runs_loss import runs_loss
-from dhwt.report.loss_report import loss_lines
+from dhwt.report.runs_loss_report import loss_lines
 from dhwt.runs import layout
 from tests.report.text_runs import make_text_run
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from dhwt.analysis.intervals import COSINE, NON_NEGATIVE, SHARE, count_text, summarise
 from dhwt.analysis.runs_closeness import RunsCloseness
-from dhwt.report.document import write_report
+from dhwt.report.document import write_document
 from dhwt.report.escape_report import escape_lines
 from dhwt.report.figures import MEASURE_LABELS, closeness_figure, fit_figure
 from dhwt.filenames import CLOSENESS_FIGURE, FIGURES, FIT_FIGURE, REPORT
@@ -32,7 +32,7 @@ def write_runs_report(
 ) -> Path:
     """Write out/figures/ and out/report.md of `result`; return the report's path. `extra`,
     called before anything is written, gives more report lines (e.g.
-    dhwt.report.run_similarity)."""
+    dhwt.report.runs_similarity_report)."""
     truth = result.task.truth
     pairs, baseline, kinds, off = result.pairs, result.baseline, result.kinds, result.off
     labels = {p: f"{p[0]}-{p[1]} ({kinds[p]})" for p in pairs}
@@ -122,7 +122,7 @@ def write_runs_report(
         "with loss curves.",
         "",
     ]
-    return write_report(out / REPORT, "\n".join(lines))
+    return write_document(out / REPORT, "\n".join(lines))
 
 
 def _fit_heading(result: RunsCloseness) -> str:
