@@ -84,7 +84,7 @@ CASES = {
         (["synth", "--grammar", "parity", "--valid-fraction", "1.5", "--out", "{ds}"],
          "valid_fraction must be in [0, 1), got 1.5"),
         (["synth", "--grammar", "parity", "--seed", "-1", "--out", "{ds}"],
-         "split seed must be a non-negative integer"),
+         "seed must be >= 0, got -1"),
         (["synth", "--grammar", "parity", "--out", "{full/ds}"],
          "was not made by dhwt (no .dhwt marker inside), so --overwrite leaves it alone"),
         (["synth", "--grammar", "parity", "--out", "{file}/ds"], "{file}"),
