@@ -1,11 +1,13 @@
 """dhwt: when input and output embeddings may be tied, and how much of an embedding space the
 data fixes rather than the random init. See README.md and DESIGN notes in the repository.
 
-The API at the top, each name imported on first use (the command line starts without torch):
-a run directory read back (load_run), training (train: one run or several as one ensemble), a
-synthetic language and its exact truth (load_language, compute_truth), KNN Match Similarity
-(knn_match, chance_baseline), the analyses behind the commands (analyze, diagnose_path,
-corpus_dh), and the theorems' checks (verify).
+The library's face, each name imported on first use (PEP 562: `import dhwt` and the command
+line start without torch): a run's settings (TrainConfig, ModelConfig) and training (train: one
+run or several as one ensemble); a run directory read back (load_run); a synthetic language, its
+exact truth and its datasets (load_language, compute_truth, write_dataset, load_task); a model's
+exact population fit (population_fit); KNN Match Similarity (knn_match, chance_baseline); the
+analyses behind the commands (pair_closeness, analyze, diagnose, diagnose_path with
+DiagnoseOptions, corpus_dh with CorpusDhOptions); and the theorems' checks (verify).
 
 Examples:
     >>> import numpy as np
@@ -24,13 +26,20 @@ __version__ = "0.1.0"
 
 #: Each name of the API and the module that holds it.
 _HOMES = {
-    "load_run": "dhwt.runs",
+    "TrainConfig": "dhwt.config.run",
+    "ModelConfig": "dhwt.models.config",
     "train": "dhwt.commands.train",
+    "load_run": "dhwt.runs",
     "load_language": "dhwt.languages",
     "compute_truth": "dhwt.languages.truth",
+    "write_dataset": "dhwt.languages",
+    "load_task": "dhwt.languages",
+    "population_fit": "dhwt.models.population",
     "knn_match": "dhwt.analysis.knn",
     "chance_baseline": "dhwt.analysis.knn",
+    "pair_closeness": "dhwt.analysis.closeness",
     "analyze": "dhwt.commands.analyze",
+    "diagnose": "dhwt.analysis.diagnosis",
     "diagnose_path": "dhwt.analysis.diagnose_result",
     "DiagnoseOptions": "dhwt.analysis.diagnose_result",
     "corpus_dh": "dhwt.analysis.corpus_dh_result",

@@ -1,8 +1,10 @@
 """The checks of user input, each raising DhwtError with one line, in one module below every
 package that needs them: numeric matrices (the KNN engine and dhwt.pretrained's readers),
 configuration values ("NAME must be ..., got VALUE", with the seed and init_from notations), and
-grammar specs (where in the spec the problem is, what was given, what is allowed). Importing it
-imports no torch (check_matrix takes torch on first use only), so the command line may read it.
+grammar specs (where in the spec the problem is, what was given, what is allowed), and the
+options classes' declared constraints (scikit-learn's style: each field lists the kinds of value
+it admits, check_fields checks them in `__post_init__`). Importing it imports no torch
+(check_matrix takes torch on first use only), so the command line may read it.
 
 Examples:
     >>> parse_seeds("1-3,7")
@@ -17,7 +19,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -207,6 +210,192 @@ def check_float(name: str, value: object, *, low: float, high: float = math.inf,
     else:
         allowed = f"in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
     raise DhwtError(f"{name} must be {allowed}, got {value!r}")
+
+
+# -- declared constraints of options classes -----------------------------------------------------
+
+@dataclass(frozen=True)
+class Integer:
+    """An integer (never a bool) from `low` to `high` (None: no upper bound)."""
+
+    low: int
+    high: int | None = None
+
+    def admits(self, value: object) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool)
+
+    def check(self, name: str, value: object) -> None:
+        check_int(name, value, low=self.low, high=self.high)
+
+    def __str__(self) -> str:
+        return (f"an integer >= {self.low}" if self.high is None
+                else f"an integer from {self.low} to {self.high}")
+
+
+@dataclass(frozen=True)
+class Real:
+    """A finite number within the bounds (check_float's)."""
+
+    low: float
+    high: float = math.inf
+    low_open: bool = False
+    high_open: bool = False
+
+    def admits(self, value: object) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+    def check(self, name: str, value: object) -> None:
+        check_float(name, value, low=self.low, high=self.high, low_open=self.low_open,
+                    high_open=self.high_open)
+
+    def __str__(self) -> str:
+        return "a finite number"
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One of the strings `allowed`."""
+
+    allowed: tuple[str, ...]
+
+    def admits(self, value: object) -> bool:
+        return isinstance(value, str)
+
+    def check(self, name: str, value: object) -> None:
+        check_choice(name, value, self.allowed)
+
+    def __str__(self) -> str:
+        return f"one of {', '.join(self.allowed)}"
+
+
+@dataclass(frozen=True)
+class Boolean:
+    """true or false."""
+
+    def admits(self, value: object) -> bool:
+        return isinstance(value, bool)
+
+    def check(self, name: str, value: object) -> None:
+        check_bool(name, value)
+
+    def __str__(self) -> str:
+        return "true or false"
+
+
+@dataclass(frozen=True)
+class Text:
+    """A non-empty string (a path, a list in text, a device), checked further by `parse` if
+    given: parse(value) raises DhwtError when the text is malformed."""
+
+    what: str = "a non-empty string"
+    parse: Callable[[str], object] | None = None
+
+    def admits(self, value: object) -> bool:
+        return isinstance(value, str)
+
+    def check(self, name: str, value: object) -> None:
+        if not isinstance(value, str) or not value:
+            raise DhwtError(f"{name} must be {self.what}, got {value!r}")
+        if self.parse is not None:
+            self.parse(value)
+
+    def __str__(self) -> str:
+        return self.what
+
+
+@dataclass(frozen=True)
+class Texts:
+    """A list (or tuple) of non-empty strings, e.g. KEY=VALUE assignments."""
+
+    def admits(self, value: object) -> bool:
+        return isinstance(value, (list, tuple))
+
+    def check(self, name: str, value: object) -> None:
+        if not isinstance(value, (list, tuple)) or not all(
+                isinstance(item, str) and item for item in value):
+            raise DhwtError(f"{name} must be {self}, got [{brief(value)}]")
+
+    def __str__(self) -> str:
+        return "a list of non-empty strings"
+
+
+@dataclass(frozen=True)
+class Instance:
+    """An instance of `kind` (e.g. torch.dtype, given by a module that imports torch)."""
+
+    kind: type
+
+    def admits(self, value: object) -> bool:
+        return isinstance(value, self.kind)
+
+    def check(self, name: str, value: object) -> None:
+        if not isinstance(value, self.kind):
+            raise DhwtError(f"{name} must be {self}, got {value!r}")
+
+    def __str__(self) -> str:
+        return f"a {self.kind.__module__}.{self.kind.__name__}"
+
+
+Constraint = Integer | Real | Choice | Boolean | Text | Texts | Instance
+
+
+def parse_count(name: str, text: str, words: tuple[str, ...]) -> int | str:
+    """Command-line text as what an option takes: a whole number, or one of `words` as it is
+    (parsing at the edge; the options class checks the number's range).
+
+    >>> parse_count("step", "400", ("last",)), parse_count("step", "last", ("last",))
+    (400, 'last')
+    >>> parse_count("step", "4.5", ("last",))
+    Traceback (most recent call last):
+      ...
+    dhwt.errors.DhwtError: step must be a whole number or 'last', got '4.5'
+    """
+    if text in words:
+        return text
+    if text.isdigit():
+        return int(text)
+    raise DhwtError(f"{name} must be a whole number or {' or '.join(map(repr, words))}, got "
+                    f"{text!r}")
+
+
+def check_fields(options: object, constraints: Mapping[str, list[Constraint | None]]) -> None:
+    """Check every field of the dataclass `options` against its declared constraints (a list of
+    the kinds of value it admits; None in it: the field may be unset), as scikit-learn checks
+    an estimator's parameters: the first constraint that admits the value's type checks its
+    range; a value no constraint admits is refused by the field's one constraint, or naming
+    them all where it has several. A field without a declaration is a mistake of the class.
+
+    Examples:
+        >>> from dataclasses import dataclass
+        >>> @dataclass(frozen=True)
+        ... class Options:
+        ...     k: int | None = None
+        ...     order: int | str = 1
+        >>> ALLOWED = {"k": [Integer(1), None], "order": [Integer(1), Choice(("full",))]}
+        >>> check_fields(Options(k=3, order="full"), ALLOWED)
+        >>> check_fields(Options(k=0), ALLOWED)
+        Traceback (most recent call last):
+          ...
+        dhwt.errors.DhwtError: k must be >= 1, got 0
+        >>> check_fields(Options(order=1.5), ALLOWED)
+        Traceback (most recent call last):
+          ...
+        dhwt.errors.DhwtError: order must be an integer >= 1 or one of full, got 1.5
+    """
+    for f in fields(options):
+        if f.name not in constraints:
+            raise TypeError(f"{type(options).__name__}.{f.name} declares no constraint")
+        allowed = constraints[f.name]
+        value = getattr(options, f.name)
+        if value is None and None in allowed:
+            continue
+        kinds = [c for c in allowed if c is not None]
+        admitting = next((c for c in kinds if c.admits(value)), None)
+        if admitting is None and len(kinds) > 1:
+            unset = " or unset" if None in allowed else ""
+            raise DhwtError(f"{f.name} must be {' or '.join(map(str, kinds))}{unset}, "
+                            f"got {value!r}")
+        (admitting or kinds[0]).check(f.name, value)
 
 
 # -- grammar specs --------------------------------------------------------------------------------

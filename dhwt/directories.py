@@ -181,7 +181,8 @@ def check_target(target: Path, kind: str, *, overwrite: bool, inputs: Iterable[o
           ...
         dhwt.errors.DhwtError: . is the working directory; give a new directory for the run
     """
-    assert kind in KINDS
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
     target = Path(target)
     resolved = _check_place(target, str(target), kind)
     if not target.exists():

@@ -1,4 +1,5 @@
-"""Files a user gives, read whole: numpy arrays (.npy, .npz) and TOML.
+"""Files a user gives, read whole: numpy arrays (.npy, .npz) and TOML; and safetensors files
+(checkpoints, snapshots, matrices), opened by one loader.
 
 Each way such a file can be unreadable (missing, empty, cut short, of another format, nested
 deeper than the parser can go) is one DhwtError naming the file, never a library's exception:
@@ -18,7 +19,8 @@ from __future__ import annotations
 
 import tomllib
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
@@ -75,6 +77,37 @@ def _load(path: str | Path, what: str, magic: tuple[bytes, ...], kind: str,
         raise refuse(exc.strerror or reason(exc)) from None
     except (EOFError, ValueError, KeyError, zipfile.BadZipFile) as exc:
         raise refuse(reason(exc)) from None
+
+
+@contextmanager
+def open_safetensors(path: str | Path, what: str, *, missing: str | None = None,
+                     framework: str = "numpy") -> Iterator[object]:
+    """The safetensors file `path` opened lazily (safetensors.safe_open: its header read, each
+    tensor when asked, as numpy arrays or, `framework` "pt", torch tensors); any error of
+    safetensors while it is open becomes DhwtError 'cannot read `what`: why', and a file that
+    does not exist '`missing`' where given.
+
+    Examples:
+        >>> import tempfile
+        >>> bad = Path(tempfile.mkdtemp()) / "m.safetensors"
+        >>> _ = bad.write_bytes(b"not a header")
+        >>> with open_safetensors(bad, "m.safetensors") as f:
+        ...     f.keys()
+        Traceback (most recent call last):
+          ...
+        dhwt.errors.DhwtError: cannot read m.safetensors: ...
+    """
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework=framework) as file:
+            yield file
+    except DhwtError:
+        raise
+    except FileNotFoundError as exc:
+        raise DhwtError(missing or f"cannot read {what}: {reason(exc)}") from None
+    except Exception as exc:  # safetensors raises its own types for corrupt files
+        raise DhwtError(f"cannot read {what}: {reason(exc)}") from None
 
 
 def parse_toml(text: str, what: str) -> dict:

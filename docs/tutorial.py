@@ -18,12 +18,8 @@ from pathlib import Path
 import numpy as np
 
 import dhwt
-from dhwt.analysis.closeness import pair_closeness
-from dhwt.analysis.knn import chance_baseline, knn_match
-from dhwt.commands.train import train
-from dhwt.config import TrainConfig
-from dhwt.languages import load_language, load_task, write_dataset
-from dhwt.models.population import population_fit
+from dhwt import (TrainConfig, chance_baseline, knn_match, load_language, load_task,
+                  pair_closeness, population_fit, train, write_dataset)
 from dhwt.report.figures import new_figure, save, step_axis
 
 #: The pairs to watch: 0a/0b are semantically but not conditionally equivalent (DH violated:
@@ -98,7 +94,7 @@ def main(out: Path) -> None:
 
     # 5. KNN match of the untied model's input and output matrices (k = 2 of 7 tokens), member
     #    by member, against the chance level of norm-matched random matrices (same row norms,
-    #    random directions). dhwt.analysis.diagnosis.diagnose adds CKA, Procrustes and intervals.
+    #    random directions). dhwt.diagnose adds CKA, Procrustes and intervals.
     final = untied.embeddings()  # the newest snapshot: input and output are (members, V, d)
     rng = np.random.default_rng(0)
     for s, seed in enumerate(final.seeds):

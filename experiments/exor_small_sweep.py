@@ -20,11 +20,8 @@ from pathlib import Path
 import numpy as np
 
 import dhwt
-from dhwt.analysis.closeness import pair_closeness
-from dhwt.commands.train import train
-from dhwt.config import TrainConfig
-from dhwt.languages import load_language, load_task, write_dataset
-from dhwt.models.population import population_fit
+from dhwt import (TrainConfig, load_language, load_task, pair_closeness, population_fit, train,
+                  write_dataset)
 
 PAIRS = [("0a", "0b"), ("1a", "1b")]
 BASELINE = [("0a", "1a"), ("0a", "1b"), ("0b", "1a"), ("0b", "1b")]

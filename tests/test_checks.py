@@ -5,7 +5,9 @@ top-level API (dhwt.__all__) resolves."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import importlib
+import inspect
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +16,7 @@ import numpy as np
 import pytest
 
 import dhwt
-from dhwt.checks import check_matrix, check_int, need_int, parse_seeds
+from dhwt.checks import Integer, check_fields, check_matrix, check_int, need_int, parse_seeds
 from dhwt.errors import DhwtError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -84,3 +86,61 @@ def test_the_top_level_api_resolves_to_its_homes():
         assert value.__name__ == name and value.__module__.startswith("dhwt.")
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         dhwt.nothing  # noqa: B018
+
+
+def _options_classes() -> list[type]:
+    """Every `*Options` class of dhwt and every class that declares CONSTRAINTS, found in the
+    source (a new one is checked too)."""
+    found = []
+    for path in sorted((ROOT / "dhwt").rglob("*.py")):
+        for node in ast.parse(path.read_text("utf-8")).body:
+            declares = isinstance(node, ast.ClassDef) and any(
+                isinstance(item, ast.Assign) and any(getattr(t, "id", "") == "CONSTRAINTS"
+                                                     for t in item.targets)
+                for item in node.body)
+            if declares or (isinstance(node, ast.ClassDef) and node.name.endswith("Options")):
+                module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+                found.append(getattr(importlib.import_module(module), node.name))
+    return found
+
+
+def test_every_options_class_declares_the_constraints_of_each_field():
+    classes = _options_classes()
+    assert {"ModelConfig", "KnnOptions", "DiagnoseOptions"} <= {c.__name__ for c in classes}
+    for cls in classes:
+        names = {f.name for f in dataclasses.fields(cls)}
+        assert set(cls.CONSTRAINTS) == names, cls.__name__
+        assert "check_fields(self, self.CONSTRAINTS)" in inspect.getsource(cls.__post_init__)
+
+
+def test_a_field_without_a_constraint_is_a_mistake_of_its_class():
+    @dataclasses.dataclass(frozen=True)
+    class Options:
+        k: int = 1
+        seed: int = 0
+
+    with pytest.raises(TypeError, match="Options.seed declares no constraint"):
+        check_fields(Options(), {"k": [Integer(1)]})
+
+
+@pytest.mark.parametrize("args, message", [
+    (["knn", "a.npy", "b.npy", "--k", "0"], "k must be >= 1, got 0"),
+    (["knn", "a.npy", "b.npy", "--device", "gpu"], "device must be one of"),
+    (["diagnose", ".", "--step", "4.5"], "step must be a whole number or 'last', got '4.5'"),
+    (["diagnose", ".", "--queries", "some"],
+     "queries must be a whole number or 'auto' or 'all', got 'some'"),
+    (["diagnose", ".", "--queries", "0"], "queries must be >= 1, got 0"),
+    (["diagnose", ".", "--chance-queries", "-1"], "chance_queries must be >= 0, got -1"),
+    (["export", ".", "--to", "hf", "--out", "x", "--member", "-1"],
+     "member must be >= 0, got -1"),
+    (["corpus-dh", "--grammar", "parity", "--null-bins", "0"], "null_bins must be >= 1, got 0"),
+    (["corpus-dh", "--grammar", "parity", "--order", "-2"],
+     "order must be a whole number or 'full', got '-2'"),
+    (["analyze", ".", "--out", "r", "--members", "0,0"], "bad --members '0,0'"),
+])
+def test_an_option_out_of_range_is_refused_before_anything_is_read(args, message, cli,
+                                                                     tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # nothing named exists: the options are checked first
+    code, out, err = cli(args)
+    assert code == 2 and out == ""
+    assert err.startswith("error: ") and message in err and err.count("\n") == 1

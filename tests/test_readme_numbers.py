@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dhwt.analysis.intervals import clopper_pearson
+from dhwt.analysis.intervals import clopper_pearson, t_half, t_interval
 from dhwt.theory.registry import THEOREMS, select
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -101,7 +101,7 @@ def _csv(path: str) -> list[dict[str, str]]:
 def _t(values) -> tuple[float, float]:
     """Mean and the half-width of its 95% Student-t interval."""
     values = np.asarray(values, dtype=float)
-    return values.mean(), stats.t.ppf(0.975, len(values) - 1) * stats.sem(values)
+    return values.mean(), float(t_half(values))
 
 
 def _bounds(values) -> tuple[float, float, float]:
@@ -150,15 +150,11 @@ def _tying_price_shares() -> list[np.ndarray]:
             for (frozen, language, c, bias), by_seed in price.items() if c > 1]
 
 
-def _ends90(share: np.ndarray) -> tuple[float, float]:
-    half = stats.t.ppf(0.95, len(share) - 1) * stats.sem(share)
-    return share.mean() - half, share.mean() + half
-
-
 def _tying_price_bound(summary=max) -> float:
     """The largest end, in absolute value, of a share's 90% interval (`summary` over the cells:
     the largest, or the median cell's): the shares the data exclude."""
-    return summary([max(abs(end) for end in _ends90(share)) for share in _tying_price_shares()])
+    return summary([max(abs(end) for end in t_interval(share, 0.90))
+                    for share in _tying_price_shares()])
 
 
 def _tying_price_tests() -> list[float]:
@@ -167,7 +163,7 @@ def _tying_price_tests() -> list[float]:
     shares = _tying_price_shares()
     largest = max(shares, key=np.mean)
     excluding = sum(stats.ttest_1samp(share, 0.0).pvalue < 0.05 for share in shares)
-    equivalent = sum(max(abs(end) for end in _ends90(share)) < 0.001 for share in shares)
+    equivalent = sum(max(abs(end) for end in t_interval(share, 0.90)) < 0.001 for share in shares)
     return [excluding, len(shares), *_t(largest), equivalent, len(shares)]
 
 

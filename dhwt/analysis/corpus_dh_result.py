@@ -12,7 +12,6 @@ Two sources of counts N(context, next token) (dhwt.analysis.corpus_dh):
 from __future__ import annotations
 
 import hashlib
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ import numpy as np
 
 from dhwt.analysis import corpus_dh as cdh
 from dhwt.analysis.frequency import frequency_buckets
+from dhwt.checks import Choice, Integer, Real, Text, Texts, check_fields
 from dhwt.defaults import BUCKETS, DIM, NULL_BINS, PERMUTATIONS, TOP
 from dhwt.errors import DhwtError
 
@@ -31,6 +31,13 @@ SAMPLED_TOLERANCE = 0.05
 #: Default least count of the tokens of the listed DH-violating pairs of a corpus: rarer
 #: tokens have profiles of a few contexts, whose cosines are near 0 or 1 by accident.
 MIN_COUNT = 100
+
+
+def _check_tokenizer(text: str) -> None:
+    """dhwt.text.tokenizers.check_tokenizer, imported when a tokenizer is given."""
+    from dhwt.text.tokenizers import check_tokenizer
+
+    check_tokenizer(text)
 
 
 @dataclass(frozen=True)
@@ -55,6 +62,36 @@ class CorpusDhOptions:
     seed: int = 0
     null_bins: int = NULL_BINS
     permutations: int = PERMUTATIONS
+
+    CONSTRAINTS = {
+        "grammar": [Text("a grammar name or path"), None], "assignments": [Texts()],
+        "samples": [Integer(1), None], "corpus": [Text("a corpus path"), None],
+        "tokenizer": [Text("a tokenizer", _check_tokenizer), None],
+        "order": [Integer(1), Choice(("full",))], "dim": [Integer(1)], "k": [Integer(1), None],
+        "tolerance": [Real(0.0), None], "buckets": [Integer(1)], "top": [Integer(1)],
+        "min_count": [Real(0.0), None], "seed": [Integer(0)], "null_bins": [Integer(1)],
+        "permutations": [Integer(1)]}
+
+    def __post_init__(self) -> None:
+        """Every option checked when made, before anything is loaded or counted: each field
+        against its constraints, then the source (a grammar or a corpus with its tokenizer)."""
+        check_fields(self, self.CONSTRAINTS)
+        if (self.grammar is None) == (self.corpus is None):
+            raise DhwtError("give one source of counts: --grammar NAME|PATH or --corpus PATH "
+                            "with --tokenizer")
+        if self.grammar is None:
+            for flag, value in (("--set", self.assignments), ("--samples", self.samples)):
+                if value:
+                    raise DhwtError(f"{flag} belongs to --grammar, not to --corpus")
+            if self.tokenizer is None:
+                from dhwt.text.tokenizers import LISTED
+
+                raise DhwtError(f"--corpus needs --tokenizer ({LISTED})")
+            if self.order == "full":
+                raise DhwtError("--order full (the longest string) needs --grammar; give a "
+                                "number")
+        elif self.tokenizer is not None:
+            raise DhwtError("--tokenizer belongs to --corpus; a grammar's tokens are its symbols")
 
 
 @dataclass(frozen=True)
@@ -278,7 +315,6 @@ class CorpusDhResult:
 
 def corpus_dh(options: CorpusDhOptions, *, progress: bool | None = None) -> CorpusDhResult:
     """Count, compare the input and output neighbourhoods, and (grammars) the relations."""
-    check_options(options)
     if options.grammar is not None:
         counts, source, language = _grammar_counts(options)
     else:
@@ -315,64 +351,6 @@ def corpus_dh(options: CorpusDhOptions, *, progress: bool | None = None) -> Corp
                           _match_summary(found, options.seed),
                           _buckets(found, frequency, options.buckets), min_count, violating,
                           relations, per_token)
-
-
-def parse_order(text: str) -> int | str:
-    """`--order`: a whole number or `full`, as given on the command line.
-
-    Examples:
-        >>> parse_order("3"), parse_order("full")
-        (3, 'full')
-    """
-    if text == "full":
-        return text
-    try:
-        return int(text)
-    except ValueError:
-        raise DhwtError(f"order must be an integer >= 1 or 'full', got {text!r}") from None
-
-
-def check_options(options: CorpusDhOptions) -> None:
-    """Every option checked before anything is loaded or counted."""
-    if (options.grammar is None) == (options.corpus is None):
-        raise DhwtError("give one source of counts: --grammar NAME|PATH or --corpus PATH "
-                        "with --tokenizer")
-    if options.grammar is None:
-        from dhwt.text.tokenizers import LISTED, check_tokenizer
-
-        for flag, value in (("--set", options.assignments), ("--samples", options.samples)):
-            if value:
-                raise DhwtError(f"{flag} belongs to --grammar, not to --corpus")
-        if options.tokenizer is None:
-            raise DhwtError(f"--corpus needs --tokenizer ({LISTED})")
-        check_tokenizer(options.tokenizer)
-        if options.order == "full":
-            raise DhwtError("--order full (the longest string) needs --grammar; give a number")
-    elif options.tokenizer is not None:
-        raise DhwtError("--tokenizer belongs to --corpus; a grammar's tokens are its symbols")
-    if options.order != "full":
-        _integer(options.order, "order", 1)
-    _integer(options.dim, "dim", 1)
-    _integer(options.buckets, "buckets", 1)
-    _integer(options.top, "top", 1)
-    _integer(options.seed, "seed", 0)
-    _integer(options.null_bins, "null bins", 1)
-    _integer(options.permutations, "permutations", 1)
-    if options.samples is not None:
-        _integer(options.samples, "samples", 1)
-    if options.k is not None:
-        _integer(options.k, "k", 1)
-    for name in ("tolerance", "min_count"):
-        value = getattr(options, name)
-        if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value)
-                                      and value >= 0):
-            raise DhwtError(f"{name} must be a finite number >= 0, got {value!r}")
-
-
-def _integer(value: object, name: str, least: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        raise DhwtError(f"{name} must be an integer >= {least}, got {value!r}")
-    return value
 
 
 def _grammar_counts(options: CorpusDhOptions):  # noqa: ANN202 (Counts, GrammarSource, Language)

@@ -24,8 +24,9 @@ from dhwt.analysis.diagnosis import Subject, checkpoint_subject, member_subjects
 from dhwt.analysis.frequency import check_counts
 from dhwt.analysis.knn import check_k
 from dhwt.analysis.matrices import read_weights
-from dhwt.config.device import resolve_device
-from dhwt.defaults import CHANCE_QUERIES, TOP
+from dhwt.checks import Choice, Integer, Text, check_fields
+from dhwt.config.device import DEVICE, resolve_device
+from dhwt.defaults import CHANCE_QUERIES, METRICS, TOP
 from dhwt.errors import DhwtError
 
 if TYPE_CHECKING:
@@ -58,18 +59,29 @@ class DiagnoseResult:
 class DiagnoseOptions:
     """What `dhwt diagnose` can be asked (see its --help). queries: "auto", "all" or a count;
     step: a snapshot step or "last" (run directories); counts: a file of one count per token;
-    corpus: a text file to count tokens in with the checkpoint's tokenizer."""
+    corpus: a text file to count tokens in with the checkpoint's tokenizer; chance_queries 0:
+    no chance level."""
 
     k: int | None = None
     metric: str = "ip"
-    queries: str = "auto"
+    queries: int | str = "auto"
     chance_queries: int = CHANCE_QUERIES
     seed: int = 0
-    step: str = "last"
+    step: int | str = "last"
     counts: str | None = None
     corpus: str | None = None
     top: int = TOP
     device: str = "cpu"
+
+    CONSTRAINTS = {"k": [Integer(1), None], "metric": [Choice(METRICS)],
+                   "queries": [Integer(1), Choice(("auto", "all"))],
+                   "chance_queries": [Integer(0)], "seed": [Integer(0)],
+                   "step": [Integer(0), Choice(("last",))], "counts": [Text("a file path"), None],
+                   "corpus": [Text("a file path"), None], "top": [Integer(1)],
+                   "device": [DEVICE]}
+
+    def __post_init__(self) -> None:
+        check_fields(self, self.CONSTRAINTS)
 
 
 def diagnose_path(path: str, options: DiagnoseOptions) -> DiagnoseResult:
@@ -99,20 +111,8 @@ def _settings(options: DiagnoseOptions, n: int) -> dict[str, object]:
     """The keyword arguments of dhwt.analysis.diagnosis.diagnose for n tokens."""
     if options.queries == "auto":
         queries = None if n <= EXACT_UP_TO else QUERIES
-    elif options.queries == "all":
-        queries = None
     else:
-        try:
-            queries = int(options.queries)
-        except ValueError:
-            queries = 0
-        if queries < 1:
-            raise DhwtError(f"queries must be 'auto', 'all' or a positive whole number, got "
-                            f"{options.queries!r}")
-    if options.chance_queries < 0:
-        raise DhwtError(f"chance queries must be 0 (none) or more, got {options.chance_queries}")
-    if options.top < 1:
-        raise DhwtError(f"top must be a positive whole number, got {options.top}")
+        queries = None if options.queries == "all" else options.queries
     if n < MIN_TOKENS:
         raise DhwtError(f"{n} token{'s' if n > 1 else ''}: too few for a k-NN diagnostic, which "
                         f"needs at least {MIN_TOKENS} (with 2, each token's one neighbour is the "
@@ -136,7 +136,7 @@ def _run(path: Path, options: DiagnoseOptions) -> DiagnoseResult:
         raise DhwtError("--corpus counts tokens with a checkpoint's tokenizer.json; it does not "
                         f"apply to a run directory ({path}): give --counts FILE")
     run = load_run(path)
-    step = None if options.step == "last" else _step(options.step)
+    step = None if options.step == "last" else options.step
     snap = run.embeddings(step)
     members, n, d = snap.input.shape
     counts, counts_source = None, None
@@ -225,12 +225,6 @@ def _unknown_words(unknown: Counter[str], corpus: str) -> str:
             f"{', '.join(map(repr, examples))}{', ...' if len(unknown) > 3 else ''}) "
             f"{'are' if total > 1 else 'is'} not in the vocabulary of tokenizer.json, which "
             "has no unknown-word token, and not counted")
-
-
-def _step(text: str) -> int:
-    if not text.isdigit():
-        raise DhwtError(f"step must be a whole number or 'last', got {text!r}")
-    return int(text)
 
 
 def _counts(counts: np.ndarray, n: int, where: str) -> np.ndarray:

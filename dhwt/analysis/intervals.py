@@ -17,6 +17,8 @@
   negative), and the text says so: 'm ± h, clipped to [lo, hi]';
 - `mean_band` is the figures' band over seeds at each step: mean ± the 95% t half-width, none
   (nan) with fewer than 3 seeds.
+- `t_interval` and `t_half` are the Student-t interval of a mean itself, the one home of that
+  formula for the package and the experiments' scripts.
 """
 
 from __future__ import annotations
@@ -31,6 +33,39 @@ BIMODAL = 5 / 9  # Sarle's bimodality coefficient of the uniform distribution
 NON_NEGATIVE = (0.0, float("inf"))  # bounds of a loss, an excess over the optimum, a distance
 SHARE = (0.0, 1.0)  # bounds of an accuracy or a KNN match
 COSINE = (-1.0, 1.0)
+
+
+def t_half(values, level: float = LEVEL, axis: int | None = None):
+    """The half-width of the Student-t interval of the mean of `values` (over `axis`, None: all
+    of them): t(0.5 + level / 2, n - 1) * s / sqrt(n), s the sample standard deviation (ddof 1);
+    nan with fewer than 2 values.
+
+    Examples:
+        >>> round(float(t_half([1.0, 2.0, 3.0])), 4)  # t(0.975, 2) / sqrt(3)
+        2.4841
+        >>> t_half(np.array([[1.0, 2.0, 3.0], [2.0, 2.0, 2.0]]), axis=1).round(4).tolist()
+        [2.4841, 0.0]
+    """
+    values = np.asarray(values, dtype=float)
+    n = values.size if axis is None else values.shape[axis]
+    if n < 2:
+        shape = () if axis is None else np.delete(values.shape, axis)
+        return np.full(shape, np.nan)[()]
+    return stats.t.ppf(0.5 + level / 2, n - 1) * values.std(axis=axis, ddof=1) / np.sqrt(n)
+
+
+def t_interval(values, level: float = LEVEL) -> tuple[float, float]:
+    """The Student-t interval (low, high) of the mean of `values` at `level` (a 90% one is the
+    two one-sided tests at 5% of an equivalence margin).
+
+    Examples:
+        >>> [round(x, 4) for x in t_interval([1.0, 2.0, 3.0])]
+        [-0.4841, 4.4841]
+        >>> [round(x, 4) for x in t_interval([1.0, 2.0, 3.0], 0.90)]
+        [0.3141, 3.6859]
+    """
+    mean, half = float(np.mean(values)), float(t_half(values, level))
+    return mean - half, mean + half
 
 
 def clopper_pearson(k: int, n: int, level: float = LEVEL) -> tuple[float, float]:
@@ -176,7 +211,7 @@ def summarise(values, *, groups=None, robust: bool = False, bimodal: bool | None
         cut = int(np.argmax(np.diff(ordered))) + 1  # at the largest gap
         return _groups(values, ordered[:cut], ordered[cut:])
     centre = float(values.mean())
-    half = float(values.std(ddof=1) / np.sqrt(n) * stats.t.ppf(0.5 + LEVEL / 2, n - 1))
+    half = float(t_half(values))
     low, high = centre - half, centre + half
     if bounds is not None:
         low, high = max(low, float(bounds[0])), min(high, float(bounds[1]))
@@ -201,9 +236,7 @@ def mean_band(values: np.ndarray, axis: int = 1) -> tuple[np.ndarray, np.ndarray
         >>> mean_band(np.array([[1.0, 2.0]]))[1].tolist()
         [nan]
     """
-    n = values.shape[axis]
     mean = values.mean(axis=axis)
-    if n < 3:
+    if values.shape[axis] < 3:
         return mean, np.full_like(mean, np.nan)
-    sem = values.std(axis=axis, ddof=1) / np.sqrt(n)
-    return mean, sem * stats.t.ppf(0.5 + LEVEL / 2, df=n - 1)
+    return mean, t_half(values, axis=axis)

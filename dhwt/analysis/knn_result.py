@@ -9,9 +9,14 @@ import numpy as np
 
 from dhwt.analysis.knn import KnnMatch, chance_baseline, choose_k, knn_match, select_tokens
 from dhwt.analysis.matrices import load_matrix, read_tokens, read_weights
-from dhwt.config.device import resolve_device
+from dhwt.checks import Boolean, Choice, Integer, Text, check_fields
+from dhwt.config.device import DEVICE, resolve_device
 from dhwt.defaults import KNN_SCORES as SCORES
+from dhwt.defaults import METRICS
 from dhwt.errors import DhwtError
+
+#: A file the options name.
+FILE = Text("a file path")
 
 
 @dataclass(frozen=True)
@@ -33,6 +38,18 @@ class KnnOptions:
     per_token: str | None = None
     device: str = "cpu"
 
+    CONSTRAINTS = {"k": [Integer(1), None], "metric": [Choice(METRICS)],
+                   "score": [Choice(SCORES)], "tokens_file": [FILE, None],
+                   "weights_file": [FILE, None],
+                   "side_a": [Text("input, output or a tensor name")],
+                   "side_b": [Text("input, output or a tensor name")],
+                   "member_a": [Integer(0)], "member_b": [Integer(0)], "baseline": [Boolean()],
+                   "seed": [Integer(0)], "per_token": [FILE, None],
+                   "device": [DEVICE]}
+
+    def __post_init__(self) -> None:
+        check_fields(self, self.CONSTRAINTS)
+
 
 @dataclass(frozen=True, eq=False)
 class KnnComparison:
@@ -51,8 +68,6 @@ class KnnComparison:
 def compare(a_spec: str, b_spec: str, options: KnnOptions) -> KnnComparison:
     """Load A and B (files or run snapshots, dhwt.analysis.matrices.load_matrix) and compare
     their neighbourhoods."""
-    if options.score not in SCORES:
-        raise DhwtError(f"score must be one of {', '.join(SCORES)}, got {options.score!r}")
     a = load_matrix(a_spec, side=options.side_a, member=options.member_a)
     b = load_matrix(b_spec, side=options.side_b, member=options.member_b)
     if a.values.shape[0] != b.values.shape[0]:

@@ -20,7 +20,7 @@ import numpy as np
 
 from dhwt.runs.snapshots import read_snapshot, snapshot_files
 from dhwt.errors import DhwtError, brief, reason
-from dhwt.userfiles import load_npy
+from dhwt.userfiles import load_npy, open_safetensors
 
 SIDES = ("input", "output")
 
@@ -103,12 +103,8 @@ def _snapshot_file(run_dir: str, step: str) -> Path:
 
 
 def _read_safetensors(path: Path) -> dict[str, np.ndarray]:
-    from safetensors.numpy import load_file
-
-    try:
-        return load_file(str(path))
-    except Exception as exc:  # safetensors raises its own types for corrupt files
-        raise DhwtError(f"cannot read {path} as safetensors: {reason(exc)}") from None
+    with open_safetensors(path, f"{path} as safetensors") as f:
+        return {name: f.get_tensor(name) for name in f.keys()}
 
 
 def _read_torch(path: Path) -> dict[str, np.ndarray] | np.ndarray:

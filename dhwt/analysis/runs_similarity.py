@@ -20,9 +20,10 @@ from dhwt.analysis.knn import choose_k
 from dhwt.analysis.matrices import read_weights
 from dhwt.analysis.knn_curves import (SimilarityCurves, Source, parse_measures,
                                       similarity_curves)
+from dhwt.checks import Boolean, Choice, Integer, Text, check_fields
 from dhwt.config.schedule import TieSchedule
 from dhwt.defaults import CURVE_SCORES as SCORES
-from dhwt.defaults import TOKEN_CHOICES
+from dhwt.defaults import METRICS, TOKEN_CHOICES
 from dhwt.errors import DhwtError, brief
 from dhwt.runs.run import load_run
 
@@ -49,6 +50,18 @@ class SimilarityOptions:
     seed: int = 0
     score: str = "overlap"
 
+    CONSTRAINTS = {
+        "measures": [Text("similarity measures", lambda text: text == "none" or
+                          parse_measures(text))],
+        "k": [Integer(1), None], "metric": [Choice(METRICS)],
+        "members": [Text("member indices", lambda text: text == "all" or _indices(text))],
+        "tokens": [Choice(TOKEN_CHOICES)], "counts": [Text("a file path"), None],
+        "weighted": [Boolean()], "chance": [Boolean()], "seed": [Integer(0)],
+        "score": [Choice(SCORES)]}
+
+    def __post_init__(self) -> None:
+        check_fields(self, self.CONSTRAINTS)
+
 
 @dataclass(frozen=True, eq=False)
 class RunsSimilarity:
@@ -73,10 +86,6 @@ def runs_similarity(runs: Mapping[str, Path], options: SimilarityOptions) -> Run
     if options.measures == "none":
         return RunsSimilarity(options)
     measures = parse_measures(options.measures)
-    if options.tokens not in TOKEN_CHOICES:
-        raise DhwtError(f"tokens must be 'all' or 'seen', got {options.tokens!r}")
-    if options.score not in SCORES:
-        raise DhwtError(f"score must be one of {', '.join(SCORES)}, got {options.score!r}")
     sources = select_sources(runs, options.members)
     counts = None
     if options.tokens == "seen" or options.weighted:

@@ -88,8 +88,10 @@ def corpus_dh_cmd(order: str, out: str | None, as_json: bool, assignments: tuple
       TIKTOKEN_CACHE_DIR=../shared/data/gpt2/tiktoken_cache \\
           dhwt corpus-dh --corpus ../shared/data --tokenizer gpt2 --json > gpt2-dh.json
     """
-    from dhwt.analysis.corpus_dh_result import CorpusDhOptions, parse_order
+    from dhwt.analysis.corpus_dh_result import CorpusDhOptions
+    from dhwt.checks import parse_count
     from dhwt.commands.corpus_dh import corpus_dh_command
 
-    settings = CorpusDhOptions(order=parse_order(order), assignments=assignments, **options)
+    settings = CorpusDhOptions(order=parse_count("order", order, ("full",)),
+                               assignments=assignments, **options)
     emit(corpus_dh_command(settings, as_json=as_json, out=out))

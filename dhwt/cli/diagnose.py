@@ -69,6 +69,9 @@ def diagnose_cmd(path: str, out: str | None, as_json: bool, **options: object) -
       dhwt diagnose ~/models/llama-3-8b --queries 4096 --json > llama-dh.json
       dhwt diagnose EleutherAI/pythia-160m@step1000          # a Hub id at a revision
     """
+    from dhwt.checks import parse_count
     from dhwt.commands.diagnose import DiagnoseOptions, diagnose_command
 
+    options["queries"] = parse_count("queries", options["queries"], ("auto", "all"))
+    options["step"] = parse_count("step", options["step"], ("last",))
     emit(diagnose_command(path, DiagnoseOptions(**options), out, as_json))

@@ -38,6 +38,8 @@ def export_cmd(run_dir: str, out: str, as_json: bool, **options: object) -> None
       dhwt export runs/gpt --to hf --out exports/gpt
       dhwt export runs/gpt --to hf --member 2 --step 5000 --out exports/gpt-s2
     """
+    from dhwt.checks import parse_count
     from dhwt.commands.export import ExportOptions, export_command
 
+    options["step"] = parse_count("step", options["step"], ("last",))
     emit(export_command(run_dir, out, ExportOptions(**options), as_json))

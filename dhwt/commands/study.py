@@ -77,8 +77,9 @@ from dhwt.runs.layout import run_paths
 from dhwt.runs.checkpoints import common_step, list_checkpoints
 from dhwt.runs.run import check_data, data_checksum, is_finished, load_config_text
 from dhwt.checks import split_init_from
-from dhwt.config.run import TrainConfig, known_settings, overrides
-from dhwt.config.sources import SOURCES, resolve_source
+from dhwt.config.run import (GRAMMAR_KEYS, SOURCES, TEXT_KEYS, TrainConfig, known_settings,
+                             overrides)
+from dhwt.config.sources import resolve_source
 from dhwt.config.device import resolve_device
 from dhwt.training.distributed import Parallel
 from dhwt.training.group import group_key
@@ -97,9 +98,6 @@ from dhwt.userfiles import parse_toml
 Say = Callable[[str], None]
 
 SECTIONS = {"study", "data", "train", "runs", "analysis"}
-DATA_KEYS = {"grammar", "set", "valid_fraction", "test_fraction", "split_seed"}
-TEXT_KEYS = {"corpus", "tokenizer", "seq_len", "eval_windows", "data", "mask_rate", "mask_rule",
-             "twins", "twin_p", "twin_kind", "twin_seed"}
 ANALYSIS_KEYS = {"pairs", "measure"}
 STUDY_KEYS = {"name", "description", "group"}
 MEASURES = ("normalised", "raw", "cosine")
@@ -148,10 +146,10 @@ def load_study(path: str | Path) -> Study:
         raise DhwtError(f"study file {path}: [study] group must be true or false, got "
                         f"{head['group']!r}")
     data = dict(raw.get("data", {}))
-    allowed = TEXT_KEYS if "corpus" in data else DATA_KEYS
+    allowed = TEXT_KEYS if "corpus" in data else GRAMMAR_KEYS
     if set(data) - allowed:
         raise DhwtError(f"study file {path}: unknown [data] keys {sorted(set(data) - allowed)}; "
-                        f"allowed: {sorted(allowed)} (grammar keys {sorted(DATA_KEYS)} or text "
+                        f"allowed: {sorted(allowed)} (grammar keys {sorted(GRAMMAR_KEYS)} or text "
                         f"keys {sorted(TEXT_KEYS)}, not both)")
     if "grammar" not in data and "corpus" not in data:
         raise DhwtError(f"study file {path}: [data] needs a grammar (built-in name or path) or a "

@@ -50,8 +50,8 @@ import numpy as np
 
 from dhwt.checks import split_init_from
 from dhwt.config.device import resolve_device
-from dhwt.config.run import SPLIT_OPTIONS, TrainConfig
-from dhwt.config.sources import SOURCES, resolve_source
+from dhwt.config.run import SOURCE_SETTINGS, SOURCES, TrainConfig, data_keys
+from dhwt.config.sources import resolve_source
 from dhwt.directories import atomic_write_bytes, held, lock
 from dhwt.errors import DhwtError, Interrupted
 from dhwt.languages import Task, load_language, load_task, write_dataset
@@ -383,11 +383,10 @@ def _resolve_config(options: dict[str, object], config_file: str | None, run_dir
         return TrainConfig.from_dict({**config.to_dict(), **_absolute(options)},
                                      source="the flags")
     values = TrainConfig.toml_values(config_file) if config_file is not None else {}
-    if {"grammar", "set", "data", "corpus", *SPLIT_OPTIONS} & set(options):
+    if {*SOURCES, *data_keys("grammar", "split")} & set(options):
         values.pop("data_sha256", None)  # the file's checksum is of the data it names
-    if {"grammar", "data", "corpus"} & set(options):
-        for key in ("grammar", "set", "data", "corpus", "tokenizer", "seq_len", "eval_windows",
-                    "mask_rate", "mask_rule", "twins", "twin_p", "twin_kind", "twin_seed"):
+    if set(SOURCES) & set(options):
+        for key in SOURCE_SETTINGS:
             if key not in options:
                 values.pop(key, None)
     config = TrainConfig.from_dict(_absolute({**values, **options}), source="the flags")

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import torch
 
+from dhwt.checks import Text
 from dhwt.errors import DhwtError
 
 DEVICES = ("cpu", "cuda", "cuda:N", "auto")
+#: What a device setting may be, as the errors say it.
+ALLOWED = f"one of {', '.join(DEVICES)} (N a whole number)"
 
 
 def check_device(value: object) -> str:
@@ -22,8 +25,11 @@ def check_device(value: object) -> str:
     if isinstance(value, str) and (value in ("cpu", "cuda", "auto") or (
             value.startswith("cuda:") and value[5:].isdigit())):
         return value
-    raise DhwtError(f"device must be one of {', '.join(DEVICES)} (N a whole number), "
-                    f"got {value!r}")
+    raise DhwtError(f"device must be {ALLOWED}, got {value!r}")
+
+
+#: The declared constraint of a `device` field (dhwt.checks.check_fields).
+DEVICE = Text(ALLOWED, check_device)
 
 
 def resolve_device(value: str, local_rank: int = 0, world_size: int = 1) -> torch.device:

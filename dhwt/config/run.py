@@ -38,9 +38,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from dhwt.checks import (check_bool, check_choice, check_float, check_groups, check_int,
-                         check_masking, check_twins, format_seeds, parse_seeds, split_init_from)
-from dhwt.config.device import check_device
+from dhwt.checks import (Boolean, Choice, Instance, Integer, Real, Text, check_choice,
+                         check_fields, check_float, check_groups, check_int, check_masking,
+                         check_twins, format_seeds, parse_seeds, split_init_from)
+from dhwt.config.device import DEVICE
 from dhwt.config.schedule import TieSchedule
 from dhwt.defaults import LR_SCHEDULES, OBJECTIVES, PRECISIONS
 from dhwt.errors import DhwtError
@@ -64,8 +65,7 @@ OPTIMIZERS = ("adamw", "sgd", "population")
 # (dhwt.config.device; tensorboard only adds a view of metrics.jsonl; compile runs the same
 # operations fused). threads, precision and tf32 stay: they change how floats are rounded.
 PLACEMENT = ("device", "tensorboard", "compile")
-#: The options of a grammar's split, and their defaults (every dataset's).
-SPLIT_OPTIONS = ("valid_fraction", "test_fraction", "split_seed")
+#: The defaults of a grammar's split options (every dataset's).
 SPLIT_DEFAULTS = {"valid_fraction": VALID_FRACTION, "test_fraction": TEST_FRACTION,
                   "split_seed": SPLIT_SEED}
 #: Settings whose value is a table (in a flat config, not a section).
@@ -115,23 +115,23 @@ class DataConfig:
     has it (dhwt.runs.run.check_data). Given in a new run's config, it names the data the run
     must train on. Unset: not checked (runs made before dhwt recorded it)."""
 
-    grammar: str | None = None
-    set: dict[str, object] | None = None
-    data: str | None = None
-    corpus: str | None = None
-    tokenizer: str | None = None
-    seq_len: int | None = None
-    eval_windows: int | None = None
+    grammar: str | None = field(default=None, metadata={"of": "source"})
+    set: dict[str, object] | None = field(default=None, metadata={"of": "grammar"})
+    data: str | None = field(default=None, metadata={"of": "source"})
+    corpus: str | None = field(default=None, metadata={"of": "source"})
+    tokenizer: str | None = field(default=None, metadata={"of": "text"})
+    seq_len: int | None = field(default=None, metadata={"of": "text"})
+    eval_windows: int | None = field(default=None, metadata={"of": "text"})
     objective: str = "mlm"
-    mask_rate: float | None = None
-    mask_rule: str | None = None
-    twins: int | list[str] | None = None
-    twin_p: float | None = None
-    twin_kind: str | None = None
-    twin_seed: int | None = None
-    valid_fraction: float | None = None
-    test_fraction: float | None = None
-    split_seed: int | None = None
+    mask_rate: float | None = field(default=None, metadata={"of": "text"})
+    mask_rule: str | None = field(default=None, metadata={"of": "text"})
+    twins: int | list[str] | None = field(default=None, metadata={"of": "text"})
+    twin_p: float | None = field(default=None, metadata={"of": "text"})
+    twin_kind: str | None = field(default=None, metadata={"of": "text"})
+    twin_seed: int | None = field(default=None, metadata={"of": "text"})
+    valid_fraction: float | None = field(default=None, metadata={"of": "split"})
+    test_fraction: float | None = field(default=None, metadata={"of": "split"})
+    split_seed: int | None = field(default=None, metadata={"of": "split"})
     data_sha256: str | None = None
 
     def __post_init__(self) -> None:
@@ -146,12 +146,8 @@ class DataConfig:
         if self.grammar is not None and self.data is not None:
             raise DhwtError("give either grammar or data, not both "
                             f"(got grammar {self.grammar!r} and data {self.data!r})")
-        text = {"tokenizer": self.tokenizer, "seq_len": self.seq_len,
-                "eval_windows": self.eval_windows, "mask_rate": self.mask_rate,
-                "mask_rule": self.mask_rule, "twins": self.twins, "twin_p": self.twin_p,
-                "twin_kind": self.twin_kind, "twin_seed": self.twin_seed}
         if self.corpus is None:
-            given = [k for k, v in text.items() if v is not None]
+            given = [k for k in TEXT_OPTIONS if getattr(self, k) is not None]
             if given:
                 raise DhwtError(f"{given[0]} is an option of text corpora; give corpus too "
                                 "(e.g. corpus = \"wikitext-2\")")
@@ -204,10 +200,8 @@ class DataConfig:
     def _twins(self) -> None:
         """Twin planting (dhwt.text.twins): twin_p, twin_kind and twin_seed need twins and
         take their defaults with it."""
-        options = {"twin_p": self.twin_p, "twin_kind": self.twin_kind,
-                   "twin_seed": self.twin_seed}
         if self.twins is None:
-            given = [k for k, v in options.items() if v is not None]
+            given = [k for k in TWIN_DEFAULTS if getattr(self, k) is not None]
             if given:
                 raise DhwtError(f"{given[0]} is an option of twin planting; give twins too (the "
                                 "number of most frequent tokens, or a list of tokens)")
@@ -243,6 +237,35 @@ class DataConfig:
             if self.valid_fraction + self.test_fraction >= 1.0:
                 raise DhwtError(f"valid_fraction + test_fraction must leave training strings, "
                                 f"got {self.valid_fraction} + {self.test_fraction}")
+
+
+def data_keys(*kinds: str) -> tuple[str, ...]:
+    """DataConfig's settings of the given kinds, in field order: each field says in its
+    metadata which source it belongs to ("source": it names one; "grammar" and "split": a
+    grammar's options; "text": a text corpus'), so a new setting is declared once, there.
+
+    Examples:
+        >>> data_keys("source")
+        ('grammar', 'data', 'corpus')
+        >>> data_keys("split")
+        ('valid_fraction', 'test_fraction', 'split_seed')
+    """
+    return tuple(f.name for f in fields(DataConfig) if f.metadata.get("of") in kinds)
+
+
+#: The settings that name a data source (dhwt.config.sources resolves their values).
+SOURCES = data_keys("source")
+#: The options of a grammar's split (a dataset's too: they state how it was built).
+SPLIT_OPTIONS = data_keys("split")
+#: The options of a text corpus.
+TEXT_OPTIONS = data_keys("text")
+#: The settings that say what the data is, beside the split: a flag naming another source
+#: replaces them all (dhwt.commands.train).
+SOURCE_SETTINGS = data_keys("source", "grammar", "text")
+#: The keys of a study's [data] table for a grammar, and for a text corpus (with `data`:
+#: where WikiText-2 lies).
+GRAMMAR_KEYS = frozenset({"grammar", *data_keys("grammar", "split")})
+TEXT_KEYS = frozenset({"corpus", "data", *TEXT_OPTIONS})
 
 
 def overrides(value: object) -> dict[str, object] | None:
@@ -295,17 +318,18 @@ class MembersConfig:
     freeze: str = "none"
     symmetric_init: list[list[str]] = field(default_factory=list)
 
+    CONSTRAINTS = {"seeds": [Instance(list)], "vary": [Choice(VARY)],
+                   "init_from": [Text('"RUN_DIR" or "RUN_DIR@STEP"', split_init_from), None],
+                   "init_member": [Integer(0)], "redraw": [Choice(REDRAW)],
+                   "freeze": [Choice(FREEZE)], "symmetric_init": [Instance(list)]}
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "seeds", parse_seeds(self.seeds))
         object.__setattr__(self, "symmetric_init", check_groups("symmetric_init",
                                                                self.symmetric_init))
-        check_choice("vary", self.vary, VARY)
-        check_choice("redraw", self.redraw, REDRAW)
-        check_choice("freeze", self.freeze, FREEZE)
-        check_int("init_member", self.init_member, low=0)
-        if self.init_from is not None:
-            split_init_from(self.init_from)
-        elif self.freeze == "loaded" or self.redraw != "both" or self.init_member:
+        check_fields(self, self.CONSTRAINTS)
+        if self.init_from is None and (self.freeze == "loaded" or self.redraw != "both"
+                                       or self.init_member):
             what = ("freeze = 'loaded'" if self.freeze == "loaded" else
                     f"redraw = {self.redraw!r}" if self.redraw != "both" else "init_member")
             raise DhwtError(f"{what} needs init_from = \"RUN_DIR[@STEP]\" (the run to start "
@@ -320,8 +344,11 @@ class TyingConfig:
     tie_schedule: TieSchedule | str = "tied"
     tie_penalty: float = 0.0
 
+    CONSTRAINTS = {"tie_schedule": [Instance(TieSchedule), Text("a tie schedule")],
+                   "tie_penalty": [Real(0.0)]}
+
     def __post_init__(self) -> None:
-        check_float("tie_penalty", self.tie_penalty, low=0.0)
+        check_fields(self, self.CONSTRAINTS)
         _floats(self)
 
 
@@ -357,30 +384,24 @@ class OptimConfig:
     grad_clip: float | None = None
     lbfgs_steps: int = 2000
 
+    CONSTRAINTS = {
+        "steps": [Integer(1)], "batch_size": [Integer(1), None],
+        "optimizer": [Choice(OPTIMIZERS)], "lr": [Real(0.0, low_open=True)],
+        "beta1": [Real(0.0, 1.0, high_open=True)], "beta2": [Real(0.0, 1.0, high_open=True)],
+        "eps": [Real(0.0, low_open=True)], "weight_decay": [Real(0.0)],
+        "lr_schedule": [Choice(LR_SCHEDULES)], "lr_min": [Real(0.0)], "lr_period": [Integer(1)],
+        "warmup_steps": [Integer(0)], "grad_clip": [Real(0.0, low_open=True), None],
+        "lbfgs_steps": [Integer(0)]}
+
     def __post_init__(self) -> None:
-        if self.batch_size == FULL_BATCH:
+        if self.batch_size == FULL_BATCH:  # the TOML and flag spelling of None
             object.__setattr__(self, "batch_size", None)
-        check_choice("lr_schedule", self.lr_schedule, LR_SCHEDULES)
-        check_choice("optimizer", self.optimizer, OPTIMIZERS)
-        for name in ("steps", "lr_period"):
-            check_int(name, getattr(self, name), low=1)
-        if self.batch_size is not None:
-            check_int("batch_size", self.batch_size, low=1)
-        check_int("warmup_steps", self.warmup_steps, low=0)
-        check_int("lbfgs_steps", self.lbfgs_steps, low=0)
+        check_fields(self, self.CONSTRAINTS)
         if self.optimizer == "population" and (self.lr_schedule, self.warmup_steps,
                                                self.batch_size) != ("constant", 0, None):
             raise DhwtError('optimizer "population" fits the whole language at a constant lr: '
                             'set lr_schedule = "constant", batch_size = "full" and no '
                             "warmup_steps")
-        check_float("lr", self.lr, low=0.0, low_open=True)
-        check_float("lr_min", self.lr_min, low=0.0)
-        check_float("eps", self.eps, low=0.0, low_open=True)
-        check_float("weight_decay", self.weight_decay, low=0.0)
-        check_float("beta1", self.beta1, low=0.0, high=1.0, high_open=True)
-        check_float("beta2", self.beta2, low=0.0, high=1.0, high_open=True)
-        if self.grad_clip is not None:
-            check_float("grad_clip", self.grad_clip, low=0.0, low_open=True)
         _floats(self)
         if self.lr_min > self.lr:
             raise DhwtError(f"lr_min ({self.lr_min}) must not exceed lr ({self.lr})")
@@ -406,10 +427,12 @@ class RecordConfig:
     population_every: int = 0
     tensorboard: bool = False
 
+    CONSTRAINTS = {"eval_every": [Integer(1)], "snapshot_every": [Integer(1)],
+                   "checkpoint_every": [Integer(1)], "population_every": [Integer(0)],
+                   "tensorboard": [Boolean()]}
+
     def __post_init__(self) -> None:
-        for name in ("eval_every", "snapshot_every", "checkpoint_every", "population_every"):
-            check_int(name, getattr(self, name), low=0 if name == "population_every" else 1)
-        check_bool("tensorboard", self.tensorboard)
+        check_fields(self, self.CONSTRAINTS)
         if self.population_every % self.eval_every:
             raise DhwtError(f"population_every must be a multiple of eval_every "
                             f"({self.eval_every}), got {self.population_every}")
@@ -431,12 +454,12 @@ class Placement:
     tf32: bool = False
     compile: bool = False
 
+    CONSTRAINTS = {"device": [DEVICE],
+                   "threads": [Integer(1, MAX_THREADS)], "precision": [Choice(PRECISIONS)],
+                   "tf32": [Boolean()], "compile": [Boolean()]}
+
     def __post_init__(self) -> None:
-        check_device(self.device)
-        check_int("threads", self.threads, low=1, high=MAX_THREADS)
-        check_choice("precision", self.precision, PRECISIONS)
-        check_bool("tf32", self.tf32)
-        check_bool("compile", self.compile)
+        check_fields(self, self.CONSTRAINTS)
         if self.tf32 and self.device == "cpu":
             raise DhwtError("tf32 = true needs a CUDA device (TF32 is a GPU's float32 mode); "
                             "device is cpu")

@@ -22,12 +22,9 @@ from pathlib import Path
 from dhwt.languages.spec import builtin_names
 from dhwt.text.corpus import WIKITEXT2
 
-#: The settings that name a data source.
-SOURCES = ("grammar", "corpus", "data")
-
-
 def resolve_source(key: str, value: str, base: Path | None = None) -> str:
-    """`value` of the setting `key` (one of SOURCES) by the module's rule."""
+    """`value` of the setting `key` (one of dhwt.config.run.SOURCES: grammar, data or corpus) by
+    the module's rule."""
     if (key == "grammar" and value in builtin_names()) or (key == "corpus" and value == WIKITEXT2):
         return value
     path = Path(value).expanduser()

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dhwt.checks import Boolean, Integer, Real, Texts, check_fields
 from dhwt.directories import check_outside, check_target
 from dhwt.languages.dataset import EXISTS, write_dataset
 from dhwt.languages.language import OBJECTIVES, Language, load_language
@@ -30,6 +31,14 @@ class SynthOptions:
     test_fraction: float = TEST_FRACTION
     seed: int = SPLIT_SEED
     overwrite: bool = False
+
+    CONSTRAINTS = {"assignments": [Texts()],
+                   "valid_fraction": [Real(0.0, 1.0, high_open=True)],
+                   "test_fraction": [Real(0.0, 1.0, high_open=True)], "seed": [Integer(0)],
+                   "overwrite": [Boolean()]}
+
+    def __post_init__(self) -> None:
+        check_fields(self, self.CONSTRAINTS)
 
 
 @dataclass(frozen=True, eq=False)

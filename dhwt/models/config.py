@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, fields, replace
 
+from dhwt.checks import Boolean, Choice, Integer, Real, check_fields
 from dhwt.defaults import ARCHITECTURES
 from dhwt.errors import DhwtError
 from dhwt.models.dropout import packed_threshold
@@ -142,53 +142,30 @@ class ModelConfig:
     token_mixing: int = 4
     channel_mixing: int = 8
 
+    CONSTRAINTS = {
+        "vocab_size": [Integer(1), None], "max_len": [Integer(1), None],
+        "architecture": [Choice(ARCHITECTURES)], "d_model": [Integer(1)],
+        "n_layers": [Integer(1)], "n_heads": [Integer(1)], "d_ff": [Integer(1)],
+        "dropout": [Real(0.0, 1.0, high_open=True)], "ff_dropout": [Boolean()],
+        "dropout_masks": [Choice(DROPOUT_MASKS)], "activation": [Choice(ACTIVATIONS)],
+        "norm": [Choice(NORMS)], "final_norm": [Boolean()], "norm_affine": [Boolean()],
+        "positions": [Choice(POSITIONS)], "causal": [Boolean()], "output_bias": [Boolean()],
+        "logit_scale": [Choice(LOGIT_SCALES)], "emb_init": [Choice(EMB_INITS)],
+        "emb_std": [Real(0.0, low_open=True)], "emb_scale": [Boolean()], "init": [Choice(INITS)],
+        "layer_norm_eps": [Real(0.0, low_open=True)], "lstm_layers": [Integer(1)],
+        "lstm_hidden": [Integer(1)], "mixer_layers": [Integer(1)], "token_mixing": [Integer(1)],
+        "channel_mixing": [Integer(1)]}
+
     def __post_init__(self) -> None:
-        if self.architecture not in ARCHITECTURES:
-            raise DhwtError(f"model architecture must be one of {', '.join(ARCHITECTURES)}, "
-                            f"got {self.architecture!r}")
-        for name in ("vocab_size", "max_len", "d_model", "n_layers", "n_heads", "d_ff",
-                     "lstm_layers", "lstm_hidden", "mixer_layers", "token_mixing",
-                     "channel_mixing"):
-            value = getattr(self, name)
-            if value is None and name in TASK_FIELDS[:2]:
-                continue
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise DhwtError(f"model {name} must be a positive integer, got {value!r}")
+        check_fields(self, self.CONSTRAINTS)
         if self.d_model % self.n_heads:
             raise DhwtError(
                 f"model d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})"
             )
-        if (
-            isinstance(self.dropout, bool)
-            or not isinstance(self.dropout, (int, float))
-            or not 0.0 <= self.dropout < 1.0
-        ):
-            raise DhwtError(f"model dropout must be in [0, 1), got {self.dropout!r}")
         if (self.dropout_masks == "packed" and self.dropout > 0
                 and packed_threshold(self.dropout) < 1):
             raise DhwtError(f"model dropout {self.dropout!r} keeps nothing with dropout_masks "
                             "'packed' (15-bit thresholds); use 'bernoulli'")
-        for name, allowed in (
-            ("activation", ACTIVATIONS),
-            ("norm", NORMS),
-            ("positions", POSITIONS),
-            ("emb_init", EMB_INITS),
-            ("logit_scale", LOGIT_SCALES),
-            ("init", INITS),
-            ("dropout_masks", DROPOUT_MASKS),
-        ):
-            if getattr(self, name) not in allowed:
-                raise DhwtError(
-                    f"model {name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}"
-                )
-        for name in ("emb_std", "layer_norm_eps"):
-            value = getattr(self, name)
-            if (isinstance(value, bool) or not isinstance(value, (int, float))
-                    or not 0 < value < math.inf):
-                raise DhwtError(f"model {name} must be a finite number > 0, got {value!r}")
-        for name in ("ff_dropout", "final_norm", "norm_affine", "causal", "output_bias", "emb_scale"):
-            if not isinstance(getattr(self, name), bool):
-                raise DhwtError(f"model {name} must be true or false, got {getattr(self, name)!r}")
         for f in fields(self):  # TOML and flags may give 1 for 1.0: store floats as floats
             if f.type == "float" and type(getattr(self, f.name)) is int:
                 object.__setattr__(self, f.name, float(getattr(self, f.name)))

@@ -6,7 +6,8 @@ each ensemble member:
 - accuracy       sum_r P(r) p(argmax_y q(y|r) | r), the expected accuracy on fresh draws.
 No variants are drawn, so there is no sampling noise: a fixed evaluation set of drawn variants can
 score below the Bayes optimum by chance, this cannot. It lives beside the models so that the
-trainer (its "population" metric) and dhwt.analysis.population (a run's checkpoint) may both use it.
+trainer (its "population" metric), dhwt.analysis.population (a run's checkpoint) and the
+theorems' checks (dhwt.theory.population) use one formula, expected_cross_entropy.
 """
 
 from __future__ import annotations
@@ -59,11 +60,19 @@ def population_fit(model: torch.nn.Module, data: GroundTruth | object
             at = at.double().cpu()  # (S, n, V)
             p = torch.as_tensor(truth.conditionals[part], dtype=torch.float64)  # (n, V)
             weight = torch.as_tensor(truth.context_probs[part], dtype=torch.float64)  # (n,)
-            log_q = at.log_softmax(-1)
-            ce -= ((p * log_q).sum(-1) * weight).sum(-1)
+            ce += expected_cross_entropy(at.log_softmax(-1), p, weight)
             chosen = p.gather(1, at.argmax(-1).T).T  # (S, n): p(argmax q | r)
             acc += (chosen * weight).sum(-1)
     return ce.numpy(), acc.numpy()
+
+
+def expected_cross_entropy(log_q: torch.Tensor, conditionals: torch.Tensor,
+                           probs: torch.Tensor) -> torch.Tensor:
+    """(S,) sum_r P(r) sum_y p(y|r) (-log q(y|r)): the exact population cross-entropy of the
+    members' log-predictions log_q (S, n, V) at n contexts with exact conditionals p (n, V) and
+    probabilities P(r) (n,); differentiable, so the theorems' checks descend on it too
+    (dhwt.theory.population)."""
+    return -((conditionals * log_q).sum(-1) * probs).sum(-1)
 
 
 def _truth(data: GroundTruth | object) -> GroundTruth:

@@ -22,6 +22,7 @@ import numpy as np
 from dhwt.checks import check_matrix
 from dhwt.errors import DhwtError, reason, shorten
 from dhwt.pretrained.layouts import find_layout
+from dhwt.userfiles import open_safetensors
 
 if TYPE_CHECKING:
     from tokenizers import Encoding, Tokenizer
@@ -161,30 +162,21 @@ def _tensor_files(path: Path) -> dict[str, Path]:
                             "default)")
         raise DhwtError(f"{path} is not a checkpoint: no .safetensors file (and not a dhwt run "
                         "directory: no config.toml)")
-    from safetensors import safe_open
-
     names: dict[str, Path] = {}
     for file in files:
-        try:
-            with safe_open(str(file), framework="pt") as f:
-                names.update({name: file for name in f.keys()})
-        except Exception as exc:  # safetensors raises its own types for corrupt files
-            raise DhwtError(f"cannot read {file} as safetensors: {reason(exc)}") from None
+        with open_safetensors(file, f"{file} as safetensors", framework="pt") as f:
+            names.update({name: file for name in f.keys()})
     return names
 
 
 def _read(file: Path, name: str) -> np.ndarray:
     """One tensor as a finite float32 (V, d) matrix."""
     import torch
-    from safetensors import safe_open
 
-    try:
-        with safe_open(str(file), framework="pt") as f:
-            tensor = f.get_tensor(name)
-    except FileNotFoundError:
-        raise DhwtError(f"{shorten(file)} (listed as holding {name}) does not exist") from None
-    except Exception as exc:  # safetensors raises its own types for corrupt files
-        raise DhwtError(f"cannot read {name} from {shorten(file)}: {reason(exc)}") from None
+    with open_safetensors(file, f"{name} from {shorten(file)}", framework="pt",
+                          missing=f"{shorten(file)} (listed as holding {name}) does not "
+                                  "exist") as f:
+        tensor = f.get_tensor(name)
     if tensor.ndim != 2:
         raise DhwtError(f"{name} in {file.name} has shape {tuple(tensor.shape)}; an embedding "
                         "matrix is (tokens, dimensions)")

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dhwt.checks import Choice, Integer, check_fields
 from dhwt.defaults import EXPORT_TARGETS
 from dhwt.directories import atomic_write_bytes, check_report_dir, replace_report
 from dhwt.errors import DhwtError
@@ -65,7 +66,13 @@ class ExportOptions:
 
     to: str = "hf"
     member: int = 0
-    step: str = "last"
+    step: int | str = "last"
+
+    CONSTRAINTS = {"to": [Choice(EXPORT_TARGETS)], "member": [Integer(0)],
+                   "step": [Integer(0), Choice(("last",))]}
+
+    def __post_init__(self) -> None:
+        check_fields(self, self.CONSTRAINTS)
 
 
 def check_out(out: str) -> None:
@@ -117,8 +124,6 @@ def export_run(path: str, out: str, options: ExportOptions) -> Exported:
     """Write member `options.member` of the run at `path` into the folder `out` (module doc)."""
     from dhwt.runs.run import load_run  # torch: not at import
 
-    if options.to not in EXPORT_TARGETS:
-        raise DhwtError(f"--to must be one of {', '.join(EXPORT_TARGETS)}, got {options.to!r}")
     check_out(out)
     run = load_run(path)
     seeds = run.config.members.seeds
@@ -130,10 +135,8 @@ def export_run(path: str, out: str, options: ExportOptions) -> Exported:
         if not run.checkpoint_steps:
             raise DhwtError(f"{path} keeps no checkpoint yet: nothing to export")
         step = run.checkpoint_steps[-1]
-    elif options.step.isdigit():
-        step = int(options.step)
     else:
-        raise DhwtError(f"step must be a whole number or 'last', got {options.step!r}")
+        step = options.step
     model = run.model(step)
     reasons = gpt2_mismatch(model.config)
     if reasons:

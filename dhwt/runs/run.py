@@ -60,6 +60,7 @@ from dhwt.runs.checkpoints import checkpoint_path, checkpoint_step, latest_check
     list_checkpoints, load_checkpoint
 from dhwt.runs.metrics import read_metrics
 from dhwt.runs.snapshots import Snapshot, check_snapshot, read_snapshot, snapshot_files
+from dhwt.text.twins import TWIN_DEFAULTS
 
 
 def load_run(path: str | Path) -> Run:
@@ -376,13 +377,13 @@ def load_config_text(config: TrainConfig):  # noqa: ANN201 (see Run.task)
     WikiText-2 lies), objective, masking and twins describe."""
     from dhwt.text.text_task import load_text_task
 
-    assert config.data.corpus is not None and config.data.tokenizer is not None and config.data.seq_len
     data = config.data
+    if data.corpus is None or data.tokenizer is None or data.seq_len is None:
+        raise DhwtError("the config names no text corpus (corpus, tokenizer and seq_len)")
     masking = {} if data.objective == "clm" else {"mask_rate": data.mask_rate,
                                                   "mask_rule": data.mask_rule}
-    planting = {} if data.twins is None else {"twins": data.twins, "twin_p": data.twin_p,
-                                              "twin_kind": data.twin_kind,
-                                              "twin_seed": data.twin_seed}
+    planting = {} if data.twins is None else {
+        key: getattr(data, key) for key in ("twins", *TWIN_DEFAULTS)}
     return load_text_task(data.corpus, data.tokenizer, data.seq_len, source=data.data,
                           eval_windows=data.eval_windows, objective=data.objective, **masking,
                           **planting)

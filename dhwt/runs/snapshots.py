@@ -16,12 +16,12 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors import safe_open
 
 from dhwt.directories import LEFTOVER, atomic_write_bytes
 from dhwt.errors import DhwtError
 from dhwt.filenames import SNAPSHOT, step_names
 from dhwt.runs import layout
+from dhwt.userfiles import open_safetensors
 
 _NAME = step_names(SNAPSHOT)
 
@@ -128,17 +128,13 @@ def check_snapshot(path: Path) -> Snapshot:
 
 
 def _read(path: Path, tensors: bool) -> Snapshot:
-    try:
-        with safe_open(str(path), framework="numpy") as f:
-            meta = f.metadata() or {}
-            if not {"input", "output"} <= set(f.keys()):
-                raise ValueError("no tensors input and output")
-            arrays = {key: f.get_tensor(key) if tensors else np.empty((0, 0, 0), np.float32)
-                      for key in ("input", "output")}
-    except FileNotFoundError:
-        raise DhwtError(f"snapshot {path} does not exist") from None
-    except Exception as exc:  # safetensors raises its own types for corrupt files
-        raise DhwtError(f"cannot read snapshot {path}: {exc}") from None
+    with open_safetensors(path, f"snapshot {path}",
+                          missing=f"snapshot {path} does not exist") as f:
+        meta = f.metadata() or {}
+        if not {"input", "output"} <= set(f.keys()):
+            raise DhwtError(f"cannot read snapshot {path}: no tensors input and output")
+        arrays = {key: f.get_tensor(key) if tensors else np.empty((0, 0, 0), np.float32)
+                  for key in ("input", "output")}
     missing = {"step", "tied", "seeds", "vocab"} - meta.keys()
     if missing:
         raise DhwtError(f"snapshot {path} lacks metadata {sorted(missing)}; not written by dhwt?")

@@ -91,7 +91,8 @@ def load_wikitext2(source: str | Path | None = None) -> Corpus:
     located = wikitext2_location()
     if located is not None:
         found = _wikitext_at(located)
-        assert found is not None, located
+        if found is None:
+            raise DhwtError(f"no WikiText-2 at {located}: {EXPECTED}")
         return found
     hf = _from_hf_datasets()
     if hf is not None:

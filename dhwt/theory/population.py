@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import torch
 
+from dhwt.models.population import expected_cross_entropy
+
 
 class one_thread:
     """Run tiny-model torch work on one thread (faster, kinder to a busy machine); restore after."""
@@ -51,4 +53,4 @@ def population_loss(model: torch.nn.Module, ctx: Contexts) -> torch.Tensor:
     """(S,) sum_r P(r) CE(p(.|r), q(.|r)): the exact expected masked-LM loss, soft targets."""
     inputs = ctx.inputs.expand(model.members, -1, -1)
     log_q = torch.log_softmax(masked(model(inputs), ctx), dim=-1)
-    return -(ctx.probs[None, :, None] * ctx.conditionals[None] * log_q).sum(dim=(1, 2))
+    return expected_cross_entropy(log_q, ctx.conditionals, ctx.probs)

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable
 
 import torch
 
+from dhwt.errors import DhwtError
 from dhwt.languages.batch import Batch
 from dhwt.models import output
 
@@ -65,7 +66,8 @@ def chunked_metrics(model: Callable[..., torch.Tensor], batch: Batch,
         logits = model(part.inputs, part.padding)
         chunk = (member_loss(logits, part), member_accuracy(logits, part))
         loss, accuracy = chunk if loss is None else (loss + chunk[0], accuracy + chunk[1])
-    assert loss is not None and accuracy is not None, "an evaluation batch has no rows"
+    if loss is None or accuracy is None:
+        raise DhwtError("an evaluation batch has no rows")
     return loss, accuracy
 
 

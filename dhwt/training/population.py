@@ -56,7 +56,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from dhwt.checks import check_float, check_int
+from dhwt.checks import Instance, Integer, Real, check_fields
 from dhwt.languages.batch import Batch
 from dhwt.models import build_model
 from dhwt.training.newton import NewtonEnd, newton
@@ -82,15 +82,14 @@ class PopulationOptions:
     dtype: torch.dtype = torch.float64
     adam_dtype: torch.dtype = torch.float32
 
+    CONSTRAINTS = {"adam_steps": [Integer(0)], "lr": [Real(0.0, low_open=True)],
+                   "lbfgs_steps": [Integer(0)], "newton_steps": [Integer(0)],
+                   "history": [Integer(1)], "l2": [Real(0.0)], "tolerance": [Real(0.0)],
+                   "newton_tolerance": [Real(0.0)], "window": [Integer(1)],
+                   "dtype": [Instance(torch.dtype)], "adam_dtype": [Instance(torch.dtype)]}
+
     def __post_init__(self) -> None:
-        for name in ("adam_steps", "lbfgs_steps", "newton_steps"):
-            check_int(name, getattr(self, name), low=0)
-        for name in ("history", "window"):
-            check_int(name, getattr(self, name), low=1)
-        check_float("lr", self.lr, low=0.0, low_open=True)
-        check_float("l2", self.l2, low=0.0)
-        for name in ("tolerance", "newton_tolerance"):
-            check_float(name, getattr(self, name), low=0.0)
+        check_fields(self, self.CONSTRAINTS)
 
 
 @dataclass(frozen=True)

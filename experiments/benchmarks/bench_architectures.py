@@ -30,9 +30,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from dhwt.languages import load_language, load_task, write_dataset
+from dhwt import TrainConfig, load_language, load_task, write_dataset
 from dhwt.models import ModelConfig, build_model
-from dhwt.config import TrainConfig
 from dhwt.training.trainer import Trainer
 
 ARCHITECTURES = ("transformer", "lstm", "mixer")

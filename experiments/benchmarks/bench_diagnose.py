@@ -34,8 +34,7 @@ from safetensors.torch import save_file
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_knn import cpu_flags, cpu_model, knn_path, make_spaces  # noqa: E402
 
-from dhwt.analysis.knn import knn_match  # noqa: E402
-from dhwt.analysis.diagnose_result import DiagnoseOptions, diagnose_path  # noqa: E402
+from dhwt import DiagnoseOptions, diagnose_path, knn_match  # noqa: E402
 
 
 def write(folder: Path, e_in: torch.Tensor, e_out: torch.Tensor) -> Path:
@@ -93,7 +92,7 @@ def main() -> None:
         del shared, space
         folder = write(Path(tmp) / "sampled", *spaces)
         del spaces
-        t, result = timed(lambda: diagnose_path(str(folder), DiagnoseOptions(queries="4096")))
+        t, result = timed(lambda: diagnose_path(str(folder), DiagnoseOptions(queries=4096)))
         d = result.subjects[0].diagnosis
         print(f"sampled 131,072 x 4,096, 4,096 queries: {t:.1f} s (target < 120 s); overlap "
               f"{d.overlap.mean:.4f} [{d.overlap.low:.4f}, {d.overlap.high:.4f}], chance "

@@ -24,9 +24,7 @@ from pathlib import Path
 
 import torch
 
-from dhwt.config import TrainConfig
-from dhwt.languages import load_language, load_task, write_dataset
-from dhwt.models.population import population_fit
+from dhwt import TrainConfig, load_language, load_task, population_fit, write_dataset
 from dhwt.training.trainer import Trainer
 
 

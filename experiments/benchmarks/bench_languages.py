@@ -22,7 +22,7 @@ from collections import defaultdict
 
 import torch
 
-from dhwt.languages import compute_truth, load_language
+from dhwt import compute_truth, load_language
 from dhwt.languages.splits import make_splits
 from dhwt.languages.task import Task
 

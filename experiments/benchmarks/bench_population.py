@@ -26,12 +26,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from dhwt.commands.train import train
-from dhwt.config import TrainConfig
-from dhwt.languages import compute_truth, load_language, load_task, write_dataset
+from dhwt import (TrainConfig, compute_truth, load_language, load_run, load_task, train,
+                  write_dataset)
 from dhwt.languages.population import population_batch
 from dhwt.models import ModelConfig, build_model
-from dhwt.runs import load_run
 from dhwt.training.population import PopulationOptions, fit_population, restart_gaps
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -31,10 +31,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from dhwt.languages import load_language, load_task, write_dataset
+from dhwt import TrainConfig, load_language, load_task, train, write_dataset
 from dhwt.languages.task import Task
-from dhwt.config import TrainConfig
-from dhwt.commands import train
 
 SEEDS = [42, 43, 44, 45, 46]
 SCHEDULES = ("tied", "untied")

@@ -34,7 +34,7 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from dhwt.config import TrainConfig
+from dhwt import TrainConfig
 from dhwt.runs.layout import run_paths
 from dhwt.runs.run import load_config_text
 from dhwt.training.allocator import retained_memory

@@ -30,6 +30,8 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import rankdata
 
+from dhwt.checks import parse_count
+
 #: Bootstrap draws of each interval.
 BOOTSTRAP = 2000
 
@@ -91,13 +93,11 @@ def agreement(corpus: dict[str, np.ndarray], model: np.ndarray, restricted: np.n
     }
 
 
-def model_overlaps(run: Path, step: str, metric: str, ids: np.ndarray, tokens: np.ndarray
+def model_overlaps(run: Path, step: int | str, metric: str, ids: np.ndarray, tokens: np.ndarray
                    ) -> list[tuple[str, np.ndarray, np.ndarray]]:
     """(member name, overlap of `dhwt diagnose` per token of ids, overlap with the neighbours
     searched among ids only) for each untied member of the run."""
-    from dhwt.analysis.knn import knn_match
-    from dhwt.analysis.diagnose_result import DiagnoseOptions, diagnose_path
-    from dhwt.runs.run import load_run
+    from dhwt import DiagnoseOptions, diagnose_path, knn_match, load_run
 
     result = diagnose_path(str(run), DiagnoseOptions(step=step, queries="all", metric=metric))
     names = np.array([result.token(int(i)) for i in ids], dtype=object)
@@ -105,7 +105,7 @@ def model_overlaps(run: Path, step: str, metric: str, ids: np.ndarray, tokens: n
         first = int(np.flatnonzero(names != tokens)[0])
         sys.exit(f"error: token {ids[first]} is {tokens[first]!r} in per_token.csv but "
                  f"{names[first]!r} in {run}: not the same tokenizer")
-    snap = load_run(run).embeddings(None if step == "last" else int(step))
+    snap = load_run(run).embeddings(None if step == "last" else step)
     out = []
     for m, subject in enumerate(result.subjects):
         if subject.diagnosis is None:
@@ -122,7 +122,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("corpus_dh", type=Path)
     parser.add_argument("run", type=Path)
-    parser.add_argument("--step", default="last")
+    parser.add_argument("--step", default="last",
+                        type=lambda text: parse_count("step", text, ("last",)))
     parser.add_argument("--metric", default="ip", choices=["ip", "cos", "l2"])
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import spearmanr
 
-from dhwt.analysis.corpus_dh_result import CorpusDhOptions, corpus_dh
+from dhwt import CorpusDhOptions, corpus_dh
 from dhwt.directories import atomic_path
 
 HERE = Path(__file__).resolve().parent

@@ -45,10 +45,9 @@ import numpy as np
 from scipy import stats
 
 from dhwt.analysis.calibration import PACKAGED
+from dhwt.analysis.intervals import t_half
 from dhwt.analysis.knn_curves import Source, excess_over_chance, similarity_curves
-from dhwt.commands.train import train
-from dhwt.config import TrainConfig
-from dhwt.languages import compute_truth, load_language, load_task, write_dataset
+from dhwt import TrainConfig, compute_truth, load_language, load_task, train, write_dataset
 from dhwt.runs.metrics import metric_table
 from dhwt.runs.run import is_finished, load_run
 
@@ -134,8 +133,8 @@ def interval(values: np.ndarray, high: float | None = None) -> dict[str, object]
     v = np.asarray(values, float)
     n, mean = len(v), float(v.mean())
     sd = float(v.std(ddof=1)) if n > 1 else math.nan
-    t = float(stats.t.ppf(0.5 + LEVEL / 2, n - 1)) if n > 1 else math.nan
-    half, pred = t * sd / math.sqrt(n), t * sd * math.sqrt(1 + 1 / n)
+    half = float(t_half(v, LEVEL))
+    pred = half * math.sqrt(n) * math.sqrt(1 + 1 / n)
     top = math.inf if high is None else high
     return {"mean": mean, "sd": sd, "ci95": [mean - half, min(mean + half, top)],
             "pi95": [mean - pred, min(mean + pred, top)],

@@ -26,7 +26,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from scipy import stats  # noqa: E402
 
-from dhwt.analysis.intervals import clopper_pearson  # noqa: E402
+from dhwt.analysis.intervals import clopper_pearson, t_interval  # noqa: E402
 
 MARGIN = 0.005
 ALPHA = 0.05
@@ -107,10 +107,10 @@ def test(values: list[float]) -> dict[str, float]:
     n, mean = len(x), float(x.mean())
     if n < 2:
         return {"n": n, "mean": mean, "lo": np.nan, "hi": np.nan, "p": np.nan, "p_tost": np.nan}
-    half = stats.t.ppf(0.975, n - 1) * x.std(ddof=1) / np.sqrt(n)
+    low, high = t_interval(x)
     below = stats.ttest_1samp(x, MARGIN, alternative="less").pvalue
     above = stats.ttest_1samp(x, -MARGIN, alternative="greater").pvalue
-    return {"n": n, "mean": mean, "lo": mean - half, "hi": mean + half,
+    return {"n": n, "mean": mean, "lo": low, "hi": high,
             "p": float(stats.ttest_1samp(x, 0.0).pvalue), "p_tost": float(max(below, above))}
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 from dhwt.directories import atomic_path
-from dhwt.languages import compute_truth, load_language
+from dhwt import compute_truth, load_language
 from dhwt.languages.population import population_batch
 from dhwt.models import ModelConfig, build_model
 from dhwt.training.population import PopulationOptions, fit_population

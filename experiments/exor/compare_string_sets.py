@@ -28,7 +28,7 @@ import numpy as np
 from dhwt.analysis.escape import (detectable, difference_interval, escapes, fisher_power,
                                   holm, paired, parting_step)
 from dhwt.analysis.intervals import count_text
-from dhwt.languages import load_task
+from dhwt import load_task
 from dhwt.runs.run import is_run, load_run
 
 

@@ -26,7 +26,7 @@ from matplotlib.ticker import NullFormatter
 import numpy as np
 
 import dhwt
-from dhwt.analysis.closeness import pair_closeness
+from dhwt import pair_closeness
 from dhwt.analysis.intervals import summarise
 from dhwt.runs.run import is_run
 from dhwt.training.lr import LRSchedule

@@ -43,10 +43,9 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT))
 
 from dhwt.analysis import corpus_dh as cdh  # noqa: E402
-from dhwt.analysis.closeness import pair_closeness  # noqa: E402
+from dhwt import load_run, pair_closeness  # noqa: E402
 from dhwt.analysis.intervals import summarise  # noqa: E402
 from dhwt.languages.language import MASK  # noqa: E402
-from dhwt.runs import load_run  # noqa: E402
 from dhwt.runs.run import is_finished, load_config_text  # noqa: E402
 from dhwt.text.twins import MARKER  # noqa: E402
 

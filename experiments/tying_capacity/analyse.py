@@ -28,6 +28,8 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
+from dhwt.analysis.intervals import t_half, t_interval
+
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 MARGIN = 0.005  # nats, declared in README.md before any cell ran
@@ -57,7 +59,7 @@ def excess_by_seed(run: Path, bayes: float, mean_of: int = 1
     """{seed: excess} at the last population evaluation and where the convergence window opens
     (window_start); with `mean_of` M > 1, each averaged over the M evaluations ending there
     (the second convergence protocol's smoothed excess)."""
-    from dhwt.runs import load_run
+    from dhwt import load_run
 
     rows = [r for r in load_run(run).metrics() if r["split"] == "population"]
     steps = sorted({r["step"] for r in rows})
@@ -74,7 +76,7 @@ def excess_by_seed(run: Path, bayes: float, mean_of: int = 1
 def price_curve(cell: Path, bayes: float) -> tuple[np.ndarray, np.ndarray]:
     """(steps, (steps, seeds) price): every seed's tied - untied exact excess at each
     population evaluation."""
-    from dhwt.runs import load_run
+    from dhwt import load_run
 
     found = []
     for run in ("tied", "untied"):
@@ -87,7 +89,7 @@ def price_curve(cell: Path, bayes: float) -> tuple[np.ndarray, np.ndarray]:
 
 def distances(run: Path, vocab: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
     """(members,) the mean over the K pairs of ||e_ka - e_kb||, input and output rows."""
-    from dhwt.runs import load_run
+    from dhwt import load_run
 
     embeddings = load_run(run).model().embeddings
     found = []
@@ -103,7 +105,7 @@ def distances(run: Path, vocab: list[str], k: int) -> tuple[np.ndarray, np.ndarr
 def _truth(language: str, k: int):
     """The exact truth of a language of languages.py with K pairs (cells of the same language
     and K share it)."""
-    from dhwt.languages import compute_truth
+    from dhwt import compute_truth
     from dhwt.languages.language import language_from_spec
     from languages import spec
 
@@ -119,7 +121,7 @@ def closeness(cell: Path, language: str, k: int, bias: bool) -> dict[str, np.nda
     for the kinds whose pairs share one ratio of 1 (control, cnd: B is 0)."""
     import torch
 
-    from dhwt.runs import load_run
+    from dhwt import load_run
     from dhwt.theory.t4_tying_conflict import closeness_price
 
     if language.split("-")[0] not in ("sem", "ratio"):
@@ -189,17 +191,10 @@ def read_cell(cell: Path, mean_of: int = 1) -> dict[str, object]:
             "curve": price_curve(cell, bayes)}
 
 
-def interval(values: np.ndarray, level: float) -> tuple[float, float, float]:
-    """mean and the two-sided t interval at `level`."""
-    mean = float(np.mean(values))
-    half = float(stats.t.ppf(0.5 + level / 2, len(values) - 1) * stats.sem(values))
-    return mean, mean - half, mean + half
-
-
 def decide(share: np.ndarray) -> str:
     """'pays', 'equivalent' or 'undecided' by the declared rule (README.md)."""
-    _, low95, _ = interval(share, 0.95)
-    _, low90, high90 = interval(share, 0.90)
+    low95, _ = t_interval(share, 0.95)
+    low90, high90 = t_interval(share, 0.90)
     if low95 > MARGIN:
         return "pays"
     if -MARGIN < low90 and high90 < MARGIN:
@@ -232,7 +227,7 @@ def holm(pvalues: list[float], alpha: float = 0.05) -> list[bool]:
 
 
 def text(values: np.ndarray, digits: int = 4) -> str:
-    mean, low, high = interval(values, 0.95)
+    mean, (low, high) = float(np.mean(values)), t_interval(values, 0.95)
     return f"{mean:+.{digits}f} [{low:+.{digits}f}, {high:+.{digits}f}]"
 
 
@@ -338,9 +333,9 @@ def figure(cells: list[dict[str, object]], out: Path) -> None:
                     if not points:
                         continue
                     x = np.array([c["k"] / c["d"] for c in points]) * (1 + 0.06 * (n - 1))
-                    stats_ = [interval(np.array(list(c["price"].values())), 0.95) for c in points]
-                    mean = np.array([s[0] for s in stats_])
-                    err = np.array([[s[0] - s[1] for s in stats_], [s[2] - s[0] for s in stats_]])
+                    prices = [np.array(list(c["price"].values())) for c in points]
+                    mean = np.array([p.mean() for p in prices])
+                    err = np.array([t_half(p) for p in prices])
                     ax.errorbar(x, mean, yerr=err, fmt=marker + "-", ms=4, lw=0.8, capsize=2,
                                 color=colours[language.split("-")[0]],
                                 label=language if k == 1 else None)
@@ -380,9 +375,8 @@ def share_figure(cells: list[dict[str, object]], out: Path) -> None:
             if not points:
                 continue
             x = np.array([c["k"] / c["d"] for c in points]) * (1 + 0.05 * (n - 1))
-            found = [interval(c["share"], 0.95) for c in points]
-            mean = np.array([f[0] for f in found])
-            err = np.array([[f[0] - f[1] for f in found], [f[2] - f[0] for f in found]])
+            mean = np.array([np.mean(c["share"]) for c in points])
+            err = np.array([t_half(c["share"]) for c in points])
             ax.errorbar(x, mean, yerr=err, fmt="o", ms=4, capsize=2, color=colours[language],
                         label=language)
         ax.axvline(1.0, color="grey", lw=0.5, ls=":")

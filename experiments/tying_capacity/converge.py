@@ -31,8 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dhwt.commands.train import train
-from dhwt.config import TrainConfig
+from dhwt import TrainConfig, train
 from dhwt.languages import Task, load_task, write_dataset
 from dhwt.languages.language import language_from_spec
 from dhwt.runs.checkpoints import list_checkpoints
@@ -60,7 +59,7 @@ STOPPED = "stopped.json"
 
 def population(run: Path, bayes: float) -> dict[int, dict[int, float]]:
     """{step: {seed: exact excess}} of every population evaluation of a run."""
-    from dhwt.runs import load_run
+    from dhwt import load_run
 
     found: dict[int, dict[int, float]] = {}
     for row in load_run(run).metrics():

@@ -18,9 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from dhwt.commands.train import train
-from dhwt.config import TrainConfig
-from dhwt.languages import load_task, write_dataset
+from dhwt import TrainConfig, load_task, train, write_dataset
 from dhwt.languages.language import language_from_spec
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from dhwt.analysis.intervals import summarise
-from dhwt.runs import load_run
+from dhwt import load_run
 from dhwt.runs.metrics import metric_table
 from dhwt.runs.run import is_finished
 from dhwt.theory.price import pair_terms

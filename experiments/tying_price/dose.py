@@ -21,9 +21,7 @@ import argparse
 import itertools
 from pathlib import Path
 
-from dhwt.commands.train import train
-from dhwt.config import TrainConfig
-from dhwt.languages import load_language, load_task, write_dataset
+from dhwt import TrainConfig, load_language, load_task, train, write_dataset
 from dhwt.runs.run import is_finished
 
 HERE = Path(__file__).parent

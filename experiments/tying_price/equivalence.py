@@ -25,6 +25,7 @@ import numpy as np
 from scipy import stats
 
 from dhwt.analysis.escape import holm
+from dhwt.analysis.intervals import t_interval
 
 HERE = Path(__file__).parent
 
@@ -43,12 +44,6 @@ def shares(rows: list[dict]) -> dict[tuple, np.ndarray]:
         seeds = sorted(by_seed.keys() & base.keys())
         out[(frozen, language, c, bias)] = np.array([by_seed[s] - base[s] for s in seeds])
     return out
-
-
-def interval90(values: np.ndarray) -> tuple[float, float]:
-    """The 90% Student-t interval of the mean: TOST at level 0.05 in each direction."""
-    half = stats.t.ppf(0.95, len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values))
-    return float(values.mean() - half), float(values.mean() + half)
 
 
 def tost_p(values: np.ndarray, margin: float) -> float:
@@ -75,7 +70,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|")
     supported, pvalues = [], []
     for (frozen, language, c, bias), values in cells.items():
-        low, high = interval90(values)
+        low, high = t_interval(values, 0.90)  # TOST at level 0.05 in each direction
         margin = max(abs(low), abs(high))
         supported.append(margin)
         pvalues.append(tost_p(values, args.margin))

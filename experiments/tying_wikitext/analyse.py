@@ -22,8 +22,7 @@ import torch
 from scipy import stats
 
 from dhwt.analysis.intervals import summarise
-from dhwt.analysis.knn import knn_match
-from dhwt.runs import load_run
+from dhwt import knn_match, load_run
 from dhwt.runs.metrics import metric_table
 
 HERE = Path(__file__).parent

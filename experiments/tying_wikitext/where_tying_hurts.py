@@ -41,7 +41,7 @@ sys.path.insert(0, str(HERE.parent / "corpus_dh"))
 from agreement import read_per_token  # noqa: E402
 from analyse import dh_per_member, member_token_loss  # noqa: E402
 
-from dhwt.runs import load_run  # noqa: E402
+from dhwt import load_run  # noqa: E402
 from dhwt.runs.metrics import metric_table  # noqa: E402
 
 MIN_VALID = 5  # valid occurrences a type needs for its price to count

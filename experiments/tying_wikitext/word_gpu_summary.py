@@ -48,11 +48,10 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 from matplotlib.ticker import ScalarFormatter
 import numpy as np
-from scipy import stats
 
-from dhwt.analysis.intervals import summarise
+from dhwt.analysis.intervals import summarise, t_half, t_interval
 from dhwt.report.figures import save
-from dhwt.runs import load_run
+from dhwt import load_run
 from dhwt.runs.metrics import metric_table
 
 HERE = Path(__file__).parent
@@ -182,8 +181,7 @@ def verdict(diff: np.ndarray, margin: float) -> str:
     n = len(diff)
     if n < 3:
         return ""
-    mean, error = diff.mean(), diff.std(ddof=1) / np.sqrt(n)
-    wide, narrow = (error * stats.t.ppf(q, n - 1) for q in (0.975, 0.95))
+    mean, wide, narrow = diff.mean(), t_half(diff, 0.95), t_half(diff, 0.90)
     if mean - wide > 0:
         return "above 0"
     if mean + wide < 0:
@@ -255,8 +253,7 @@ def _difference(diff: np.ndarray, margin: float | None) -> str:
     """A row's cells for the paired differences `diff` (one per seed): mean and 95% t, the 90% t
     interval (3 seeds or more), the seeds below 0, and the verdict against `margin`."""
     n = len(diff)
-    ninety = "" if n < 3 else "[{:+.4f}, {:+.4f}]".format(*stats.t.interval(
-        0.90, n - 1, loc=diff.mean(), scale=diff.std(ddof=1) / np.sqrt(n)))
+    ninety = "" if n < 3 else "[{:+.4f}, {:+.4f}]".format(*t_interval(diff, 0.90))
     return (f"{summarise(diff, bimodal=False).text(4)} | {ninety} | {int((diff < 0).sum())} of "
             f"{n} |" + (f" {verdict(diff, margin)} |" if margin is not None else ""))
 
@@ -385,8 +382,7 @@ def difference_figure(runs: list[Arm], path: Path, title: str, margin: float | N
     rows = [row for row in rows if len(row[3]) >= 2]
     for y, (run, reference, step, seeds, diff) in enumerate(rows):
         n = len(diff)
-        half = diff.std(ddof=1) / np.sqrt(n) * stats.t.ppf(0.975, n - 1)
-        right.errorbar(diff.mean(), y, xerr=half, fmt="s", color="k", capsize=3)
+        right.errorbar(diff.mean(), y, xerr=t_half(diff), fmt="s", color="k", capsize=3)
         right.scatter(diff, [y] * n, color="C3", s=14, zorder=3)
     if margin is not None:
         right.axvspan(-margin, margin, color="C2", alpha=0.15, label=f"±{margin:g} (declared)")

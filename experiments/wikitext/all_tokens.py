@@ -17,8 +17,7 @@ import argparse
 
 import numpy as np
 
-from dhwt.analysis.knn import chance_baseline, knn_match
-from dhwt.runs import load_run
+from dhwt import chance_baseline, knn_match, load_run
 
 
 def measure(spec: str, side: str) -> dict[str, float]:

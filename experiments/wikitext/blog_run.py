@@ -62,9 +62,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
-from dhwt import load_run  # noqa: E402
-from dhwt.commands.train import train  # noqa: E402
-from dhwt.config import TrainConfig  # noqa: E402
+from dhwt import TrainConfig, load_run, train  # noqa: E402
 from dhwt.config.device import resolve_device  # noqa: E402
 from dhwt.directories import atomic_path, atomic_write_bytes  # noqa: E402
 from dhwt.errors import DhwtError  # noqa: E402

@@ -208,9 +208,9 @@ def test_help_has_examples(cli):
 @pytest.mark.parametrize("args, fragment", [
     (["--corpus", "{text}", "--tokenizer", "chars"], "unknown tokenizer 'chars'"),
     (["--corpus", "{missing}", "--tokenizer", "char"], "is neither wikitext-2 nor an existing"),
-    (["--grammar", "four-cases", "--order", "0"], "order must be an integer >= 1, got 0"),
-    (["--grammar", "four-cases", "--order", "two"], "order must be an integer >= 1 or 'full'"),
-    (["--grammar", "four-cases", "--dim", "0"], "dim must be an integer >= 1, got 0"),
+    (["--grammar", "four-cases", "--order", "0"], "order must be >= 1, got 0"),
+    (["--grammar", "four-cases", "--order", "two"], "order must be a whole number or 'full'"),
+    (["--grammar", "four-cases", "--dim", "0"], "dim must be >= 1, got 0"),
     (["--grammar", "parrot"], "unknown grammar 'parrot'"),
     (["--grammar", "parity", "--set", "n_bits=0"], "'n_bits' must be an integer"),
     ([], "give one source of counts"),
@@ -219,10 +219,10 @@ def test_help_has_examples(cli):
     (["--corpus", "{text}", "--tokenizer", "char", "--order", "full"], "--order full"),
     (["--corpus", "{text}", "--tokenizer", "char", "--samples", "5"], "--samples belongs to"),
     (["--grammar", "four-cases", "--tokenizer", "char"], "--tokenizer belongs to --corpus"),
-    (["--grammar", "four-cases", "--samples", "0"], "samples must be an integer >= 1"),
+    (["--grammar", "four-cases", "--samples", "0"], "samples must be >= 1, got 0"),
     (["--grammar", "four-cases", "--tolerance", "-1"], "tolerance must be a finite number"),
-    (["--grammar", "four-cases", "--null-bins", "0"], "null bins must be an integer >= 1"),
-    (["--grammar", "four-cases", "--permutations", "0"], "permutations must be an integer >= 1"),
+    (["--grammar", "four-cases", "--null-bins", "0"], "null_bins must be >= 1, got 0"),
+    (["--grammar", "four-cases", "--permutations", "0"], "permutations must be >= 1, got 0"),
     (["--grammar", "four-cases", "--out", "{text}/r"], "is not a directory"),
 ])
 def test_bad_input_is_one_error_line(cli, tmp_path, args, fragment):

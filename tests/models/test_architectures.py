@@ -79,7 +79,7 @@ def test_logit_scale_divides_the_logits_before_the_bias_by_sqrt_d(architecture):
     ({"lstm_layers": 3}, "lstm_layers applies to the lstm only"),
     ({"architecture": "lstm", "final_norm": True}, "final_norm applies to the transformer and "
                                                    "mixer only"),
-    ({"architecture": "mixer", "token_mixing": 0}, "token_mixing must be a positive integer"),
+    ({"architecture": "mixer", "token_mixing": 0}, "token_mixing must be >= 1, got 0"),
     ({"architecture": "mixer", "objective": "clm"}, "masked LM only"),
     ({"logit_scale": "sqrt"}, "logit_scale must be one of none, rsqrt_d, got 'sqrt'"),
 ])

@@ -109,7 +109,7 @@ def test_sampled_queries_give_the_exact_rows_and_an_interval(tmp_path, matrices)
     folder = write_checkpoint(tmp_path / "ck", {"gpt_neox.embed_in.weight": e,
                                                 "embed_out.weight": other},
                               {"model_type": "gpt_neox"})
-    d = diagnose_path(str(folder), DiagnoseOptions(k=5, queries="40", seed=3)
+    d = diagnose_path(str(folder), DiagnoseOptions(k=5, queries=40, seed=3)
                       ).subjects[0].diagnosis
     assert d.sampled and len(d.tokens) == 40
     exact = brute_overlap(e, other, 5)

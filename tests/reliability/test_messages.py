@@ -263,7 +263,7 @@ def test_names_that_look_alike_are_refused(zero, one, fragments, tmp_path, cli):
     (["--lr", "inf"], "lr must be a finite number > 0, got inf"),
     (["--lr", "-1"], "lr must be a finite number > 0, got -1.0"),
     (["--tie-penalty", "inf"], "tie_penalty must be a finite number >= 0, got inf"),
-    (["--config", "{emb_std = inf}"], "model emb_std must be a finite number > 0, got inf"),
+    (["--config", "{emb_std = inf}"], "emb_std must be a finite number > 0, got inf"),
     (["--config", "{lr_min = -1.0}"], "lr_min must be a finite number >= 0, got -1.0"),
     (["--config", "{beta2 = 1.0}"], "beta2 must be in [0, 1), got 1.0"),
     (["--seeds", "1", "--seeds", "2"], "Option '--seeds' given 2 times; it holds one value"),

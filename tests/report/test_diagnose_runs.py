@@ -35,7 +35,7 @@ def runs(tmp_path_factory):
 def test_right_after_an_untie_the_reading_is_withheld(runs, cli):
     snap = read_snapshot(snapshot_paths(runs["untie"])[2])  # step 4: 2 steps after the untie
     assert snap.step == 4 and not snap.tied
-    result = diagnose_path(str(runs["untie"]), DiagnoseOptions(step="4", k=5))
+    result = diagnose_path(str(runs["untie"]), DiagnoseOptions(step=4, k=5))
     for subject, m in zip(result.subjects, range(2)):
         residue = np.linalg.norm(snap.input[m] - snap.output[m]) / np.linalg.norm(snap.output[m])
         assert subject.residue == pytest.approx(residue, rel=1e-5) and residue < 1.0
@@ -96,13 +96,13 @@ def test_the_terminal_reading_is_short_bullet_lines_of_the_same_words(runs, cli)
 
 
 def test_a_tie_switch_is_named_by_its_own_step_at_every_later_snapshot(runs, cli):
-    for step in ("4", "6", "last"):  # the switch after update 4; snapshots 4, 6 and 8
+    for step in (4, 6, "last"):  # the switch after update 4; snapshots 4, 6 and 8
         result = diagnose_path(str(runs["tie"]), DiagnoseOptions(step=step))
         assert all(s.diagnosis is None and s.tied_since == 4
                    and history(s, result) == "tied since step 4"
                    and s.tied_because == "the tie schedule 'tie@4:mean' tied it at step 4"
                    for s in result.subjects)
-    before = diagnose_path(str(runs["tie"]), DiagnoseOptions(step="2", k=5))
+    before = diagnose_path(str(runs["tie"]), DiagnoseOptions(step=2, k=5))
     assert all(history(s, before) == "untied from the start (independent matrices)"
                for s in before.subjects)
     code, out, _ = cli(["diagnose", runs["tie"]])
@@ -110,7 +110,7 @@ def test_a_tie_switch_is_named_by_its_own_step_at_every_later_snapshot(runs, cli
 
 
 def test_tied_before_the_untie_and_bad_steps(runs, cli):
-    before = diagnose_path(str(runs["untie"]), DiagnoseOptions(step="0"))
+    before = diagnose_path(str(runs["untie"]), DiagnoseOptions(step=0))
     assert all(s.diagnosis is None for s in before.subjects)
     code, _, err = cli(["diagnose", runs["untie"], "--step", 3])
     assert code == 2 and "no snapshot of step 3" in err

@@ -202,3 +202,23 @@ def test_the_cli_states_the_config_defaults_and_choices():
     synth = {o.name: o.default for o in cli.commands["synth"].params}
     assert (synth["valid_fraction"], synth["test_fraction"], synth["seed"]) == (
         VALID_FRACTION, TEST_FRACTION, SPLIT_SEED)
+
+
+#: One valid value of each text corpus option (a new option must be added here).
+TEXT_VALUES = {"tokenizer": "char", "seq_len": 8, "eval_windows": 2, "mask_rate": 0.1,
+               "mask_rule": "bert", "twins": 2, "twin_p": 0.5, "twin_kind": "sem",
+               "twin_seed": 1}
+
+
+def test_the_text_options_are_read_from_the_data_fields():
+    """DataConfig's fields declare which source each setting belongs to; every text option
+    given with a grammar is refused naming itself, and a study's text keys are these."""
+    from dhwt.config.run import GRAMMAR_KEYS, TEXT_KEYS, TEXT_OPTIONS
+
+    assert set(TEXT_OPTIONS) == set(TEXT_VALUES)
+    for key, value in TEXT_VALUES.items():
+        with pytest.raises(DhwtError, match=f"^{key} is an option of text corpora"):
+            TrainConfig(grammar="parity", **{key: value})
+    TrainConfig(corpus="wikitext-2", batch_size=4, **TEXT_VALUES)
+    assert TEXT_KEYS == {"corpus", "data", *TEXT_VALUES}
+    assert GRAMMAR_KEYS == {"grammar", "set", "valid_fraction", "test_fraction", "split_seed"}

@@ -16,10 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from scipy import stats
 from tqdm import tqdm
 
-from dhwt.analysis.intervals import SHARE
+from dhwt.analysis.intervals import SHARE, t_half
 from dhwt.analysis.knn.candidates import TILE, Best, row_candidates
 from dhwt.analysis.knn.gram import BLOCK, gemm
 from dhwt.analysis.knn.neighbours import METRICS, Neighbours, check_k, select_tokens
@@ -189,7 +188,6 @@ def mean_estimate(values: np.ndarray, population: int, level: float = LEVEL,
         half = 0.0 if n >= population else math.inf
     else:
         correction = math.sqrt((population - n) / (population - 1))
-        half = (float(stats.t.ppf(0.5 + level / 2, n - 1)) * float(values.std(ddof=1))
-                / math.sqrt(n) * correction)
+        half = float(t_half(values, level)) * correction
     return Estimate(mean=mean, low=max(mean - half, bounds[0]), high=min(mean + half, bounds[1]),
                     n=n, population=population)
