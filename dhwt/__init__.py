@@ -2,10 +2,10 @@
 data fixes rather than the random init. See README.md and DESIGN notes in the repository.
 
 The API at the top, each name imported on first use (the command line starts without torch):
-a run directory read back (load_run), training (train: one run or several as one ensemble), a
-synthetic language and its exact truth (load_language, compute_truth), KNN Match Similarity
-(knn_match, chance_baseline), the analyses behind the commands (analyze, diagnose_path,
-corpus_dh), and the theorems' checks (verify).
+a run directory read back (load_run), training (train_run: one run; train_group: several as
+one ensemble), a synthetic language and its exact truth (load_language, compute_truth), KNN
+Match Similarity (knn_match, chance_baseline), the analyses behind the commands (analyze,
+diagnose_path, corpus_dh), and the theorems' checks (verify).
 
 Examples:
     >>> import numpy as np
@@ -25,7 +25,8 @@ __version__ = "0.1.0"
 #: Each name of the API and the module that holds it.
 _HOMES = {
     "load_run": "dhwt.runs",
-    "train": "dhwt.commands.train",
+    "train_run": "dhwt.training.runner",
+    "train_group": "dhwt.training.runner",
     "load_language": "dhwt.languages",
     "compute_truth": "dhwt.languages.truth",
     "knn_match": "dhwt.analysis.knn",

@@ -20,7 +20,7 @@ import numpy as np
 import dhwt
 from dhwt.analysis.closeness import pair_closeness
 from dhwt.analysis.knn import chance_baseline, knn_match
-from dhwt.commands.train import train
+from dhwt.training.runner import train_group
 from dhwt.config import TrainConfig
 from dhwt.languages import load_language, load_task, write_dataset
 from dhwt.models.population import population_fit
@@ -57,7 +57,7 @@ def main(out: Path) -> None:
     runs = [(TrainConfig(data=str(out / "data"), tie_schedule=schedule, seeds=[1, 2, 3, 4, 5],
                          **model, **optim, **record), out / schedule)
             for schedule in ("tied", "untied")]
-    results = train(runs, task)
+    results = train_group(runs, task)
     print(f"trained {' and '.join(r.run_dir.name for r in results)} to step {results[0].step} "
           f"as one ensemble in {results[0].seconds:.1f} s")
 

@@ -21,7 +21,7 @@ import numpy as np
 
 import dhwt
 from dhwt.analysis.closeness import pair_closeness
-from dhwt.commands.train import train
+from dhwt.training.runner import train_group
 from dhwt.config import TrainConfig
 from dhwt.languages import load_language, load_task, write_dataset
 from dhwt.models.population import population_fit
@@ -84,7 +84,7 @@ def main(out: Path, names: list[str]) -> None:
         start = time.perf_counter()
         runs = [(TrainConfig(data=str(data), tie_schedule=schedule, **settings),
                  out / name / schedule) for schedule in ("tied", "untied")]
-        train(runs, task)
+        train_group(runs, task)
         line = {"setting": name, "overrides": SETTINGS[name],
                 "seconds": round(time.perf_counter() - start, 1),
                 **{schedule: measure(out / name / schedule, task)

@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # Bottom first; a module may import its own package and any lower layer, never a peer or higher.
 # Why: text serves natural text through languages' Batch and masking symbol; config composes
 # languages', text's and models' settings; runs (the run-directory format) lies under training,
-# which writes it, and analysis/theory, which read it via load_run; pretrained is input.
+# which writes it, and analysis, which reads it via load_run; theory trains through the
+# library's runner (training) and reads runs back; pretrained is input.
 LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"errors", "filenames", "defaults", "tomlwrite", "checksums"},
     {"userfiles", "directories", "checks"},
@@ -26,7 +27,8 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"models"},
     {"config"},
     {"runs"},
-    {"training", "analysis", "theory"},
+    {"training", "analysis"},
+    {"theory"},
     {"report"},
     {"commands"},
     {"cli"},

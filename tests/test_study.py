@@ -12,7 +12,6 @@ import dhwt.commands.study as study_module
 from dhwt.runs.snapshots import read_snapshot
 from dhwt.errors import DhwtError
 from dhwt.commands.study import load_study, run_study
-from dhwt.commands import train
 from dhwt.languages import load_language, write_dataset
 from dhwt.languages.dataset import FILES
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from dhwt.commands.train import train
+from dhwt.training.runner import train_group
 from dhwt.config import TrainConfig
 from dhwt.languages import compute_truth, load_language, load_task, write_dataset
 from dhwt.languages.population import population_batch
@@ -63,7 +63,7 @@ def trainer_arms(language, where: Path, d: int, seeds: int, steps: int, every: i
                             lr_schedule="cosine", batch_size=None, threads=torch.get_num_threads(),
                             **MODEL), where / arm) for arm in ("tied", "untied")]
     start = time.perf_counter()
-    train(configs, task)
+    train_group(configs, task)
     seconds = time.perf_counter() - start
     bayes = task.truth.bayes_cross_entropy
     curves = {}

@@ -34,7 +34,7 @@ from pathlib import Path
 from dhwt.languages import load_language, load_task, write_dataset
 from dhwt.languages.task import Task
 from dhwt.config import TrainConfig
-from dhwt.commands import train
+from dhwt.training.runner import train_group, train_run
 
 SEEDS = [42, 43, 44, 45, 46]
 SCHEDULES = ("tied", "untied")
@@ -52,14 +52,14 @@ def ways(task: Task, steps: int) -> dict[str, Callable[[Path], None]]:
     def sequential(root: Path) -> None:
         for schedule in SCHEDULES:
             for seed in SEEDS:
-                train(config(schedule, [seed]), task, root / f"{schedule}-{seed}")
+                train_run(config(schedule, [seed]), task, root / f"{schedule}-{seed}")
 
     def two_ensembles(root: Path) -> None:
         for schedule in SCHEDULES:
-            train(config(schedule, SEEDS), task, root / schedule)
+            train_run(config(schedule, SEEDS), task, root / schedule)
 
     def one_group(root: Path) -> None:
-        train([(config(schedule, SEEDS), root / schedule) for schedule in SCHEDULES], task)
+        train_group([(config(schedule, SEEDS), root / schedule) for schedule in SCHEDULES], task)
 
     return {"sequential": sequential, "two ensembles": two_ensembles, "one group": one_group}
 

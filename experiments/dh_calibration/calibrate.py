@@ -46,7 +46,7 @@ from scipy import stats
 
 from dhwt.analysis.calibration import PACKAGED
 from dhwt.analysis.knn_curves import Source, excess_over_chance, similarity_curves
-from dhwt.commands.train import train
+from dhwt.training.runner import train_group
 from dhwt.config import TrainConfig
 from dhwt.languages import compute_truth, load_language, load_task, write_dataset
 from dhwt.runs.metrics import metric_table
@@ -121,7 +121,7 @@ def train_level(out: Path, family: str, level: int, seeds: int, steps: int,
                          tie_schedule=schedule, steps=steps, eval_every=every,
                          population_every=every, snapshot_every=steps, checkpoint_every=steps,
                          **MODEL), where / schedule) for schedule in ("tied", "untied")]
-    train(runs, task, overwrite=True)  # a level cut short is trained again from scratch
+    train_group(runs, task, overwrite=True)  # a level cut short is trained again from scratch
     return time.perf_counter() - start
 
 

@@ -21,7 +21,7 @@ import argparse
 import itertools
 from pathlib import Path
 
-from dhwt.commands.train import train
+from dhwt.training.runner import train_group
 from dhwt.config import TrainConfig
 from dhwt.languages import load_language, load_task, write_dataset
 from dhwt.runs.run import is_finished
@@ -62,7 +62,7 @@ def train_cell(out: Path, language: str, c: int, bias: bool, seeds: int, steps: 
                          steps=steps, eval_every=every, population_every=every,
                          snapshot_every=steps, checkpoint_every=steps, **MODEL),
              where / schedule) for schedule in ("tied", "untied")]
-    train(runs, task)
+    train_group(runs, task)
 
 
 def main() -> None:

@@ -13,7 +13,7 @@ import sys
 import pytest
 import torch
 
-from dhwt.commands import train
+from dhwt.training.runner import train_group, train_run
 from dhwt.commands.study import Group, load_study, run_study, train_group
 from dhwt.commands.study_jobs import JobSettings, job_parameters, make_executor
 from dhwt.config import TrainConfig
@@ -167,9 +167,9 @@ def test_steps_extends_each_group_as_one_ensemble(tmp_path, study_file):
         shutil.copytree(out / "runs" / name, alone / name)
         shutil.copytree(out / "runs" / name, tmp_path / "group" / name)
         config = TrainConfig.from_toml(alone / name / "config.toml").replace(steps=30)
-        train(config, None, alone / name, resume=True)
+        train_run(config, None, alone / name, resume=True)
         group.append((config, tmp_path / "group" / name))
-    train(group, None, resume=True)
+    train_group(group, None, resume=True)
     report = run_study(load_study(study_file), out, steps=30).read_text()
     for name in ("tied", "untie"):
         run = out / "runs" / name
@@ -236,12 +236,12 @@ def test_steps_extends_alone_the_runs_of_a_group_that_stand_at_different_steps(t
     out = tmp_path / "out"
     run_study(load_study(study_file), out)
     tied = out / "runs" / "tied"
-    train(TrainConfig.from_toml(tied / "config.toml").replace(steps=30), None, tied, resume=True)
+    train_run(TrainConfig.from_toml(tied / "config.toml").replace(steps=30), None, tied, resume=True)
     alone = tmp_path / "alone"
     for name in ("tied", "untie"):
         shutil.copytree(out / "runs" / name, alone / name)
         config = TrainConfig.from_toml(alone / name / "config.toml").replace(steps=40)
-        train(config, None, alone / name, resume=True)
+        train_run(config, None, alone / name, resume=True)
     run_study(load_study(study_file), out, steps=40)
     for name in ("tied", "untie"):
         for part in ("embeddings/step_0000040.safetensors", "metrics.jsonl", "config.toml"):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from dhwt.models.population import population_fit
-from dhwt.commands import train
+from dhwt.training.runner import train_run
 from dhwt.config import TrainConfig
 from dhwt.errors import DhwtError
 from dhwt.languages import load_language, load_task, write_dataset
@@ -23,7 +23,7 @@ def test_population_lines_match_the_checkpointed_model(tmp_path):
     config = TrainConfig(data=str(tmp_path / "d"), seeds="3-4", steps=30, eval_every=5,
                          population_every=10, checkpoint_every=30, snapshot_every=30,
                          tie_schedule="untie@12")
-    train(config, task, tmp_path / "run")
+    train_run(config, task, tmp_path / "run")
     lines = [r for r in read_metrics(tmp_path / "run" / "metrics.jsonl")
              if r["split"] == "population"]
     assert sorted({r["step"] for r in lines}) == [0, 10, 20, 30]
