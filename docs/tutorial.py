@@ -20,11 +20,11 @@ import numpy as np
 import dhwt
 from dhwt.analysis.closeness import pair_closeness
 from dhwt.analysis.knn import chance_baseline, knn_match
-from dhwt.training.runner import train_group
 from dhwt.config import TrainConfig
 from dhwt.languages import load_language, load_task, write_dataset
 from dhwt.models.population import population_fit
 from dhwt.report.figures import new_figure, save, step_axis
+from dhwt.training.runner import train_group
 
 #: The pairs to watch: 0a/0b are semantically but not conditionally equivalent (DH violated:
 #: one vector cannot serve both roles), 1a/1b are both (DH holds).
