@@ -103,7 +103,7 @@ def _assert_equal_runs(solo, group):
             _close(names[i], g["optimizer"]["state"][i][key], value)
     for stream in ("data", "draw"):
         assert all(torch.equal(x, y) for x, y in zip(s["rng"][stream], g["rng"][stream]))
-    assert (group / "report.md").is_file()
+    assert is_finished(group)
 
 
 def test_a_killed_group_resumes_bit_for_bit(
@@ -232,21 +232,19 @@ def _stamps(root):
 
 def test_a_group_stopped_while_its_extension_rewrote_the_configs_is_extended_by_the_same_call(
         task, grouped, extended, tmp_path, interrupt_at, assert_same):
-    """A stop inside the group's extension after run 0's config.toml was rewritten and its
-    report removed, and after run 1's config.toml was rewritten (its report, of step 240, still
-    there): the same call extends every run again, removing run 1's report before it trains
-    (stopped again at step 300, no run holds a report), and then ends bit for bit where the
-    uninterrupted extension did."""
+    """A stop inside the group's extension after run 0's and run 1's config.toml were rewritten
+    (their records end at step 240, so neither has finished): the same call extends every run
+    again (stopped again at step 300), and then ends bit for bit where the uninterrupted
+    extension did."""
     shutil.copytree(grouped, tmp_path, dirs_exist_ok=True)
     runs = _runs(tmp_path, EXTENDED)
     for config, run_dir in runs[:2]:
         (run_dir / "config.toml").write_text(config.to_toml())
-    (runs[0][1] / "report.md").unlink()
     assert [is_finished(d) for _, d in runs] == [False, False, True, True]
     interrupt_at(300)
     with pytest.raises(KeyboardInterrupt):
         train_group(runs, task, resume=True)
-    assert not any((d / "report.md").exists() for _, d in runs)
+    assert not any(is_finished(d) for _, d in runs[:2])
     train_group(runs, task, resume=True)
     for _, run_dir in runs:
         _, a = latest_checkpoint(run_dir / "checkpoints")
