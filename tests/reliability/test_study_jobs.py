@@ -24,6 +24,7 @@ from dhwt.training.study_jobs import Job, JobSettings, run_jobs
 from dhwt.directories import foreign, holder
 from dhwt.errors import DhwtError
 from dhwt.runs.checkpoints import list_checkpoints
+from dhwt.runs.run import is_finished
 from tests.test_study import STUDY as GROUP_STUDY
 
 # three groups: a and b differ in lr (two ensembles), c starts from a's last step
@@ -135,7 +136,7 @@ def test_a_killed_job_fails_the_study_in_one_line_and_the_same_command_resumes_i
     assert re.fullmatch(r"error: job \d+ of run 'a' ended without finishing \(killed, or out of "
                         r"time; log: .*_0_log\.err\); the same command resumes it\n", err), err
     assert not (out / "runs" / "c").exists()  # it waits for a
-    assert (out / "runs" / "b" / "report.md").is_file()  # the job running beside it finished
+    assert is_finished(out / "runs" / "b")  # the job running beside it finished
     code, stdout, err = cli(["study", study_file, "--out", out, "--jobs", "2"])
     assert code == 0 and stdout.startswith("study report: "), err
     _assert_same_runs(rundirs, tmp_path / "reference", out)
