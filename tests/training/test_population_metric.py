@@ -11,6 +11,7 @@ from dhwt.config import TrainConfig
 from dhwt.errors import DhwtError
 from dhwt.languages import load_language, load_task, write_dataset
 from dhwt.runs import load_run
+from dhwt.commands.train import report_run
 from dhwt.runs.metrics import read_metrics
 
 
@@ -41,6 +42,7 @@ def test_population_lines_match_the_checkpointed_model(tmp_path):
     with pytest.raises(DhwtError, match="takes a task \\(with .truth\\) or a GroundTruth, got "
                                         "str"):
         population_fit(run.model(), "parity")
+    report_run(tmp_path / "run", task)  # as `dhwt train` writes it once the run has trained
     exact = (tmp_path / "run" / "report.md").read_text().split("## Exact fit")[1]
     for r in last:  # the report's exact table is the recorded lines
         assert f"| {r['seed']} | {r['loss']:.4f} | " in exact.split("## Evaluation sets")[0]

@@ -7,6 +7,7 @@ import json
 import pytest
 import torch
 
+from dhwt.commands.train import report_run
 from dhwt.directories import LOCK, MARKER
 from dhwt.errors import DhwtError
 from dhwt.models import output
@@ -186,6 +187,8 @@ def test_run_directory_layout_and_report(task, tmp_path):
                          checkpoint_every=10, tie_schedule="untie@10", threads=1)
     result = train_run(config, task, tmp_path / "run")
     run = tmp_path / "run"
+    assert not (run / "report.md").exists()  # the runner trains; the recipe writes the report
+    report_run(run, task)
     assert sorted(p.name for p in run.iterdir()) == [MARKER, LOCK, "checkpoints", "config.toml",
                                                      "embeddings", "figures", "metrics.jsonl",
                                                      "report.html", "report.md", "sessions.json"]
