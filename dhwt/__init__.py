@@ -2,12 +2,13 @@
 data fixes rather than the random init. See README.md and DESIGN notes in the repository.
 
 The library's face, each name imported on first use (PEP 562: `import dhwt` and the command
-line start without torch): a run's settings (TrainConfig, ModelConfig) and training (train: one
-run or several as one ensemble); a run directory read back (load_run); a synthetic language, its
-exact truth and its datasets (load_language, compute_truth, write_dataset, load_task); a model's
-exact population fit (population_fit); KNN Match Similarity (knn_match, chance_baseline); the
-analyses behind the commands (pair_closeness, analyze, diagnose, diagnose_path with
-DiagnoseOptions, corpus_dh with CorpusDhOptions); and the theorems' checks (verify).
+line start without torch): a run's settings (TrainConfig, ModelConfig, StudyConfig) and training
+(train_run: one run; train_group: several as one ensemble; run_study: a study's runs); a run
+directory read back (load_run); a synthetic language, its exact truth and its datasets
+(load_language, compute_truth, write_dataset, load_task); a model's exact population fit
+(population_fit); KNN Match Similarity (knn_match, chance_baseline); the analyses behind the
+commands (pair_closeness, analyze, diagnose, diagnose_path with DiagnoseOptions, corpus_dh with
+CorpusDhOptions); and the theorems' checks (verify).
 
 Examples:
     >>> import numpy as np
@@ -28,8 +29,11 @@ __version__ = "0.1.0"
 _HOMES = {
     "TrainConfig": "dhwt.config.run",
     "ModelConfig": "dhwt.models.config",
-    "train": "dhwt.commands.train",
+    "StudyConfig": "dhwt.config.study",
     "load_run": "dhwt.runs",
+    "train_run": "dhwt.training.runner",
+    "train_group": "dhwt.training.runner",
+    "run_study": "dhwt.training.study",
     "load_language": "dhwt.languages",
     "compute_truth": "dhwt.languages.truth",
     "write_dataset": "dhwt.languages",

@@ -27,10 +27,10 @@ ARCHITECTURES = ("transformer", "lstm", "mixer")
 LR_SCHEDULES = ("constant", "cosine", "periodic-cosine")
 #: How a run rounds its floats (dhwt.training.precision).
 PRECISIONS = ("fp32", "bf16-mixed")
-#: Where a study's jobs run (dhwt.commands.study_jobs).
+#: Where a study's jobs run (dhwt.training.study_jobs).
 EXECUTORS = ("local", "slurm")
 #: How many times a study's job is requeued when preempted or out of time (submitit's own
-#: max_num_timeout; dhwt.commands.study_jobs).
+#: max_num_timeout; dhwt.training.study_jobs).
 JOB_REQUEUES = 3
 
 #: What `dhwt export` writes: a Hugging Face checkpoint (dhwt.runs.hf_export).

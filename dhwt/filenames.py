@@ -94,7 +94,7 @@ ACCURACY_FIGURE = "accuracy_{}.png"
 #: curves runs_loss_report draws: their one home.
 SPLITS = ("train", "valid", "test")
 
-# -- a study directory (dhwt.commands.study, dhwt.commands.study_jobs) --------------------------
+# -- a study directory (dhwt.training.study, dhwt.training.study_jobs) --------------------------
 #: The study file as run.
 STUDY_FILE = "study.toml"
 #: The run directories, runs/NAME; a text study's report of each run, analysis/NAME.

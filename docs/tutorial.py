@@ -19,7 +19,7 @@ import numpy as np
 
 import dhwt
 from dhwt import (TrainConfig, chance_baseline, knn_match, load_language, load_task,
-                  pair_closeness, population_fit, train, write_dataset)
+                  pair_closeness, population_fit, train_group, write_dataset)
 from dhwt.report.figures import new_figure, save, step_axis
 
 #: The pairs to watch: 0a/0b are semantically but not conditionally equivalent (DH violated:
@@ -53,7 +53,7 @@ def main(out: Path) -> None:
     runs = [(TrainConfig(data=str(out / "data"), tie_schedule=schedule, seeds=[1, 2, 3, 4, 5],
                          **model, **optim, **record), out / schedule)
             for schedule in ("tied", "untied")]
-    results = train(runs, task)
+    results = train_group(runs, task)
     print(f"trained {' and '.join(r.run_dir.name for r in results)} to step {results[0].step} "
           f"as one ensemble in {results[0].seconds:.1f} s")
 

@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 
 import dhwt
-from dhwt import (TrainConfig, load_language, load_task, pair_closeness, population_fit, train,
-                  write_dataset)
+from dhwt import (TrainConfig, load_language, load_task, pair_closeness, population_fit,
+                  train_group, write_dataset)
 
 PAIRS = [("0a", "0b"), ("1a", "1b")]
 BASELINE = [("0a", "1a"), ("0a", "1b"), ("0b", "1a"), ("0b", "1b")]
@@ -81,7 +81,7 @@ def main(out: Path, names: list[str]) -> None:
         start = time.perf_counter()
         runs = [(TrainConfig(data=str(data), tie_schedule=schedule, **settings),
                  out / name / schedule) for schedule in ("tied", "untied")]
-        train(runs, task)
+        train_group(runs, task)
         line = {"setting": name, "overrides": SETTINGS[name],
                 "seconds": round(time.perf_counter() - start, 1),
                 **{schedule: measure(out / name / schedule, task)

@@ -79,8 +79,8 @@ def test_the_cli_restates_no_default():
 
 
 def test_the_top_level_api_resolves_to_its_homes():
-    assert {"load_run", "train", "knn_match", "analyze", "diagnose_path",
-            "corpus_dh"} <= set(dhwt.__all__)
+    assert {"load_run", "train_run", "train_group", "run_study", "StudyConfig", "knn_match",
+            "analyze", "diagnose_path", "corpus_dh"} <= set(dhwt.__all__)
     for name in dhwt.__all__:
         value = getattr(dhwt, name)
         assert value.__name__ == name and value.__module__.startswith("dhwt.")

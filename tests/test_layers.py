@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # Bottom first; a module may import its own package and any lower layer, never a peer or higher.
 # Why: text serves natural text through languages' Batch and masking symbol; config composes
 # languages', text's and models' settings; runs (the run-directory format) lies under training,
-# which writes it, and analysis/theory, which read it via load_run; pretrained is input.
+# which writes it, and analysis, which reads it via load_run; theory trains through the
+# library's runner (training) and reads runs back; pretrained is input.
 LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"errors", "filenames", "defaults", "tomlwrite", "checksums"},
     {"userfiles", "directories", "checks"},
@@ -26,7 +27,8 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"models"},
     {"config"},
     {"runs"},
-    {"training", "analysis", "theory"},
+    {"training", "analysis"},
+    {"theory"},
     {"report"},
     {"commands"},
     {"cli"},
@@ -168,12 +170,8 @@ def test_the_checks_see_lazy_typing_and_private_imports(tmp_path):
 
 #: Heavy numeric packages: a report renders numbers it is given, a recipe asks the library.
 NUMERIC = ("torch", "scipy", "sklearn")
-#: Recipes that still compute, each with its reason.
-COMPUTING_RECIPES = {
-    "dhwt.commands.train": "the run lifecycle, moving to dhwt.training (issue 49, item 1)",
-    "dhwt.commands.study": "the study lifecycle, moving to dhwt.training (issue 49, item 2)",
-    "dhwt.commands.study_jobs": "the study lifecycle, moving to dhwt.training (issue 49, item 2)",
-}
+#: Recipes that still compute, each with its reason (none since issue 49 moved the lifecycles).
+COMPUTING_RECIPES: dict[str, str] = {}
 
 
 def third_party(path: Path) -> set[str]:

@@ -8,11 +8,12 @@ import shutil
 import numpy as np
 import pytest
 
-import dhwt.commands.study as study_module
+import dhwt.training.study as study_module
 from dhwt.runs.snapshots import read_snapshot
 from dhwt.errors import DhwtError
-from dhwt.commands.study import load_study, run_study
-from dhwt.commands import train
+from dhwt.commands.study import study_results
+from dhwt.training.runner import train_group
+from dhwt.config.study import StudyConfig
 from dhwt.languages import load_language, write_dataset
 from dhwt.languages.dataset import FILES
 
@@ -51,9 +52,9 @@ def write(tmp_path, text=STUDY, name="study.toml"):
 
 
 def test_study_runs_reports_and_continues(tmp_path):
-    study = load_study(write(tmp_path))
+    study = StudyConfig.from_toml(write(tmp_path))
     out = tmp_path / "out"
-    report = run_study(study, out)
+    report = study_results(study, out).report
     text = report.read_text()
     # the tied run has one matrix, the untie run an input and an output panel
     assert "| tied: tied matrix | 0a-0b | sem only |" in text
@@ -64,7 +65,7 @@ def test_study_runs_reports_and_continues(tmp_path):
     assert (out / "data" / "truth.json").is_file()
     # running again keeps finished runs untouched
     stamps = {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("*.safetensors")}
-    run_study(study, out)
+    study_results(study, out)
     assert stamps == {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("*.safetensors")}
 
 
@@ -90,14 +91,14 @@ def _kill_after_step_10(run):
 
 
 def test_killed_study_resumes_the_interrupted_group_bit_for_bit(tmp_path):
-    study = load_study(write(tmp_path))
+    study = StudyConfig.from_toml(write(tmp_path))
     out = tmp_path / "out"
-    run_study(study, out)
+    study_results(study, out)
     runs = [out / "runs" / name for name in ("tied", "untie")]
     reference = [(run / "embeddings" / "step_0000020.safetensors").read_bytes() for run in runs]
     for run in runs:
         _kill_after_step_10(run)
-    run_study(study, out)
+    study_results(study, out)
     assert [(run / "embeddings" / "step_0000020.safetensors").read_bytes()
             for run in runs] == reference
 
@@ -105,13 +106,13 @@ def test_killed_study_resumes_the_interrupted_group_bit_for_bit(tmp_path):
 @pytest.mark.slow
 def test_tie_variants_train_as_one_group_equal_to_one_after_another(tmp_path, monkeypatch):
     calls = []
-    monkeypatch.setattr(study_module, "train",
+    monkeypatch.setattr(study_module, "train_group",
                         lambda runs, *a, **k: calls.append([d.name for _, d in runs])
-                        or train(runs, *a, **k))
-    run_study(load_study(write(tmp_path)), tmp_path / "grouped")
+                        or train_group(runs, *a, **k))
+    study_results(StudyConfig.from_toml(write(tmp_path)), tmp_path / "grouped")
     assert calls == [["tied", "untie"]]
     alone = STUDY.replace('name = "tiny"', 'name = "tiny"\ngroup = false')
-    run_study(load_study(write(tmp_path, alone, "alone.toml")), tmp_path / "alone")
+    study_results(StudyConfig.from_toml(write(tmp_path, alone, "alone.toml")), tmp_path / "alone")
     assert calls[1:] == [["tied"], ["untie"]]
     final = {(way, name): read_snapshot(tmp_path / way / "runs" / name / "embeddings" /
                                         "step_0000020.safetensors")
@@ -123,7 +124,7 @@ def test_tie_variants_train_as_one_group_equal_to_one_after_another(tmp_path, mo
     # a run killed on its own (its group finished) resumes on its own, to float tolerance
     run = tmp_path / "grouped" / "runs" / "untie"
     _kill_after_step_10(run)
-    run_study(load_study(write(tmp_path)), tmp_path / "grouped")
+    study_results(StudyConfig.from_toml(write(tmp_path)), tmp_path / "grouped")
     assert calls[3:] == [["untie"]]  # alone: the finished run of its group is not trained
     resumed = read_snapshot(run / "embeddings" / "step_0000020.safetensors")
     np.testing.assert_allclose(resumed.output, final["alone", "untie"].output, rtol=1e-4,
@@ -140,11 +141,11 @@ def test_tie_variants_train_as_one_group_equal_to_one_after_another(tmp_path, mo
 ])
 def test_a_different_study_in_the_same_dir_is_refused_naming_what_differs(tmp_path, edit, keys):
     out = tmp_path / "out"
-    run_study(load_study(write(tmp_path)), out)
-    other = load_study(write(tmp_path, edit(STUDY), "b.toml"))
+    study_results(StudyConfig.from_toml(write(tmp_path)), out)
+    other = StudyConfig.from_toml(write(tmp_path, edit(STUDY), "b.toml"))
     with pytest.raises(DhwtError, match=re.escape(f"does not hold this study ({keys}); pass "
                                                   "--overwrite")):
-        run_study(other, out)
+        study_results(other, out)
     assert (out / "study.toml").read_text() == STUDY
 
 
@@ -153,7 +154,7 @@ def test_a_study_whose_dataset_was_replaced_is_refused_before_anything_changes(t
     """Continued (`--steps`) on another dataset put in its data/, a study says so in one line
     and keeps every file, its runs' report.md too."""
     path, out = write(tmp_path), tmp_path / "out"
-    run_study(load_study(path), out)
+    study_results(StudyConfig.from_toml(path), out)
     other = tmp_path / "other"
     write_dataset(load_language("parity", {"n_bits": 4}), other)
     for name in FILES:
@@ -168,11 +169,11 @@ def test_a_study_whose_dataset_was_replaced_is_refused_before_anything_changes(t
 
 def test_a_study_with_runs_added_continues_and_keeps_the_finished_ones(tmp_path):
     out = tmp_path / "out"
-    run_study(load_study(write(tmp_path)), out)
+    study_results(StudyConfig.from_toml(write(tmp_path)), out)
     stamps = {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("*.safetensors")}
     extended = STUDY.replace('name = "tiny"', 'name = "tiny, extended"') + (
         '\n[[runs]]\nname = "untied"\ntie_schedule = "untied"\n')
-    report = run_study(load_study(write(tmp_path, extended, "b.toml")), out)
+    report = study_results(StudyConfig.from_toml(write(tmp_path, extended, "b.toml")), out).report
     assert stamps == {p: p.stat().st_mtime_ns for p in stamps}
     assert (out / "runs" / "untied" / "report.md").is_file()
     assert "| untied |" in report.read_text() and "tiny, extended" in report.read_text()
@@ -185,7 +186,7 @@ def test_a_study_with_runs_added_continues_and_keeps_the_finished_ones(tmp_path)
 ])
 def test_a_section_that_is_not_a_table_is_one_clear_error(tmp_path, text, message):
     with pytest.raises(DhwtError, match=message):
-        load_study(write(tmp_path, text))
+        StudyConfig.from_toml(write(tmp_path, text))
 
 
 @pytest.mark.parametrize("edit, message", [
@@ -219,10 +220,10 @@ def test_bad_study_files_are_one_line_errors(tmp_path, cli, edit, message):
 
 def test_a_built_in_grammar_name_is_not_shadowed_by_a_folder_beside_the_study(tmp_path):
     (tmp_path / "parity").mkdir()  # e.g. an old output folder named after the grammar
-    assert load_study(write(tmp_path)).data["grammar"] == "parity"
+    assert StudyConfig.from_toml(write(tmp_path)).data["grammar"] == "parity"
     spec = tmp_path / "mine.toml"
     spec.write_text("family = 'parity'\nn_bits = 3\n")
-    study = load_study(write(tmp_path, STUDY.replace('"parity"', '"mine.toml"')))
+    study = StudyConfig.from_toml(write(tmp_path, STUDY.replace('"parity"', '"mine.toml"')))
     assert study.data["grammar"] == str(spec.resolve())  # a path beside the file still resolves
 
 
@@ -234,11 +235,11 @@ def test_a_study_on_the_authors_strings_keeps_their_split_and_records_escapes(tm
                           "set = { n_bits = 4, strings = \"paper\" }")
             .replace("eval_every = 10", "eval_every = 10\npopulation_every = 10"))
     out = tmp_path / "out"
-    report = run_study(load_study(write(tmp_path, text)), out).read_text()
+    report = study_results(StudyConfig.from_toml(write(tmp_path, text)), out).report.read_text()
     split = np.load(out / "data" / "strings.npz")["split"]
     assert np.bincount(split, minlength=3).tolist() == [13, 1, 1]  # int(0.9 * 15), int(1.5)
     assert "## Leaving the plateau" in report and (out / "escape.csv").is_file()
     refused = text.replace('strings = "paper" }', 'strings = "paper" }\nvalid_fraction = 0.25')
     with pytest.raises(DhwtError, match="fixes its own split"):
-        run_study(load_study(write(tmp_path, refused, "refused.toml")), tmp_path / "refused")
+        study_results(StudyConfig.from_toml(write(tmp_path, refused, "refused.toml")), tmp_path / "refused")
     assert not (tmp_path / "refused" / "runs").exists()

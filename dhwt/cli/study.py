@@ -50,7 +50,7 @@ def study_cmd(study_file: str, out: str, overwrite: bool, as_json: bool, steps: 
     """Run a whole study: build the dataset, train every run, analyse, report.
 
     \b
-    STUDY.toml (examples in experiments/, format in the docstring of dhwt/commands/study.py):
+    STUDY.toml (examples in experiments/, format in the docstring of dhwt/config/study.py):
       [study]     name, description (for the report), group (default true)
       [data]      a grammar (built-in name or path), or a corpus with tokenizer and seq_len
       [train]     settings shared by every run (the keys of a run's config.toml)
@@ -96,7 +96,7 @@ def study_cmd(study_file: str, out: str, overwrite: bool, as_json: bool, steps: 
           --out runs/wt2-butterfly
     """
     from dhwt.commands.study import study_command
-    from dhwt.commands.study_jobs import JobSettings
+    from dhwt.training.study_jobs import JobSettings
 
     settings = None
     if jobs is not None or executor is not None or any(

@@ -6,16 +6,11 @@ dhwt.runs.hf_export), renders it through dhwt.report.NAME_report (text, Markdown
 JSON through dhwt.report.json_document for --json) and returns one dhwt.report.output.Output,
 which dhwt.cli.options.emit prints.
 
-- `train` (dhwt.commands.train): train runs, fresh or resumed, alone or as one ensemble, and
-  write each run's report; `dhwt train` resolves its flags and files into it.
+- dhwt.commands.train: `dhwt train`, a run trained by the library (dhwt.training.runner), then
+  its report written.
 - dhwt.commands.study: `dhwt study`, a whole study from one TOML.
 - dhwt.commands.analyze: `dhwt analyze`, the report of any run directories.
 - dhwt.commands.knn: `dhwt knn`, KNN match of two matrices on disk.
 - dhwt.commands.export: `dhwt export`, a run's member as a checkpoint transformers loads.
 - dhwt.commands.diagnose, corpus_dh, synth, verify_theorems: the other commands.
 """
-
-from dhwt.commands.train import train
-from dhwt.runs.result import RunResult
-
-__all__ = ["RunResult", "train"]

@@ -106,7 +106,7 @@ class DataConfig:
     The split options apply to a grammar's dataset only, where unset ones take every dataset's
     defaults (dhwt.languages.splits). A dataset keeps the split it was built with: unset, they
     stay unset (config.toml says the split is the dataset's); given, they state how it was
-    built, which the trainer checks (dhwt.commands.train). A text corpus has its own files: they
+    built, which the trainer checks (dhwt.training.runner). A text corpus has its own files: they
     stay unset (the defaults, which configs of older versions recorded, are dropped).
 
     `data_sha256`: the checksum of the data (dhwt.checksums: the dataset's files or the corpus'

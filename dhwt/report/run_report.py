@@ -1,5 +1,5 @@
 """The end of a run: figures/training.png (loss and accuracy curves) and a short report.md,
-read from the run's metrics.jsonl (and its last checkpoint, for the exact fit).
+rendered from its numbers (dhwt.analysis.run_end: metrics.jsonl and the exact fit).
 
 Both are written to a temporary file and renamed. dhwt.report.figures (matplotlib) is imported
 when a figure is drawn, not with this module.
@@ -12,7 +12,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from dhwt.analysis.escape import SPLIT as POPULATION
-from dhwt.analysis.population import run_population_fit
+from dhwt.analysis.run_end import RunEnd
 from dhwt.checks import format_seeds
 from dhwt.config.run import TrainConfig
 from dhwt.config.schedule import TieEvent
@@ -33,26 +33,14 @@ COLOURS = {POPULATION: "tab:blue", "train": "tab:blue", "valid": "tab:orange"}
 FEW = 0.5
 
 
-def write_run_report(run_dir: Path, config: TrainConfig, task) -> list[dict[str, object]]:
+def write_run_report(run_dir: Path, config: TrainConfig, task, end: RunEnd) -> None:
     """Write the figure and report.md of the run in `run_dir` (trained to config.optim.steps) on
-    `task`; return the metric lines of its last step. Where the task has ground truth, the
-    report's comparison with the Bayes optimum is the exact fit (dhwt.analysis.population) of
-    the last step: recorded by the trainer, or computed here from the last checkpoint."""
+    `task`, from its numbers `end` (dhwt.analysis.run_end). Where the task has ground truth, the
+    report compares each member's exact fit of the last step with the Bayes optimum."""
     run = Run(run_dir, config)
-    records = run.metrics()
-    final = [r for r in records if r["step"] == config.optim.steps]
-    exact = [r for r in final if r["split"] == POPULATION]
-    if task.truth is not None and not exact:
-        fit = run_population_fit(run_dir, task)
-        exact = [{"seed": seed, "loss": float(ce), "accuracy": float(acc)}
-                 for seed, ce, acc in zip(fit.seeds, fit.cross_entropy, fit.accuracy)]
-    write_figure(records, run.training_figure, task.truth, run.tie_events)
-    windows = None if task.truth is not None else {
-        **{split: task.n_strings(split) for split in TABLE_SPLITS if split != "train_fresh"},
-        "train_fresh": config.optim.batch_size}
-    write_report(run.report, config, final, task.truth, exact, len(task.vocab),
-                 split_line(task), windows)
-    return final
+    write_figure(end.records, run.training_figure, task.truth, run.tie_events)
+    write_report(run.report, config, end.final, task.truth, end.exact, len(task.vocab),
+                 split_line(task), end.windows)
 
 
 def _optimizer_line(config: TrainConfig) -> str:

@@ -4,7 +4,8 @@ Layout (DESIGN.md): config.toml (the resolved config, written first), metrics.js
 checkpoints/, embeddings/, figures/, report.md, data/ when the dataset was built from a
 grammar for this run, and tensorboard/ when the run logs to TensorBoard. RunPaths names each
 place: the door through which the code that writes a run (the trainer, `dhwt train`, studies)
-finds it, as readers go through dhwt.load_run's Run, which is built on it.
+finds it, as readers go through dhwt.load_run's Run, which is built on it. StudyPaths is the
+door to a study directory (study.toml, data/, runs/NAME, analysis/NAME, jobs/, report.md).
 
 `create_run_dir` fills a hidden staging directory beside the target and renames it into place
 only when everything in it (config, dataset, validation) succeeded, so a run that fails before
@@ -21,12 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dhwt.directories import Lock, check_target, create
-from dhwt.filenames import (CHECKPOINTS, CONFIG, DATA, EMBEDDINGS, FIGURE, FIGURES, METRICS,
-                            REPORT, SESSIONS, TENSORBOARD, TOKEN_COUNTS, TWINS)
+from dhwt.filenames import (ANALYSIS, CHECKPOINTS, CONFIG, DATA, EMBEDDINGS, FIGURE, FIGURES,
+                            JOBS, METRICS, REPORT, RUNS, SESSIONS, STUDY_FILE, TENSORBOARD,
+                            TOKEN_COUNTS, TWINS)
 
 __all__ = ["CHECKPOINTS", "CONFIG", "DATA", "EMBEDDINGS", "EXISTS", "FIGURE", "FIGURES", "METRICS",
-           "REPORT", "SESSIONS", "TENSORBOARD", "TOKEN_COUNTS", "TWINS", "RunPaths", "create_run_dir",
-           "refuse_existing", "run_paths"]
+           "REPORT", "SESSIONS", "TENSORBOARD", "TOKEN_COUNTS", "TWINS", "RunPaths", "StudyPaths",
+           "create_run_dir", "refuse_existing", "run_paths", "study_paths"]
 
 EXISTS = "pass --overwrite to replace it or --resume to continue it"
 
@@ -65,6 +67,43 @@ def run_paths(run_dir: str | Path) -> RunPaths:
     return RunPaths(root, *(root / name for name in (
         CONFIG, METRICS, SESSIONS, CHECKPOINTS, EMBEDDINGS, TOKEN_COUNTS, TWINS, TENSORBOARD, DATA,
         FIGURES, FIGURE, REPORT)))
+
+
+@dataclass(frozen=True)
+class StudyPaths:
+    """The places inside the study directory `root` (study_paths builds them), the second door
+    beside RunPaths: study_file, the study file as run; data, a grammar study's dataset; runs,
+    the folder of its run directories (`run(NAME)`); analysis, a text study's report of each
+    run (`analysis_of(NAME)`); jobs, the files of its jobs; report, its report.md.
+
+    Examples:
+        >>> paths = study_paths("studies/exor")
+        >>> paths.run("tied").as_posix(), paths.analysis_of("tied").as_posix()
+        ('studies/exor/runs/tied', 'studies/exor/analysis/tied')
+    """
+
+    root: Path
+    study_file: Path
+    data: Path
+    runs: Path
+    analysis: Path
+    jobs: Path
+    report: Path
+
+    def run(self, name: str) -> Path:
+        """The directory of the study's run `name`."""
+        return self.runs / name
+
+    def analysis_of(self, name: str) -> Path:
+        """The report folder of a text study's run `name`."""
+        return self.analysis / name
+
+
+def study_paths(study_dir: str | Path) -> StudyPaths:
+    """StudyPaths of `study_dir`."""
+    root = Path(study_dir)
+    return StudyPaths(root, *(root / name for name in (STUDY_FILE, DATA, RUNS, ANALYSIS, JOBS,
+                                                       REPORT)))
 
 
 def refuse_existing(run_dir: Path, overwrite: bool, inputs: Iterable[object] = ()) -> None:

@@ -1,5 +1,5 @@
-"""What a command left from a run: training's run directory, as `dhwt train` returns it
-(dhwt.commands.train) and dhwt.report.train_summary renders it; an export's folder, as `dhwt
+"""What a command left from a run: training's run directory, as the runner returns it
+(dhwt.training.runner) and dhwt.report.train_summary renders it; an export's folder, as `dhwt
 export` returns it (dhwt.runs.hf_export) and dhwt.report.export_report renders it."""
 
 from __future__ import annotations

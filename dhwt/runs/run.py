@@ -59,6 +59,7 @@ from dhwt.runs import layout
 from dhwt.runs.checkpoints import checkpoint_path, checkpoint_step, latest_checkpoint, \
     list_checkpoints, load_checkpoint
 from dhwt.runs.metrics import read_metrics
+from dhwt.runs.sessions import ended_at, read_sessions
 from dhwt.runs.snapshots import Snapshot, check_snapshot, read_snapshot, snapshot_files
 from dhwt.text.twins import TWIN_DEFAULTS
 
@@ -220,16 +221,23 @@ class Run:
 
 def is_finished(path: str | Path) -> bool:
     """Whether `path` holds a run whose training finished (a study, an experiment or `dhwt train
-    --resume` leaves it as it is): its report.md, written last, exists and its newest checkpoint
-    is of the last step its config.toml trains to (`steps`). A run stopped while `dhwt train
-    --resume --steps M` extended it has not finished: the extension raises config.toml's steps
-    to M before it trains, while the report is still the one of the steps before."""
+    --resume` leaves it as it is): its record says so (sessions.json: its newest session ended
+    at the last step its config.toml trains to, `steps`; dhwt.runs.sessions) and its newest
+    checkpoint is of that step. A run made before that record (no session in it) finished when
+    its report.md, written last, exists. A run stopped while `dhwt train --resume --steps M`
+    extended it has not finished: the extension raises config.toml's steps to M before it
+    trains (and removes the report of the steps before)."""
     paths = layout.run_paths(path)
-    if not paths.report.is_file() or not paths.config.is_file():
+    if not paths.config.is_file():
+        return False
+    steps = TrainConfig.from_toml(paths.config).optim.steps
+    if read_sessions(paths.sessions):
+        if ended_at(paths.sessions) != steps:
+            return False
+    elif not paths.report.is_file():
         return False
     checkpoints = list_checkpoints(paths.checkpoints)
-    return bool(checkpoints) and \
-        checkpoint_step(checkpoints[-1]) == TrainConfig.from_toml(paths.config).optim.steps
+    return bool(checkpoints) and checkpoint_step(checkpoints[-1]) == steps
 
 
 def run_task(config: TrainConfig, run_dir: Path, *, fresh: bool = False):  # noqa: ANN201

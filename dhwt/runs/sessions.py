@@ -4,7 +4,9 @@ and, where dhwt runs from a git checkout, its commit and whether the work tree d
 it). So a study can show from its files that its runs began after its plan was committed.
 
 A session is written when it starts (end and to_step null) and completed when it ends: a
-killed session keeps its start. Runs made before this record have none (an empty list).
+killed session keeps its start. The newest session's to_step is where training last ended
+(ended_at): the run's record that training finished (dhwt.runs.run.is_finished). Runs made
+before this record have none (an empty list).
 
 Examples:
     >>> import tempfile
@@ -15,6 +17,8 @@ Examples:
     >>> end_session(path, to_step=100)
     >>> [(s["from_step"], s["to_step"], s["end_utc"] >= s["start_utc"]) for s in read_sessions(path)]
     [(0, 100, True)]
+    >>> ended_at(path)
+    100
     >>> folder.cleanup()
 """
 
@@ -50,6 +54,13 @@ def end_session(path: Path, to_step: int) -> None:
     sessions = read_sessions(path)
     sessions[-1].update(end_utc=_now(), to_step=to_step)
     _write(path, sessions)
+
+
+def ended_at(path: Path) -> int | None:
+    """The step at which the newest session in `path` ended training; None where there is no
+    record, or the newest session did not end (killed)."""
+    sessions = read_sessions(path)
+    return sessions[-1]["to_step"] if sessions else None
 
 
 @cache

@@ -10,8 +10,8 @@ A check tests one claim a proof in proofs/ relies on, one of four ways:
 - empirical: models trained with the package on its synthetic languages, against exact truth.
 Each check returns pass or fail with the measured value. Every dependency is one of the
 package's, so a check that cannot run (an import error) is an error, never a skip. Checks that
-train get the trainer in their Trial (`dhwt verify-theorems` hands down dhwt.commands.train):
-theory reads trained runs (dhwt.runs.load_run) but does not import training.
+train call the library's runner (dhwt.training.runner.train_run; theory lies above training)
+and read the trained runs back through dhwt.runs.load_run.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import importlib
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -51,13 +50,12 @@ def verdict(ok: bool, measured: str) -> Outcome:
 
 @dataclass(frozen=True)
 class Trial:
-    """What one run of a check gets: the run seed (for seeding trainers), the check's own numpy
-    Generator, seeded from the run seed and the check's name (so every check replays alone), and
-    the trainer for checks that train (dhwt.commands.train's signature; None: not given)."""
+    """What one run of a check gets: the run seed (for seeding trainers) and the check's own
+    numpy Generator, seeded from the run seed and the check's name (so every check replays
+    alone)."""
 
     seed: int
     generator: np.random.Generator
-    train: Callable[..., Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -78,23 +76,17 @@ class Check:
         if self.kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, got {self.kind!r}")
 
-    def trial(self, seed: int, train: Callable[..., Any] | None = None) -> Trial:
+    def trial(self, seed: int) -> Trial:
         """The check's trial for a run seed; its generator hashes the check's name in."""
         tag = zlib.crc32(f"{self.theorem}/{self.name}".encode())
-        return Trial(seed, np.random.default_rng([seed, tag]), train)
+        return Trial(seed, np.random.default_rng([seed, tag]))
 
 
-def deferred(module: str, function: str, trains: bool = False) -> Callable[[Trial], Outcome]:
-    """A check body `module.function(trial.seed)` (`trains`: also the trial's trainer) whose module
-    is imported only when the check runs (the empirical checks need torch and the other rooms
-    of the package)."""
+def deferred(module: str, function: str) -> Callable[[Trial], Outcome]:
+    """A check body `module.function(trial.seed)` whose module is imported only when the check
+    runs (the empirical checks need torch and the other rooms of the package)."""
 
     def run(trial: Trial) -> Outcome:
-        body = getattr(importlib.import_module(module), function)
-        if not trains:
-            return body(trial.seed)
-        if trial.train is None:
-            raise ValueError(f"{function} trains models: give the trial a trainer")
-        return body(trial.seed, trial.train)
+        return getattr(importlib.import_module(module), function)(trial.seed)
 
     return run

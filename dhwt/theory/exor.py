@@ -10,19 +10,17 @@ seconds, which the paper's 7-bit language with its d=4 model does only after ~10
 
 - population_descent (T2) and symmetric_input_rows (T3) train by exact population gradients in
   float64 (plain GD; AdamW) with the package's model: default mode, seconds.
-- log_odds_regression (T1) and tying_conflict (T4) train with the package's trainer (given as
-  `train`, dhwt.commands.train: sampled variants, AdamW) and read the final checkpoint through
+- log_odds_regression (T1) and tying_conflict (T4) train with the package's trainer
+  (dhwt.training.runner: sampled variants, AdamW) and read the final checkpoint through
   dhwt.runs.load_run: --full, about a minute each run.
 """
 
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
@@ -155,7 +153,7 @@ def symmetric_input_rows(seed: int, steps: int = 100, symmetric: bool = True) ->
                        f"max_t ||e0a-e0b||: GD {gd_zero:.3f}, AdamW {adam_zero:.0e}")
 
 
-# ---- trained models (dhwt.commands.train) ---------------------------------------------------------
+# ---- trained models (dhwt.training.runner) -----------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -180,13 +178,13 @@ class Trained:
 
 
 @lru_cache(maxsize=6)
-def trained(seed: int, schedule: str, output_bias: bool, weight_decay: float,
-            train: Callable[..., Any]) -> Trained:
-    """Train EXor (N_BITS, every string in the training split) with the TRAINING setting, by
-    `train` (dhwt.commands.train's signature)."""
+def trained(seed: int, schedule: str, output_bias: bool, weight_decay: float) -> Trained:
+    """Train EXor (N_BITS, every string in the training split) with the TRAINING setting
+    (dhwt.training.runner)."""
     from dhwt.config import TrainConfig
     from dhwt.languages import load_language, load_task, write_dataset
     from dhwt.runs import load_run
+    from dhwt.training.runner import train_run
 
     steps = int(TRAINING["steps"])
     with tempfile.TemporaryDirectory(prefix="dhwt-verify-") as tmp:
@@ -197,7 +195,7 @@ def trained(seed: int, schedule: str, output_bias: bool, weight_decay: float,
                              tie_schedule=schedule, output_bias=output_bias,
                              weight_decay=weight_decay, eval_every=steps, snapshot_every=steps,
                              checkpoint_every=steps, **TRAINING)
-        model = load_run(train(config, task, Path(tmp) / "run").run_dir).model()
+        model = load_run(train_run(config, task, Path(tmp) / "run").run_dir).model()
     return read_members(model, exor_contexts())[0]
 
 
@@ -252,21 +250,21 @@ def weighted_fit(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[float, fl
     return float(cov / vy), float(cov**2 / (vx * vy))
 
 
-def log_odds_regression(seed: int, train: Callable[..., Any]) -> Outcome:
-    """T1 on an untied model trained by `train` (no weight decay), see log_odds_outcome."""
-    return log_odds_outcome(trained(seed, "untied", False, 0.0, train), exor_contexts())
+def log_odds_regression(seed: int) -> Outcome:
+    """T1 on an untied model trained by the package (no weight decay), see log_odds_outcome."""
+    return log_odds_outcome(trained(seed, "untied", False, 0.0), exor_contexts())
 
 
-def log_odds_many_ratios(seed: int, train: Callable[..., Any], steps: int = 5000) -> Outcome:
+def log_odds_many_ratios(seed: int, steps: int = 5000) -> Outcome:
     """T1 where the log-ratios take many values (EXor's take three): a seeded random layered
     grammar (dhwt.theory.t5_grammars, positive, its planted pair at a ratio per state), four
-    untied bias-free members trained by `train` without weight decay; every member must pass
+    untied bias-free members trained by the package without weight decay; every member must pass
     log_odds_outcome."""
     from dhwt.theory.price import train_on
     from dhwt.theory.t5_grammars import random_positive_spec
 
     spec = random_positive_spec(np.random.default_rng([seed, 1]), constant=False)
-    model, truth = train_on(spec, "mlm", steps, train, tie_schedule="untied", output_bias=False,
+    model, truth = train_on(spec, "mlm", steps, tie_schedule="untied", output_bias=False,
                             weight_decay=0.0)
     ctx = contexts(truth)
     symbols = tuple(s for s in truth.symbols if s not in truth.never_predicted)
@@ -291,11 +289,11 @@ def log_odds_outcome(run: Trained, ctx: Contexts) -> Outcome:
 # ---- T4 -------------------------------------------------------------------------------------
 
 
-def tying_conflict(seed: int, train: Callable[..., Any], weight_decay: float = 0.1) -> Outcome:
-    """T4 on models trained by `train` with AdamW weight decay 0.1 (the paper's): untied, tied,
+def tying_conflict(seed: int, weight_decay: float = 0.1) -> Outcome:
+    """T4 on models trained by the package with AdamW weight decay 0.1 (the paper's): untied, tied,
     and tied with an output bias; see tying_outcome."""
     runs = [(schedule + (" + bias" if bias else ""),
-             trained(seed, schedule, bias, weight_decay, train))
+             trained(seed, schedule, bias, weight_decay))
             for schedule, bias in (("untied", False), ("tied", False), ("tied", True))]
     return tying_outcome(runs, exor_contexts())
 

@@ -21,7 +21,6 @@ no bias absorbs the pair: merged + bias pays B_b(0) > 0, while free rows, apart,
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -57,14 +56,15 @@ def language_spec(variants: tuple[str, ...], after_a: float = 1.0, after_b: floa
         "last": [{"emit": "e", "to": "end", "p": 1.0}]}}
 
 
-def train_on(spec: dict, objective: str, steps: int, train: Callable[..., Any],
-             **overrides: object) -> tuple[torch.nn.Module, Any]:
-    """Train SEEDS members of `train` (dhwt.commands.train) on every string of `spec`; return
-    the final model in float64 and the exact truth of `objective`."""
+def train_on(spec: dict, objective: str, steps: int, **overrides: object
+             ) -> tuple[torch.nn.Module, Any]:
+    """Train SEEDS members (dhwt.training.runner) on every string of `spec`; return the final
+    model in float64 and the exact truth of `objective`."""
     from dhwt.config import TrainConfig
     from dhwt.languages import load_task, write_dataset
     from dhwt.languages.language import language_from_spec
     from dhwt.runs import load_run
+    from dhwt.training.runner import train_run
 
     with tempfile.TemporaryDirectory(prefix="dhwt-verify-") as tmp:
         data = Path(tmp) / "data"
@@ -74,7 +74,7 @@ def train_on(spec: dict, objective: str, steps: int, train: Callable[..., Any],
                              steps=steps, eval_every=steps, snapshot_every=steps,
                              checkpoint_every=steps, **{**TRAINING, **overrides})
         task = load_task(data, objective)
-        run = load_run(train(config, task, Path(tmp) / "run").run_dir)
+        run = load_run(train_run(config, task, Path(tmp) / "run").run_dir)
         return run.model().double().eval(), task.truth
 
 

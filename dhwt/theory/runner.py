@@ -6,7 +6,6 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from tqdm import tqdm
 
@@ -31,12 +30,11 @@ class Row:
                 f"{self.seconds:.1f}")
 
 
-def run_check(check: Check, seed: int, train: Callable[..., Any] | None = None) -> Row:
-    """Run one check with its own generator (and `train`, the trainer of the checks that train).
-    A crash is a failure, reported with its cause."""
+def run_check(check: Check, seed: int) -> Row:
+    """Run one check with its own generator. A crash is a failure, reported with its cause."""
     start = time.perf_counter()
     try:
-        outcome = check.run(check.trial(seed, train))
+        outcome = check.run(check.trial(seed))
     except Exception as exc:  # a bug or a broken dependency: say so in the row, never pass
         last = traceback.extract_tb(exc.__traceback__)[-1]
         where = f"{last.filename.split('/')[-1]}:{last.lineno}"
@@ -44,11 +42,10 @@ def run_check(check: Check, seed: int, train: Callable[..., Any] | None = None) 
     return Row(check, outcome, time.perf_counter() - start)
 
 
-def run_checks(checks: Sequence[Check], seed: int,
-               train: Callable[..., Any] | None = None) -> list[Row]:
+def run_checks(checks: Sequence[Check], seed: int) -> list[Row]:
     """Run `checks` in order, with a progress bar on a terminal."""
     bar = tqdm(checks, desc="checks", unit="check", disable=None, leave=False)
-    return [run_check(c, seed, train) for c in bar]
+    return [run_check(c, seed) for c in bar]
 
 
 def format_table(rows: Sequence[Row]) -> str:
@@ -79,25 +76,21 @@ class Verification:
         return 1 if any(r.outcome.status == "fail" for r in self.rows) else 0
 
 
-def verify(only: str | None, full: bool, seed: int,
-           train: Callable[..., Any] | None = None) -> Verification:
-    """Run the selected checks. `train`: the trainer the empirical checks of --full use
-    (dhwt.commands.train)."""
+def verify(only: str | None, full: bool, seed: int) -> Verification:
+    """Run the selected checks."""
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise DhwtError(f"--seed must be a non-negative integer, got {seed!r}")
     checks = select(only, full)
     start = time.perf_counter()
-    rows = run_checks(checks, seed, train)
+    rows = run_checks(checks, seed)
     return Verification(tuple(rows), time.perf_counter() - start,
                         not full and any(c.full_only for c in select(only, True)))
 
 
 def verify_theorems(only: str | None, full: bool, seed: int,
-                    echo: Callable[[str], None] = print,
-                    train: Callable[..., Any] | None = None) -> int:
-    """Run the selected checks, print the table and a summary; return the exit code (1: a fail).
-    `train`: the trainer the empirical checks of --full use (dhwt.commands.train)."""
-    result = verify(only, full, seed, train)
+                    echo: Callable[[str], None] = print) -> int:
+    """Run the selected checks, print the table and a summary; return the exit code (1: a fail)."""
+    result = verify(only, full, seed)
     echo(format_table(result.rows))
     echo(summary(result.rows, result.seconds))
     if result.full_adds:

@@ -216,8 +216,8 @@ CHECKS = (
           lambda t: numeric_cnd_equal(t.generator, rank=2, lam=0.1)),
     Check("T1", "trained EXor log-odds", "empirical",
           "slope 1 +- 0.1, R^2 >= 0.95",
-          deferred("dhwt.theory.exor", "log_odds_regression", trains=True), full_only=True),
+          deferred("dhwt.theory.exor", "log_odds_regression"), full_only=True),
     Check("T1", "trained log-odds, many ratios", "empirical",
           "slope 1 +- 0.1, R^2 >= 0.95",
-          deferred("dhwt.theory.exor", "log_odds_many_ratios", trains=True), full_only=True),
+          deferred("dhwt.theory.exor", "log_odds_many_ratios"), full_only=True),
 )

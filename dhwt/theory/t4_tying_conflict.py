@@ -235,5 +235,5 @@ CHECKS = (
     Check("T4", "bias escape at optimum", "numeric",
           "u1 ~ u2, b1-b2 ~ log 9", lambda t: numeric_bias_escape(t.generator)),
     Check("T4", "trained EXor, tied vs untied", "empirical",
-          "see proofs/T4", deferred("dhwt.theory.exor", "tying_conflict", trains=True), full_only=True),
+          "see proofs/T4", deferred("dhwt.theory.exor", "tying_conflict"), full_only=True),
 )

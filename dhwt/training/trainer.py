@@ -144,7 +144,7 @@ class Trainer:
     """The live state of one run, or of several trained as one ensemble (their configs differ
     only in tie_schedule and seeds, dhwt.training.group). Building it validates everything
     (model, schedules, data splits); `run` trains. Directories, locks and reports are the
-    caller's (dhwt.commands.train).
+    caller's (dhwt.training.runner; reports: dhwt.commands.train).
 
     `self.config` holds what the runs share (the first run's config); `self.seeds` are the
     ensemble's members, every run's seeds in row order.

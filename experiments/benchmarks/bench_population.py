@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from dhwt import (TrainConfig, compute_truth, load_language, load_run, load_task, train,
+from dhwt import (TrainConfig, compute_truth, load_language, load_run, load_task, train_group,
                   write_dataset)
 from dhwt.languages.population import population_batch
 from dhwt.models import ModelConfig, build_model
@@ -61,7 +61,7 @@ def trainer_arms(language, where: Path, d: int, seeds: int, steps: int, every: i
                             lr_schedule="cosine", batch_size=None, threads=torch.get_num_threads(),
                             **MODEL), where / arm) for arm in ("tied", "untied")]
     start = time.perf_counter()
-    train(configs, task)
+    train_group(configs, task)
     seconds = time.perf_counter() - start
     bayes = task.truth.bayes_cross_entropy
     curves = {}

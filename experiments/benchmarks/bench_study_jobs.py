@@ -24,8 +24,9 @@ import time
 from pathlib import Path
 
 from dhwt import load_run
-from dhwt.commands.study import load_study, run_study
-from dhwt.commands.study_jobs import JobSettings
+from dhwt.commands.study import study_results
+from dhwt.config.study import StudyConfig
+from dhwt.training.study_jobs import JobSettings
 
 TARGET = 1.8
 STUDY = """
@@ -76,7 +77,7 @@ def main() -> None:
         for jobs in (1, 2):
             out = Path(tmp) / f"jobs{jobs}"
             start = time.perf_counter()
-            run_study(load_study(path), out, jobs=JobSettings(jobs=jobs))
+            study_results(StudyConfig.from_toml(path), out, jobs=JobSettings(jobs=jobs))
             seconds[jobs] = time.perf_counter() - start
             print(f"--jobs {jobs}: {seconds[jobs]:.1f} s (4 runs of {args.seeds} seeds, "
                   f"{args.steps} steps)")

@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from dhwt import TrainConfig, load_language, load_task, train, write_dataset
+from dhwt import TrainConfig, load_language, load_task, train_group, train_run, write_dataset
 from dhwt.languages.task import Task
 
 SEEDS = [42, 43, 44, 45, 46]
@@ -50,14 +50,14 @@ def ways(task: Task, steps: int) -> dict[str, Callable[[Path], None]]:
     def sequential(root: Path) -> None:
         for schedule in SCHEDULES:
             for seed in SEEDS:
-                train(config(schedule, [seed]), task, root / f"{schedule}-{seed}")
+                train_run(config(schedule, [seed]), task, root / f"{schedule}-{seed}")
 
     def two_ensembles(root: Path) -> None:
         for schedule in SCHEDULES:
-            train(config(schedule, SEEDS), task, root / schedule)
+            train_run(config(schedule, SEEDS), task, root / schedule)
 
     def one_group(root: Path) -> None:
-        train([(config(schedule, SEEDS), root / schedule) for schedule in SCHEDULES], task)
+        train_group([(config(schedule, SEEDS), root / schedule) for schedule in SCHEDULES], task)
 
     return {"sequential": sequential, "two ensembles": two_ensembles, "one group": one_group}
 

@@ -47,7 +47,8 @@ from scipy import stats
 from dhwt.analysis.calibration import PACKAGED
 from dhwt.analysis.intervals import t_half
 from dhwt.analysis.knn_curves import Source, excess_over_chance, similarity_curves
-from dhwt import TrainConfig, compute_truth, load_language, load_task, train, write_dataset
+from dhwt import (TrainConfig, compute_truth, load_language, load_task, train_group,
+                  write_dataset)
 from dhwt.runs.metrics import metric_table
 from dhwt.runs.run import is_finished, load_run
 
@@ -120,7 +121,7 @@ def train_level(out: Path, family: str, level: int, seeds: int, steps: int,
                          tie_schedule=schedule, steps=steps, eval_every=every,
                          population_every=every, snapshot_every=steps, checkpoint_every=steps,
                          **MODEL), where / schedule) for schedule in ("tied", "untied")]
-    train(runs, task, overwrite=True)  # a level cut short is trained again from scratch
+    train_group(runs, task, overwrite=True)  # a level cut short is trained again from scratch
     return time.perf_counter() - start
 
 

@@ -37,6 +37,7 @@ import numpy as np
 from scipy import stats
 
 from dhwt.analysis.knn_curves import Source, excess_over_chance, similarity_curves
+from dhwt.runs.run import is_finished
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE.parent / "tying_capacity"))
@@ -68,7 +69,7 @@ def rows_of(grid: Path) -> list[dict[str, object]]:
     """One row per untied member of every finished cell with K >= MIN_K."""
     rows = []
     for cell in sorted(grid.iterdir()):
-        if not (CELL.match(cell.name) and (cell / "untied" / "report.md").is_file()):
+        if not (CELL.match(cell.name) and is_finished(cell / "untied")):
             continue
         c = read_cell(cell)
         if c["k"] < MIN_K:

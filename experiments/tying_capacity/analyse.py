@@ -152,10 +152,13 @@ def closeness(cell: Path, language: str, k: int, bias: bool) -> dict[str, np.nda
 
 
 def finished(cell: Path) -> bool:
-    """The cell's runs are done: the untied report is written and, where converge.py trains the
-    cell in segments, the cell has stopped (criterion or cap: its stopped.json)."""
+    """The cell's runs are done: the untied run has finished (dhwt.runs.run.is_finished) and,
+    where converge.py trains the cell in segments, the cell has stopped (criterion or cap: its
+    stopped.json)."""
+    from dhwt.runs.run import is_finished
+
     segmented = (cell / "segments.jsonl").is_file()
-    return (cell / "untied" / "report.md").is_file() and (
+    return is_finished(cell / "untied") and (
         not segmented or (cell / "stopped.json").is_file())
 
 

@@ -6,7 +6,7 @@ cosine from lr 1e-2 to 1e-3 over --cap steps ("periodic-cosine" with lr_period =
 at a step does not depend on how long the run is, so extending a run changes no step it has
 taken, unlike "cosine", which is recomputed over the extended length). The cell trains
 --segment steps as one ensemble, then is extended --segment steps at a time as the same ensemble
-(dhwt.commands.train extends a group's runs together, so on the CPU the cell ends bit for bit as
+(dhwt.training.runner extends a group's runs together, so on the CPU the cell ends bit for bit as
 one uninterrupted run); after each segment from --min-steps on, the criterion (README.md,
 "Convergence-driven rerun") is read off the exact population fits of the last 20% of steps (with
 --mean-of M, the second protocol's: each seed's price averaged over the last M fits against its
@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dhwt import TrainConfig, train
+from dhwt import TrainConfig, train_group, train_run
 from dhwt.languages import Task, load_task, write_dataset
 from dhwt.languages.language import language_from_spec
 from dhwt.runs.checkpoints import list_checkpoints
@@ -140,7 +140,7 @@ def converge_cell(out: Path, language: str, k: int, d: int, decay: float, bias: 
     resumed = all(list_checkpoints(run_paths(run).checkpoints) for _, run in first)
     if not resumed:
         start = time.time()
-        train(first, task, overwrite=True)
+        train_group(first, task, overwrite=True)
         _note(timing, segment, time.time() - start)
     steps = max(trained_steps(run) for _, run in first)
     while True:
@@ -177,9 +177,9 @@ def extend(runs: list[tuple[TrainConfig, Path]], task: Task) -> None:
     if any(finished) and not all(finished):
         for (config, run), done in zip(runs, finished):
             if not done:
-                train(config, task, run, resume=True)
+                train_run(config, task, run, resume=True)
     else:
-        train(runs, task, resume=True)
+        train_group(runs, task, resume=True)
 
 
 def _note(timing: Path, steps: int, seconds: float) -> None:

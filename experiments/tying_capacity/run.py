@@ -3,7 +3,7 @@
 A cell is (language, K, d, weight decay, output bias); the languages are languages.py's, read
 as a masked (mlm: sem, control) or a causal (clm: sem, cnd, ratio, control) LM; every string is in
 training (the question is the fit of the population) and the exact population fit is recorded
-every --every steps. A finished cell (its untied/report.md exists) is skipped, an unfinished
+every --every steps. A finished cell (its untied run finished) is skipped, an unfinished
 one is trained again from the start, so a killed grid continues where it stopped.
 
     python experiments/tying_capacity/run.py --out runs/tying-capacity
@@ -18,8 +18,9 @@ import sys
 import time
 from pathlib import Path
 
-from dhwt import TrainConfig, load_task, train, write_dataset
+from dhwt import TrainConfig, load_task, train_group, write_dataset
 from dhwt.languages.language import language_from_spec
+from dhwt.runs.run import is_finished
 
 sys.path.insert(0, str(Path(__file__).parent))
 from languages import spec  # noqa: E402
@@ -45,14 +46,14 @@ def train_cell(out: Path, language: str, k: int, d: int, decay: float, bias: boo
                seeds: int, steps: int, every: int) -> bool:
     """Train the tied and the untied run of one cell as one ensemble; False if already done."""
     where = cell_dir(out, language, k, d, decay, bias)
-    if (where / "untied" / "report.md").is_file():
+    if is_finished(where / "untied"):
         return False
     kind, objective = language.split("-")
     write_dataset(language_from_spec(spec(kind, k, tail=objective == "clm"), language),
                   where / "data", valid_fraction=0.0, test_fraction=0.0, seed=14,
                   overwrite=True)
     task = load_task(where / "data", objective)
-    train(cell_configs(where, objective, d, decay, bias, seeds, steps, every, steps), task,
+    train_group(cell_configs(where, objective, d, decay, bias, seeds, steps, every, steps), task,
           overwrite=True)
     return True
 

@@ -21,7 +21,7 @@ import argparse
 import itertools
 from pathlib import Path
 
-from dhwt import TrainConfig, load_language, load_task, train, write_dataset
+from dhwt import TrainConfig, load_language, load_task, train_group, write_dataset
 from dhwt.runs.run import is_finished
 
 HERE = Path(__file__).parent
@@ -60,7 +60,7 @@ def train_cell(out: Path, language: str, c: int, bias: bool, seeds: int, steps: 
                          steps=steps, eval_every=every, population_every=every,
                          snapshot_every=steps, checkpoint_every=steps, **MODEL),
              where / schedule) for schedule in ("tied", "untied")]
-    train(runs, task)
+    train_group(runs, task)
 
 
 def main() -> None:

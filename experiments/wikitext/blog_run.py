@@ -62,7 +62,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
-from dhwt import TrainConfig, load_run, train  # noqa: E402
+from dhwt import TrainConfig, load_run, train_run  # noqa: E402
 from dhwt.config.device import resolve_device  # noqa: E402
 from dhwt.directories import atomic_path, atomic_write_bytes  # noqa: E402
 from dhwt.errors import DhwtError  # noqa: E402
@@ -246,7 +246,7 @@ def train_until(config: TrainConfig, task: object, run_dir: Path, seconds: float
     at the deadline `seconds` from now (the trainer keeps what it wrote: its snapshots so far)."""
     with deadline(seconds) as expired:
         try:
-            train(config, task, run_dir, overwrite=True, inputs=list(inputs))
+            train_run(config, task, run_dir, overwrite=True, inputs=list(inputs))
         except KeyboardInterrupt:  # the trainer's Interrupted, or one between its steps
             if not expired[0]:
                 raise

@@ -12,7 +12,7 @@ from dhwt.models import build_model
 from dhwt.models.population import population_fit
 from dhwt.config.run import TrainConfig
 from dhwt.training.ensemble import member_accuracy, member_loss
-from dhwt.commands import train
+from dhwt.training.runner import train_run
 from dhwt.training.trainer import model_config
 
 
@@ -50,7 +50,7 @@ def test_run_fit_reads_the_newest_checkpoint(task, tmp_path):
     config = TrainConfig(objective=task.objective, seeds=[5, 6], steps=30, lr=1e-2,
                          tie_schedule="untie@10", eval_every=10, snapshot_every=10,
                          checkpoint_every=10)
-    train(config, task, tmp_path / "run")
+    train_run(config, task, tmp_path / "run")
     fit = run_population_fit(tmp_path / "run", task)
     assert fit.step == 30 and fit.seeds == (5, 6)
     np.testing.assert_allclose(fit.excess, fit.cross_entropy - task.truth.bayes_cross_entropy)

@@ -13,9 +13,11 @@ import sys
 import pytest
 import torch
 
-from dhwt.commands import train
-from dhwt.commands.study import Group, load_study, run_study, train_group
-from dhwt.commands.study_jobs import JobSettings, job_parameters, make_executor
+from dhwt.training.runner import train_group, train_run
+from dhwt.commands.study import study_results
+from dhwt.config.study import StudyConfig
+from dhwt.training.study import Group, train_study_group
+from dhwt.training.study_jobs import JobSettings, job_parameters, make_executor
 from dhwt.config import TrainConfig
 from dhwt.directories import lock
 from dhwt.errors import DhwtError
@@ -56,7 +58,7 @@ def test_slurm_jobs_ask_for_what_the_user_set(tmp_path, monkeypatch):
 
 
 def test_local_jobs_share_the_cores_and_have_no_time_limit(monkeypatch):
-    monkeypatch.setattr("dhwt.commands.study_jobs._cores", lambda: 8)
+    monkeypatch.setattr("dhwt.training.study_jobs._cores", lambda: 8)
     assert [JobSettings(jobs=n).threads() for n in (1, 2, 3, 8, 16)] == [8, 4, 2, 1, 1]
     assert JobSettings().threads() == 1 and JobSettings().limit(waiting=3) == 8
     assert JobSettings("slurm").threads() is None and JobSettings("slurm").limit(waiting=3) == 3
@@ -108,6 +110,13 @@ def test_bad_job_settings_are_one_line_before_anything_is_written(tmp_path, cli,
     assert not (tmp_path / "out").exists()
 
 
+def _session_not_ended(run):
+    """What a kill during training leaves of the run's record: its newest session not ended."""
+    sessions = json.loads((run / "sessions.json").read_text())
+    sessions[-1].update(end_utc=None, to_step=None)
+    (run / "sessions.json").write_text(json.dumps(sessions))
+
+
 def _kill_after_step_10(run):
     """What a kill after a run's checkpoint of step 10 leaves: no report, nothing of step 20."""
     (run / "report.md").unlink()
@@ -116,12 +125,12 @@ def _kill_after_step_10(run):
 
 
 def test_a_requeued_job_resumes_its_group_or_starts_it_again(tmp_path, study_file):
-    """What a job requeued after preemption or its time limit runs: train_group again, on the
+    """What a job requeued after preemption or its time limit runs: train_study_group again, on the
     group it was submitted with (a fresh one here). The group resumes from its newest
     checkpoint, or, stopped before each of its runs had one, starts again; its runs equal the
     study's."""
     out = tmp_path / "out"
-    run_study(load_study(study_file), out)
+    study_results(StudyConfig.from_toml(study_file), out)
     runs = [out / "runs" / name for name in ("tied", "untie")]
     last = {run: (run / "embeddings" / "step_0000020.safetensors").read_bytes() for run in runs}
     group = Group(tuple((TrainConfig.from_toml(run / "config.toml"), run) for run in runs),
@@ -129,13 +138,12 @@ def test_a_requeued_job_resumes_its_group_or_starts_it_again(tmp_path, study_fil
     for run in runs:
         _kill_after_step_10(run)
     kept = (runs[0] / "embeddings" / "step_0000010.safetensors").stat().st_ino
-    train_group(group)
+    train_study_group(group)
     assert (runs[0] / "embeddings" / "step_0000010.safetensors").stat().st_ino == kept  # resumed
     for run in runs:
         assert (run / "embeddings" / "step_0000020.safetensors").read_bytes() == last[run]
-        (run / "report.md").unlink()
     shutil.rmtree(runs[1] / "checkpoints")  # stopped before every run had its first: anew
-    train_group(group)
+    train_study_group(group)
     for run in runs:
         assert (run / "embeddings" / "step_0000020.safetensors").read_bytes() == last[run]
         assert (run / "checkpoints" / "step_0000020.pt").is_file()
@@ -145,13 +153,13 @@ def test_a_run_another_process_trains_is_refused_before_any_job(tmp_path, study_
     """A job of an earlier `dhwt study` still training a run (its study command gone): the
     study refuses at once, naming the run, and starts no job."""
     out = tmp_path / "out"
-    run_study(load_study(study_file), out)
+    study_results(StudyConfig.from_toml(study_file), out)
     _kill_after_step_10(out / "runs" / "untie")
     with lock(out / "runs" / "untie"):  # as a job's process holds it
         with pytest.raises(DhwtError, match=r"run 'untie' of .* is being trained by process "
                                             r"\d+ \(a job of an earlier `dhwt study`\?\); run "
                                             "the same command again when it has ended"):
-            run_study(load_study(study_file), out, jobs=JobSettings(jobs=2))
+            study_results(StudyConfig.from_toml(study_file), out, jobs=JobSettings(jobs=2))
     assert not (out / "jobs").exists()
 
 
@@ -161,16 +169,16 @@ def test_steps_extends_each_group_as_one_ensemble(tmp_path, study_file):
     does, bit for bit; each run equals, to float tolerance, the run extended on its own."""
     study_file.write_text(GROUP_STUDY)
     out = tmp_path / "out"
-    run_study(load_study(study_file), out)
+    study_results(StudyConfig.from_toml(study_file), out)
     alone, group = tmp_path / "alone", []
     for name in ("tied", "untie"):
         shutil.copytree(out / "runs" / name, alone / name)
         shutil.copytree(out / "runs" / name, tmp_path / "group" / name)
         config = TrainConfig.from_toml(alone / name / "config.toml").replace(steps=30)
-        train(config, None, alone / name, resume=True)
+        train_run(config, None, alone / name, resume=True)
         group.append((config, tmp_path / "group" / name))
-    train(group, None, resume=True)
-    report = run_study(load_study(study_file), out, steps=30).read_text()
+    train_group(group, None, resume=True)
+    report = study_results(StudyConfig.from_toml(study_file), out, steps=30).report.read_text()
     for name in ("tied", "untie"):
         run = out / "runs" / name
         assert TrainConfig.from_toml(run / "config.toml").optim.steps == 30
@@ -188,11 +196,11 @@ def test_steps_extends_each_group_as_one_ensemble(tmp_path, study_file):
             assert y["loss"] == pytest.approx(x["loss"], rel=1e-5, abs=1e-6)
     assert "`tied` (`tied`, 30 steps" in report and "`untie` (`untie@10`, 30 steps" in report
     stamps = {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("*.safetensors")}
-    run_study(load_study(study_file), out)  # the study file's 20 steps: nothing to train
-    run_study(load_study(study_file), out, steps=30)  # reached already
+    study_results(StudyConfig.from_toml(study_file), out)  # the study file's 20 steps: nothing to train
+    study_results(StudyConfig.from_toml(study_file), out, steps=30)  # reached already
     assert stamps == {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("*.safetensors")}
     with pytest.raises(DhwtError, match="run 'tied' is configured for 30 steps"):
-        run_study(load_study(study_file), out, steps=25)
+        study_results(StudyConfig.from_toml(study_file), out, steps=25)
 
 
 @pytest.mark.slow
@@ -205,15 +213,16 @@ def test_a_group_stopped_while_extended_is_continued_as_one_ensemble(tmp_path, s
     finished): the study command continues the group as one ensemble, bit for bit."""
     study_file.write_text(GROUP_STUDY)
     out = tmp_path / "out"
-    run_study(load_study(study_file), out)
+    study_results(StudyConfig.from_toml(study_file), out)
     shutil.copytree(out, tmp_path / "before")
-    run_study(load_study(study_file), out, steps=30)
+    study_results(StudyConfig.from_toml(study_file), out, steps=30)
     parts = [f"{name}/{part}" for name in ("tied", "untie")
              for part in ("embeddings/step_0000030.safetensors", "metrics.jsonl", "config.toml")]
     reference = {part: (out / "runs" / part).read_bytes() for part in parts}
     runs = out / "runs"
-    if steps is None:
+    if steps is None:  # killed in training: no session ended, no report written
         for name in ("tied", "untie"):
+            _session_not_ended(runs / name)
             (runs / name / "report.md").unlink()
         (runs / "untie" / "checkpoints" / "step_0000030.pt").unlink()
         (runs / "untie" / "embeddings" / "step_0000030.safetensors").unlink()
@@ -223,7 +232,7 @@ def test_a_group_stopped_while_extended_is_continued_as_one_ensemble(tmp_path, s
         config = TrainConfig.from_toml(runs / "tied" / "config.toml").replace(steps=30)
         (runs / "tied" / "config.toml").write_text(config.to_toml())
         (runs / "tied" / "report.md").unlink()
-    run_study(load_study(study_file), out, steps=steps)
+    study_results(StudyConfig.from_toml(study_file), out, steps=steps)
     assert {part: (runs / part).read_bytes() for part in parts} == reference
 
 
@@ -234,15 +243,15 @@ def test_steps_extends_alone_the_runs_of_a_group_that_stand_at_different_steps(t
     at other steps than the rest of its group: --steps 40 extends each run alone, as
     `dhwt train --resume --steps 40` of each does."""
     out = tmp_path / "out"
-    run_study(load_study(study_file), out)
+    study_results(StudyConfig.from_toml(study_file), out)
     tied = out / "runs" / "tied"
-    train(TrainConfig.from_toml(tied / "config.toml").replace(steps=30), None, tied, resume=True)
+    train_run(TrainConfig.from_toml(tied / "config.toml").replace(steps=30), None, tied, resume=True)
     alone = tmp_path / "alone"
     for name in ("tied", "untie"):
         shutil.copytree(out / "runs" / name, alone / name)
         config = TrainConfig.from_toml(alone / name / "config.toml").replace(steps=40)
-        train(config, None, alone / name, resume=True)
-    run_study(load_study(study_file), out, steps=40)
+        train_run(config, None, alone / name, resume=True)
+    study_results(StudyConfig.from_toml(study_file), out, steps=40)
     for name in ("tied", "untie"):
         for part in ("embeddings/step_0000040.safetensors", "metrics.jsonl", "config.toml"):
             assert (out / "runs" / name / part).read_bytes() == (alone / name / part).read_bytes()
@@ -252,10 +261,10 @@ def test_a_study_killed_while_extending_continues_to_the_extended_steps(tmp_path
     """Killed during --steps 30 (a run's config.toml says 30, its report is still of step 20):
     the study command, with --steps or without, finishes the extension."""
     out = tmp_path / "out"
-    run_study(load_study(study_file), out, steps=30)
+    study_results(StudyConfig.from_toml(study_file), out, steps=30)
     reference = (out / "runs" / "untie" / "embeddings" / "step_0000030.safetensors").read_bytes()
     run = out / "runs" / "untie"
     (run / "checkpoints" / "step_0000030.pt").unlink()
     (run / "embeddings" / "step_0000030.safetensors").unlink()
-    run_study(load_study(study_file), out)
+    study_results(StudyConfig.from_toml(study_file), out)
     assert (run / "embeddings" / "step_0000030.safetensors").read_bytes() == reference

@@ -144,9 +144,9 @@ def test_a_cell_trained_segment_by_segment_ends_as_one_run_and_stops_by_its_crit
     agree bit for bit."""
     import json
 
-    from dhwt.commands.train import train
     from dhwt.languages import load_task
     from dhwt.runs import load_run
+    from dhwt.training.runner import train_group
 
     converge = _module("converge")
     found = converge.converge_cell(tmp_path / "grid", "control-clm", 1, 2, 0.1, False, seeds=2,
@@ -162,8 +162,8 @@ def test_a_cell_trained_segment_by_segment_ends_as_one_run_and_stops_by_its_crit
     once = tmp_path / "once"
     task = load_task(where / "data", "clm")
     runs = converge.configs(once, "clm", 2, 0.1, False, 2, "cpu", found["step"], 10, 5, 40)
-    train([(config.replace(data=str(where / "data")), run) for config, run in runs], task,
-          overwrite=True)
+    train_group([(config.replace(data=str(where / "data")), run) for config, run in runs], task,
+                overwrite=True)
 
     def fits(run):
         return [(r["step"], r["seed"], r["loss"]) for r in load_run(run).metrics()
@@ -185,36 +185,35 @@ def test_a_cell_stopped_mid_extension_continues_as_one_ensemble(tmp_path, monkey
     extended as one (to float tolerance where the tied run was extended alone)."""
     import json
 
-    from dhwt.commands.train import train
     from dhwt.config import TrainConfig
     from dhwt.languages import load_task
     from dhwt.runs import load_run
+    from dhwt.training.runner import train_group, train_run
 
     converge = _module("converge")
     cell = dict(language="control-clm", k=1, d=2, decay=0.1, bias=False, seeds=2, segment=10,
                 min_steps=30, cap=30, every=5)
     where = tmp_path / "stopped" / "control-clm-k1-d2-wd0.1-nobias"
 
-    def stop_at_30(runs, task, run=None, **options):
-        if (runs if run is not None else runs[0][0]).optim.steps == 30:
+    def stop_at_30(runs, task, **options):
+        if runs[0][0].optim.steps == 30:
             raise KeyboardInterrupt
-        return train(runs, task, run, **options)
+        return train_group(runs, task, **options)
 
-    monkeypatch.setattr(converge, "train", stop_at_30)
+    monkeypatch.setattr(converge, "train_group", stop_at_30)
     with pytest.raises(KeyboardInterrupt):
         converge.converge_cell(tmp_path / "stopped", **cell)
-    monkeypatch.setattr(converge, "train", train)
+    monkeypatch.setattr(converge, "train_group", train_group)
     tied = TrainConfig.from_toml(where / "tied" / "config.toml").replace(steps=30)
     if left == "configs rewritten":
         (where / "tied" / "config.toml").write_text(tied.to_toml())
-        (where / "tied" / "report.md").unlink()
     else:
-        train(tied, load_task(where / "data", "clm"), where / "tied", resume=True)
+        train_run(tied, load_task(where / "data", "clm"), where / "tied", resume=True)
     found = converge.converge_cell(tmp_path / "stopped", **cell)
     once = tmp_path / "once"
     runs = converge.configs(once, "clm", 2, 0.1, False, 2, "cpu", 30, 10, 5, 30)
-    train([(config.replace(data=str(where / "data")), run) for config, run in runs],
-          load_task(where / "data", "clm"))
+    train_group([(config.replace(data=str(where / "data")), run) for config, run in runs],
+                load_task(where / "data", "clm"))
 
     def fits(run):
         return [(r["step"], r["seed"], r["loss"]) for r in load_run(run).metrics()

@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dhwt.commands.study import load_study, run_study
+from dhwt.commands.study import study_results
+from dhwt.config.study import StudyConfig
 from dhwt.runs import load_run
 
 HERE = Path(__file__).parents[2] / "experiments" / "tying_wikitext"
@@ -72,7 +73,7 @@ def studies(tmp_path_factory) -> list[Path]:
     for name, seeds, extra in (("a", "[1, 2]", ""), ("b", "[3]", EXTRA)):
         path = root / f"{name}.toml"
         path.write_text(STUDY.format(name=name, seeds=seeds, extra=extra))
-        run_study(load_study(path), root / name)
+        study_results(StudyConfig.from_toml(path), root / name)
         made.append(root / name)
     return made
 

@@ -16,7 +16,7 @@ from dhwt.errors import DhwtError
 from dhwt.languages import load_language, load_task, write_dataset
 from dhwt.models import LSTM, Mixer, ModelConfig, Transformer, build_model
 from dhwt.config import TrainConfig
-from dhwt.commands import train
+from dhwt.training.runner import train_run
 from dhwt.runs.checkpoints import latest_checkpoint
 
 ARCHITECTURES = ("transformer", "lstm", "mixer")
@@ -100,8 +100,8 @@ def test_untie_through_the_trainer_changes_no_loss_then_both_matrices_train(
     away from the input one."""
     base = dict(architecture=architecture, seeds=[1, 2], steps=6, lr=1e-2, eval_every=1,
                 snapshot_every=3, checkpoint_every=6)
-    train(TrainConfig(**base), task, tmp_path / "tied")
-    train(TrainConfig(**base, tie_schedule="untie@3"), task, tmp_path / "untie")
+    train_run(TrainConfig(**base), task, tmp_path / "tied")
+    train_run(TrainConfig(**base, tie_schedule="untie@3"), task, tmp_path / "untie")
     tied, untie = _metrics(tmp_path / "tied"), _metrics(tmp_path / "untie")
     for a, b in zip(tied, untie):
         if a["step"] <= 3:
@@ -124,7 +124,7 @@ def test_short_training_on_parity_lowers_the_loss(architecture, task, tmp_path):
     config = TrainConfig(architecture=architecture, seeds=[1, 2], steps=200, lr=1e-2,
                          lr_schedule="constant", eval_every=200, snapshot_every=200,
                          checkpoint_every=200)
-    train(config, task, tmp_path / "run")
+    train_run(config, task, tmp_path / "run")
     lines = [r for r in _metrics(tmp_path / "run") if r["split"] == "train"]
     for member in (0, 1):
         first, last = (r["loss"] for r in lines if r["member"] == member)
@@ -183,7 +183,7 @@ def test_padded_language_trains_through_the_trainer(architecture, objective, tmp
     assert task.eval_batch("train").padding is not None
     config = TrainConfig(architecture=architecture, objective=objective, seeds=[1, 2], steps=50,
                          lr=1e-2, eval_every=50, snapshot_every=50, checkpoint_every=50)
-    train(config, task, tmp_path / "run")
+    train_run(config, task, tmp_path / "run")
     lines = [r for r in _metrics(tmp_path / "run") if r["split"] == "train"]
     for member in (0, 1):
         first, last = (r["loss"] for r in lines if r["member"] == member)

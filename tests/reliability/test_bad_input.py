@@ -237,10 +237,10 @@ def finished_run(dataset, tmp_path_factory) -> Path:
     """A finished two-step run (for --resume and analyze cases)."""
     from dhwt.languages import load_task
     from dhwt.config import TrainConfig
-    from dhwt.commands import train
+    from dhwt.training.runner import train_run
 
     run = tmp_path_factory.mktemp("finished") / "run"
-    train(TrainConfig(data=str(dataset), steps=2, eval_every=1, snapshot_every=1),
+    train_run(TrainConfig(data=str(dataset), steps=2, eval_every=1, snapshot_every=1),
           load_task(dataset, "mlm"), run)
     return run
 

@@ -16,7 +16,7 @@ import pytest
 
 from dhwt.analysis.knn import default_k
 from dhwt.cli import main
-from dhwt.commands import train
+from dhwt.training.runner import train_run
 from dhwt.config import TrainConfig
 from dhwt.errors import LINE, DhwtError, brief
 from dhwt.languages import load_task
@@ -54,7 +54,7 @@ def _brute_overlap(x: np.ndarray, y: np.ndarray, k: int) -> float:
 def two_members(dataset, tmp_path_factory) -> Path:
     """Two untied members of EXor at 4 bits (7 mlm tokens), two steps, a snapshot at each."""
     run = tmp_path_factory.mktemp("messages") / "run"
-    train(TrainConfig(data=str(dataset), seeds=[1, 2], steps=2, eval_every=1, snapshot_every=1,
+    train_run(TrainConfig(data=str(dataset), seeds=[1, 2], steps=2, eval_every=1, snapshot_every=1,
                       tie_schedule="untied"), load_task(dataset, "mlm"), run)
     return run
 
@@ -102,7 +102,7 @@ def _text_run(root: Path, vocab: tuple[str, ...]) -> Path:
     ids = {s: rng.integers(0, len(vocab), 64).astype(np.int32) for s in ("train", "valid", "test")}
     config = TrainConfig.from_dict(dict(objective="clm", steps=1, batch_size=2, eval_every=1,
                                         snapshot_every=1, checkpoint_every=1), "test")
-    train(config, TextTask(ids, vocab, 4), root)
+    train_run(config, TextTask(ids, vocab, 4), root)
     return root
 
 

@@ -396,13 +396,11 @@ def test_a_run_stopped_while_extended_is_unfinished_and_its_study_continues_it(
 
 def test_an_extension_stopped_before_its_report_writes_the_report_on_resume(cli, folder,
                                                                           monkeypatch):
-    """Stopped after the checkpoint of its new last step but before its report: the run is not
-    finished (the report of the steps before is gone), and --resume writes the new one."""
-    from importlib import import_module
-
+    """Stopped after its new last step but before its report: the run has finished (its record
+    says so, sessions.json) but has no report (the report of the steps before is gone), and
+    --resume writes the new one without training."""
+    from dhwt.commands import train as train_module
     from dhwt.runs.run import is_finished
-
-    train_module = import_module("dhwt.commands.train")  # the package's `train` is the function
 
     assert cli([*TRAIN, "--out", "run"])[0] == 0
     assert "- 4 steps," in (folder / "run" / "report.md").read_text()
@@ -412,10 +410,10 @@ def test_an_extension_stopped_before_its_report_writes_the_report_on_resume(cli,
     code, _, err = cli(["train", "--out", "run", "--resume", "--steps", "8"])
     assert code == 130 and "training is done and --resume writes it" in err, err
     assert list_checkpoints(folder / "run" / "checkpoints")[-1].name == "step_0000008.pt"
-    assert not is_finished(folder / "run")
+    assert is_finished(folder / "run") and not (folder / "run" / "report.md").exists()
     monkeypatch.setattr(train_module, "write_run_report", write_run_report)
-    code, _, err = cli(["train", "--out", "run", "--resume"])
-    assert code == 0, err
+    code, out, err = cli(["train", "--out", "run", "--resume"])
+    assert code == 0 and "training had reached step 8; wrote its report" in out, err
     assert "- 8 steps," in (folder / "run" / "report.md").read_text()
     assert is_finished(folder / "run")
 

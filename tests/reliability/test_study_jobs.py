@@ -18,11 +18,13 @@ from functools import partial
 
 import pytest
 
-from dhwt.commands.study import load_study, run_study
-from dhwt.commands.study_jobs import Job, JobSettings, run_jobs
+from dhwt.commands.study import study_results
+from dhwt.config.study import StudyConfig
+from dhwt.training.study_jobs import Job, JobSettings, run_jobs
 from dhwt.directories import foreign, holder
 from dhwt.errors import DhwtError
 from dhwt.runs.checkpoints import list_checkpoints
+from dhwt.runs.run import is_finished
 from tests.test_study import STUDY as GROUP_STUDY
 
 # three groups: a and b differ in lr (two ensembles), c starts from a's last step
@@ -61,7 +63,7 @@ RUNS = ("a", "b", "c")
 def _study(tmp_path, text=STUDY):
     path = tmp_path / "study.toml"
     path.write_text(text)
-    return load_study(path)
+    return StudyConfig.from_toml(path)
 
 
 def _assert_same_runs(rundirs, expected, actual):
@@ -73,17 +75,17 @@ def _assert_same_runs(rundirs, expected, actual):
 def test_two_jobs_write_the_run_directories_one_job_writes(tmp_path, rundirs):
     """And --steps with jobs extends every run as the study in one process does."""
     out = tmp_path / "out"
-    run_study(_study(tmp_path), out, jobs=JobSettings(jobs=1))
+    study_results(_study(tmp_path), out, jobs=JobSettings(jobs=1))
     out.rename(tmp_path / "one")
-    run_study(_study(tmp_path), out, jobs=JobSettings(jobs=2))
+    study_results(_study(tmp_path), out, jobs=JobSettings(jobs=2))
     _assert_same_runs(rundirs, tmp_path / "one", out)
     assert len(list((out / "jobs").glob("*_0_result.pkl"))) == 3  # one job per group
     assert foreign(out, "study") == []  # jobs/ is dhwt's: --overwrite replaces the study
-    run_study(_study(tmp_path), out, steps=30, jobs=JobSettings(jobs=2))
+    study_results(_study(tmp_path), out, steps=30, jobs=JobSettings(jobs=2))
     assert len(list((out / "jobs").glob("*_0_result.pkl"))) == 6  # one job per group again
     out.rename(tmp_path / "jobs")
     (tmp_path / "one").rename(out)
-    run_study(_study(tmp_path), out, steps=30)
+    study_results(_study(tmp_path), out, steps=30)
     _assert_same_runs(rundirs, out, tmp_path / "jobs")
     assert (out / "runs" / "c" / "embeddings" / "step_0000030.safetensors").is_file()
 
@@ -93,12 +95,12 @@ def test_steps_with_jobs_extends_a_group_in_one_job(tmp_path, rundirs):
     """A study of one group (tests/test_study.py: tied and untie) extended by --steps with jobs:
     one job extends both runs, as the study in one process does."""
     out = tmp_path / "out"
-    run_study(_study(tmp_path, GROUP_STUDY), out)
-    run_study(_study(tmp_path, GROUP_STUDY), out, steps=30, jobs=JobSettings(jobs=2))
+    study_results(_study(tmp_path, GROUP_STUDY), out)
+    study_results(_study(tmp_path, GROUP_STUDY), out, steps=30, jobs=JobSettings(jobs=2))
     assert len(list((out / "jobs").glob("*_0_result.pkl"))) == 1
     out.rename(tmp_path / "jobs")
-    run_study(_study(tmp_path, GROUP_STUDY), out)
-    run_study(_study(tmp_path, GROUP_STUDY), out, steps=30)
+    study_results(_study(tmp_path, GROUP_STUDY), out)
+    study_results(_study(tmp_path, GROUP_STUDY), out, steps=30)
     for name in ("tied", "untie"):
         rundirs.assert_identical_runs(out / "runs" / name, tmp_path / "jobs" / "runs" / name)
 
@@ -117,7 +119,7 @@ def test_a_killed_job_fails_the_study_in_one_line_and_the_same_command_resumes_i
     text = STUDY.replace("steps = 20", "steps = 400").replace("eval_every = 10",
                                                               "eval_every = 100")
     out = tmp_path / "out"
-    run_study(_study(tmp_path, text), out)  # the reference, in one process, uninterrupted
+    study_results(_study(tmp_path, text), out)  # the reference, in one process, uninterrupted
     out.rename(tmp_path / "reference")
     study_file = tmp_path / "study.toml"
     proc = spawn(["study", study_file, "--out", out, "--jobs", "2"])
@@ -134,7 +136,7 @@ def test_a_killed_job_fails_the_study_in_one_line_and_the_same_command_resumes_i
     assert re.fullmatch(r"error: job \d+ of run 'a' ended without finishing \(killed, or out of "
                         r"time; log: .*_0_log\.err\); the same command resumes it\n", err), err
     assert not (out / "runs" / "c").exists()  # it waits for a
-    assert (out / "runs" / "b" / "report.md").is_file()  # the job running beside it finished
+    assert is_finished(out / "runs" / "b")  # the job running beside it finished
     code, stdout, err = cli(["study", study_file, "--out", out, "--jobs", "2"])
     assert code == 0 and stdout.startswith("study report: "), err
     _assert_same_runs(rundirs, tmp_path / "reference", out)
@@ -148,7 +150,7 @@ def test_a_preempted_job_is_requeued_and_resumes_in_the_same_command(tmp_path, s
     text = STUDY.replace("steps = 20", "steps = 400").replace("eval_every = 10",
                                                               "eval_every = 100")
     out = tmp_path / "out"
-    run_study(_study(tmp_path, text), out)  # the reference, in one process, uninterrupted
+    study_results(_study(tmp_path, text), out)  # the reference, in one process, uninterrupted
     out.rename(tmp_path / "reference")
     proc = spawn(["study", tmp_path / "study.toml", "--out", out, "--jobs", "2"])
     run = out / "runs" / "a"
@@ -176,7 +178,7 @@ def _signal_itself(record):
 @pytest.mark.slow
 def test_a_job_preempted_once_more_than_slurm_requeues_allows_fails_in_one_line(
         tmp_path, monkeypatch):
-    monkeypatch.setattr("dhwt.commands.study_jobs.JOB_REQUEUES", 1)  # local jobs: the default
+    monkeypatch.setattr("dhwt.training.study_jobs.JOB_REQUEUES", 1)  # local jobs: the default
     record = tmp_path / "pids.txt"
     with pytest.raises(DhwtError) as info:
         run_jobs([Job(partial(_signal_itself, record), ("a",))], JobSettings(jobs=1),
@@ -192,7 +194,7 @@ def test_a_failed_job_is_one_line_naming_its_runs_and_no_job_starts_after_it(tmp
     """A DhwtError in a job is its message; any other exception the last line of its traceback
     and its log. Nothing starts once a job has failed (what waits for it, nor anything else)."""
     missing = tmp_path / "missing.toml"
-    jobs = [Job(partial(load_study, missing), ("a", "b")), Job(partial(int, "x"), ("c",)),
+    jobs = [Job(partial(StudyConfig.from_toml, missing), ("a", "b")), Job(partial(int, "x"), ("c",)),
             Job(partial(print), ("d",), after=frozenset({"a"}))]
     with pytest.raises(DhwtError) as info:
         run_jobs(jobs, JobSettings(jobs=1), tmp_path / "one", "test")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dhwt.commands import train
+from dhwt.training.runner import train_run
 from dhwt.config.run import TrainConfig
 from dhwt.text.text_task import TextTask
 
@@ -27,5 +27,5 @@ def make_text_run(run: Path, *, schedule: str = "untied", lr: float = 0.05, step
         objective="clm", d_model=d_model, n_layers=1, n_heads=2, d_ff=16, seeds=[1, 2], steps=steps,
         batch_size=4, lr=lr, eval_every=eval_every, snapshot_every=2, checkpoint_every=steps,
         tie_schedule=schedule), "test")
-    train(config, task, run)
+    train_run(config, task, run)
     return run

@@ -102,3 +102,23 @@ def test_bad_requests_are_one_line_errors(old_run, tmp_path):
         run.embeddings(3)
     with pytest.raises(DhwtError, match="keeps no checkpoint of step 2; it keeps steps 4"):
         run.model(2)
+
+
+def test_a_run_is_finished_when_its_record_says_so_and_an_old_one_by_its_report(
+        old_run, tmp_path, cli):
+    """Finished is the run's record (sessions.json: its newest session ended at the configured
+    steps), with or without report.md; an old run without that record is finished by its
+    report; a run whose newest session did not end (killed in training) is not."""
+    import json
+
+    run = tmp_path / "new"
+    assert cli(["train", *ARGS, "--out", run])[0] == 0
+    (run / "report.md").unlink()
+    assert is_finished(run) and load_run(run).finished
+    sessions = json.loads((run / "sessions.json").read_text())
+    sessions[-1].update(end_utc=None, to_step=None)
+    (run / "sessions.json").write_text(json.dumps(sessions))
+    assert not is_finished(run)
+    assert not (old_run / "sessions.json").exists() and is_finished(old_run)
+    (old_run / "report.md").unlink()
+    assert not is_finished(old_run)

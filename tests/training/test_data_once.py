@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from dhwt.commands import train
+from dhwt.training.runner import train_run
 from dhwt.config import TrainConfig
 from dhwt.errors import DhwtError
 from dhwt.languages import load_task
@@ -26,7 +26,7 @@ def test_a_task_of_other_data_is_refused_before_anything_is_written(make_dataset
     other = load_task(make_dataset(overrides={"n_bits": 4}), "mlm")
     with pytest.raises(DhwtError, match=r"the task given is not the data .* the config names: "
                        r"its sequence length is 5, the config's 4; give the data once"):
-        train(TrainConfig(data=str(named), **TINY), other, tmp_path / "run")
+        train_run(TrainConfig(data=str(named), **TINY), other, tmp_path / "run")
     assert not (tmp_path / "run").exists()
 
 
@@ -51,32 +51,32 @@ def test_the_objective_is_part_of_the_data(make_dataset, tmp_path):
 def test_a_grammar_with_a_task_is_refused_for_a_new_run(make_task, tmp_path):
     with pytest.raises(DhwtError, match=r"the config names grammar 'parity', which is built into "
                        r".*/run/data only when no task is given; give the data once"):
-        train(TrainConfig(grammar="parity", **TINY), make_task(), tmp_path / "run")
+        train_run(TrainConfig(grammar="parity", **TINY), make_task(), tmp_path / "run")
     assert not (tmp_path / "run").exists()
 
 
 def test_the_named_data_passes_at_its_path_or_in_a_copy(make_dataset, tmp_path):
     data = make_dataset(overrides={"n_bits": 3})
     copy = shutil.copytree(data, tmp_path / "copy")
-    result = train(TrainConfig(data=str(copy), **TINY), load_task(data, "mlm"), tmp_path / "run")
+    result = train_run(TrainConfig(data=str(copy), **TINY), load_task(data, "mlm"), tmp_path / "run")
     assert result.step == 2
     assert load_run(tmp_path / "run").task.vocab == load_task(data, "mlm").vocab
 
 
 def test_a_config_without_data_takes_any_task(make_task, tmp_path):
-    assert train(TrainConfig(**TINY), make_task(), tmp_path / "run").step == 2
+    assert train_run(TrainConfig(**TINY), make_task(), tmp_path / "run").step == 2
 
 
 def test_a_resumed_grammar_run_checks_its_own_dataset(make_task, tmp_path):
     config = TrainConfig(grammar="parity", **TINY)
-    train(config, None, tmp_path / "run")  # builds run/data from the grammar
+    train_run(config, None, tmp_path / "run")  # builds run/data from the grammar
     longer = TrainConfig(grammar="parity", **{**TINY, "steps": 4})
     mine = load_task(tmp_path / "run" / "data", "mlm")
-    assert train(longer, mine, tmp_path / "run", resume=True).step == 4
+    assert train_run(longer, mine, tmp_path / "run", resume=True).step == 4
     with pytest.raises(DhwtError, match="its sequence length is 4, the config's 8"):
-        train(longer, make_task(overrides={"n_bits": 3}), tmp_path / "run", resume=True)
+        train_run(longer, make_task(overrides={"n_bits": 3}), tmp_path / "run", resume=True)
     with pytest.raises(DhwtError, match="the config names grammar 'parity'"):  # replaced: new
-        train(config, mine, tmp_path / "run", overwrite=True)
+        train_run(config, mine, tmp_path / "run", overwrite=True)
 
 
 def test_text_corpora_compare_tokens_and_windows(tmp_path, monkeypatch):

@@ -14,7 +14,7 @@ import torch
 
 from dhwt.errors import DhwtError
 from dhwt.config import TrainConfig
-from dhwt.commands import train
+from dhwt.training.runner import train_run
 from dhwt.training import distributed
 from dhwt.runs.checkpoints import (latest_checkpoint, list_checkpoints, load_checkpoint,
                                       save_checkpoint)
@@ -123,9 +123,9 @@ def test_cpu_and_auto_runs_equal_the_default_bit_for_bit(task, tmp_path, assert_
     """Dropout on, untie half-way: data, dropout masks, weights, optimizer and every file agree."""
     if GPU:
         pytest.skip("auto resolves to a GPU here")
-    default = _outcome(train(TrainConfig(**CONFIG), task, tmp_path / "default").run_dir)
+    default = _outcome(train_run(TrainConfig(**CONFIG), task, tmp_path / "default").run_dir)
     for device in ("cpu", "auto"):
-        run = train(TrainConfig(**CONFIG, device=device), task, tmp_path / device).run_dir
+        run = train_run(TrainConfig(**CONFIG, device=device), task, tmp_path / device).run_dir
         state, metrics, snaps = _outcome(run)
         assert metrics == default[1] and snaps == default[2]
         assert_same(state, default[0])
@@ -149,20 +149,20 @@ def test_run_checkpointed_on_a_gpu_resumes_on_the_cpu_bit_for_bit(task, tmp_path
                                                                  assert_same):
     """The checkpoints of the interrupted run carry cuda tags; --resume (with another device
     setting, which a resume may change) loads them and ends as the uninterrupted run."""
-    whole = _outcome(train(TrainConfig(**CONFIG), task, tmp_path / "whole").run_dir)
+    whole = _outcome(train_run(TrainConfig(**CONFIG), task, tmp_path / "whole").run_dir)
     config = TrainConfig(**CONFIG, device="cpu")
     interrupt_at(50)
     with _saved_as_if_on_gpu(), pytest.raises(KeyboardInterrupt):
-        train(config, task, tmp_path / "cut")
+        train_run(config, task, tmp_path / "cut")
     assert [p.name for p in list_checkpoints(tmp_path / "cut" / "checkpoints")][-1] == \
         "step_0000040.pt"
     other = "cpu" if GPU else "auto"  # auto would resume on a GPU where there is one
-    train(TrainConfig(**CONFIG, device=other), task, tmp_path / "cut", resume=True)
+    train_run(TrainConfig(**CONFIG, device=other), task, tmp_path / "cut", resume=True)
     state, metrics, snaps = _outcome(tmp_path / "cut")
     assert metrics == whole[1] and snaps == whole[2]
     assert_same(state, whole[0])
     with pytest.raises(DhwtError, match="cannot resume .* with lr = 0.02"):
-        train(TrainConfig(**{**CONFIG, "lr": 0.02}), task, tmp_path / "cut", resume=True)
+        train_run(TrainConfig(**{**CONFIG, "lr": 0.02}), task, tmp_path / "cut", resume=True)
 
 
 def test_dropout_generators_of_another_device_type_restart_from_seed_and_step(task, tmp_path,
@@ -171,17 +171,17 @@ def test_dropout_generators_of_another_device_type_restart_from_seed_and_step(ta
     """A checkpoint whose dropout states come from another type of device (a GPU's) cannot set
     the CPU generators: they restart from each member's seed and the step. The run goes on from
     the same weights, deterministically, but with other masks than the uninterrupted run."""
-    whole = _outcome(train(TrainConfig(**CONFIG), task, tmp_path / "whole").run_dir)
+    whole = _outcome(train_run(TrainConfig(**CONFIG), task, tmp_path / "whole").run_dir)
     finals = []
     for name in ("a", "b"):
         interrupt_at(50)
         with pytest.raises(KeyboardInterrupt):
-            train(TrainConfig(**CONFIG), task, tmp_path / name)
+            train_run(TrainConfig(**CONFIG), task, tmp_path / name)
         path, state = latest_checkpoint(tmp_path / name / "checkpoints")
         state["rng"]["dropout_device"] = "cuda"
         state["rng"]["dropout"] = torch.zeros(2, 16, dtype=torch.uint8)  # a CUDA-sized state
         save_checkpoint(path.parent, int(state["step"]), state)
-        train(TrainConfig(**CONFIG), task, tmp_path / name, resume=True)
+        train_run(TrainConfig(**CONFIG), task, tmp_path / name, resume=True)
         finals.append(_outcome(tmp_path / name))
     assert_same(finals[0][0], finals[1][0])
     assert finals[0][1] == finals[1][1]

@@ -10,7 +10,7 @@ import json
 import pytest
 import torch
 
-from dhwt.commands import train
+from dhwt.training.runner import train_run
 from dhwt.config import TrainConfig
 from dhwt.errors import DhwtError
 from dhwt.models import ModelConfig, Transformer, sdpa
@@ -71,8 +71,8 @@ def test_sdpa_dropout_on_cuda_is_the_hand_dropout_in_distribution():
 
 def test_fp32_run_on_cuda_agrees_with_the_cpu(task, tmp_path):
     """No dropout, no TF32: the GPU run follows the CPU run to float rounding."""
-    cpu = _metrics(train(TrainConfig(**CONFIG), task, tmp_path / "cpu").run_dir)
-    gpu = _metrics(train(TrainConfig(**CONFIG, device="cuda"), task, tmp_path / "gpu").run_dir)
+    cpu = _metrics(train_run(TrainConfig(**CONFIG), task, tmp_path / "cpu").run_dir)
+    gpu = _metrics(train_run(TrainConfig(**CONFIG, device="cuda"), task, tmp_path / "gpu").run_dir)
     assert [(r["step"], r["split"]) for r in cpu] == [(r["step"], r["split"]) for r in gpu]
     for a, b in zip(cpu, gpu):
         assert abs(a["loss"] - b["loss"]) <= 1e-3 * abs(a["loss"]) + 1e-5, (a, b)
@@ -82,13 +82,13 @@ def test_fp32_run_on_cuda_agrees_with_the_cpu(task, tmp_path):
                                     dict(precision="bf16-mixed", dropout=0.1)])
 def test_mixed_and_tf32_runs_train_and_resume_on_cuda(task, tmp_path, interrupt_at, values):
     config = TrainConfig(**CONFIG, device="cuda", **values)
-    whole = _metrics(train(config, task, tmp_path / "whole").run_dir)
+    whole = _metrics(train_run(config, task, tmp_path / "whole").run_dir)
     interrupt_at(35)
     with pytest.raises(KeyboardInterrupt):
-        train(config, task, tmp_path / "cut")
-    cut = _metrics(train(config, task, tmp_path / "cut", resume=True).run_dir)
+        train_run(config, task, tmp_path / "cut")
+    cut = _metrics(train_run(config, task, tmp_path / "cut", resume=True).run_dir)
     assert [(r["step"], r["split"]) for r in cut] == [(r["step"], r["split"]) for r in whole]
-    fp32 = _metrics(train(TrainConfig(**CONFIG, device="cuda", dropout=values.get("dropout", 0)),
+    fp32 = _metrics(train_run(TrainConfig(**CONFIG, device="cuda", dropout=values.get("dropout", 0)),
                           task, tmp_path / "fp32").run_dir)
     for a, b, c in zip(whole, cut, fp32):
         assert abs(a["loss"] - b["loss"]) <= 1e-2 * abs(a["loss"]) + 1e-4, (a, b)
@@ -119,14 +119,14 @@ def test_a_nan_loss_on_cuda_is_caught_at_the_next_record_naming_its_step(task, t
 
     monkeypatch.setattr(Trainer, "_update", update)
     with pytest.raises(DhwtError, match=r"loss became nan at step 13 \(member seed 1\)"):
-        train(TrainConfig(**CONFIG, device="cuda"), task, tmp_path / "nan")
+        train_run(TrainConfig(**CONFIG, device="cuda"), task, tmp_path / "nan")
     steps = {r["step"] for r in _metrics(tmp_path / "nan")}
     assert max(steps) == 10  # nothing of steps 13-20 was recorded
 
 
 def test_compiled_run_on_cuda_agrees_with_the_plain_one(task, tmp_path):
-    plain = _metrics(train(TrainConfig(**CONFIG, device="cuda"), task, tmp_path / "a").run_dir)
-    compiled = _metrics(train(TrainConfig(**CONFIG, device="cuda", compile=True), task,
+    plain = _metrics(train_run(TrainConfig(**CONFIG, device="cuda"), task, tmp_path / "a").run_dir)
+    compiled = _metrics(train_run(TrainConfig(**CONFIG, device="cuda", compile=True), task,
                               tmp_path / "b").run_dir)
     for a, b in zip(plain, compiled):
         assert abs(a["loss"] - b["loss"]) <= 1e-3 * abs(a["loss"]) + 1e-5, (a, b)

@@ -13,7 +13,7 @@ import torch
 from dhwt.runs.snapshots import read_snapshot
 from dhwt.errors import DhwtError
 from dhwt.config import TrainConfig
-from dhwt.commands import train
+from dhwt.training.runner import train_group, train_run
 from dhwt.runs.checkpoints import latest_checkpoint, list_checkpoints
 from dhwt.runs.run import is_finished
 
@@ -56,7 +56,7 @@ def alone(task, tmp_path_factory):
     """Each run of the group trained on its own."""
     root = tmp_path_factory.mktemp("alone")
     for config, run_dir in _runs(root):
-        train(config, task, run_dir)
+        train_run(config, task, run_dir)
     return root
 
 
@@ -64,7 +64,7 @@ def alone(task, tmp_path_factory):
 def grouped(task, tmp_path_factory):
     """The same runs trained as one ensemble, uninterrupted."""
     root = tmp_path_factory.mktemp("grouped")
-    results = train(_runs(root), task)
+    results = train_group(_runs(root), task)
     assert [r.run_dir for r in results] == [d for _, d in _runs(root)]
     return root
 
@@ -103,7 +103,7 @@ def _assert_equal_runs(solo, group):
             _close(names[i], g["optimizer"]["state"][i][key], value)
     for stream in ("data", "draw"):
         assert all(torch.equal(x, y) for x, y in zip(s["rng"][stream], g["rng"][stream]))
-    assert (group / "report.md").is_file()
+    assert is_finished(group)
 
 
 def test_a_killed_group_resumes_bit_for_bit(
@@ -111,12 +111,12 @@ def test_a_killed_group_resumes_bit_for_bit(
     interrupt_at(200)  # after the checkpoints of step 160
     runs = _runs(tmp_path)
     with pytest.raises(KeyboardInterrupt):
-        train(runs, task)
+        train_group(runs, task)
     # a kill while the checkpoints of step 160 were written: the last run has only step 80
     newest = list_checkpoints(runs[-1][1] / "checkpoints")[-1]
     assert newest.name == "step_0000160.pt"
     newest.unlink()
-    train(runs, task, resume=True)  # from step 80, the newest step all four hold
+    train_group(runs, task, resume=True)  # from step 80, the newest step all four hold
     for config, run_dir in runs:
         _, a = latest_checkpoint(run_dir / "checkpoints")
         _, b = latest_checkpoint(grouped / run_dir.name / "checkpoints")
@@ -132,11 +132,11 @@ def test_one_run_of_a_killed_group_resumes_alone(task, alone, tmp_path, interrup
     interrupt_at(120)  # after the checkpoints of step 80
     runs = _runs(tmp_path)
     with pytest.raises(KeyboardInterrupt):
-        train(runs, task)
+        train_group(runs, task)
     config, run_dir = runs[2]  # untie@100: the group's untied rows exist, this run's are unused
     _, state = latest_checkpoint(run_dir / "checkpoints")
     assert "embeddings.untied_output" not in state["model"]
-    train(config, task, run_dir, resume=True)
+    train_run(config, task, run_dir, resume=True)
     _, a = latest_checkpoint(run_dir / "checkpoints")
     _, b = latest_checkpoint(alone / run_dir.name / "checkpoints")
     for key in b["model"]:
@@ -147,7 +147,7 @@ def test_a_group_is_refused_when_its_runs_differ_in_more_than_tying_or_seeds(tas
     runs = [(TrainConfig(**COMMON), tmp_path / "a"),
             (TrainConfig(**{**COMMON, "lr": 2e-2}), tmp_path / "b")]
     with pytest.raises(DhwtError, match="agree on everything but tie_schedule and seeds"):
-        train(runs, task)
+        train_group(runs, task)
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
 
 
@@ -155,13 +155,13 @@ def test_a_group_without_a_common_checkpoint_step_is_refused(task, tmp_path, int
     interrupt_at(120)
     runs = _runs(tmp_path)[:2]
     with pytest.raises(KeyboardInterrupt):
-        train(runs, task)
+        train_group(runs, task)
     for path in list_checkpoints(runs[0][1] / "checkpoints")[-1:]:
         path.unlink()  # run 0 keeps step 0 only, run 1 keeps 0 and 80 ...
     for path in list_checkpoints(runs[1][1] / "checkpoints")[:1]:
         path.unlink()  # ... and loses step 0
     with pytest.raises(DhwtError, match="no checkpoint of a common step; resume each"):
-        train(runs, task, resume=True)
+        train_group(runs, task, resume=True)
 
 
 def test_a_nan_in_one_run_stops_the_group_naming_that_run(task, tmp_path):
@@ -172,7 +172,7 @@ def test_a_nan_in_one_run_stops_the_group_naming_that_run(task, tmp_path):
     with pytest.raises(DhwtError, match=r"became (nan|inf) at step \d+ \(member seed 3 of \S+"
                                         r"(tied|untied)\); last good checkpoint: \S+\.pt \(and "
                                         r"that step in the group's other runs\)$") as info:
-        train(runs, task)
+        train_group(runs, task)
     step = int(str(info.value).split(" at step ")[1].split()[0])
     for _, run_dir in runs:  # both runs keep finite checkpoints of one step before the nan
         _, state = latest_checkpoint(run_dir / "checkpoints")
@@ -188,7 +188,7 @@ def extended(task, grouped, tmp_path_factory):
     ensemble."""
     root = tmp_path_factory.mktemp("extended") / "runs"
     shutil.copytree(grouped, root)
-    results = train(_runs(root, EXTENDED), task, resume=True)
+    results = train_group(_runs(root, EXTENDED), task, resume=True)
     assert [(r.step, r.start, r.touched) for r in results] == [(EXTENDED, 240, True)] * 4
     return root
 
@@ -199,7 +199,7 @@ def test_a_group_extended_as_one_ensemble_equals_each_run_extended_alone(name, t
     solo = tmp_path / name
     shutil.copytree(grouped / name, solo)
     config = next(c for c, d in _runs(tmp_path, EXTENDED) if d == solo)
-    train(config, task, solo, resume=True)
+    train_run(config, task, solo, resume=True)
     _assert_equal_runs(solo, extended / name)
     assert latest_checkpoint(extended / name / "checkpoints")[1]["step"] == EXTENDED
     assert is_finished(extended / name)
@@ -217,10 +217,10 @@ def test_a_group_is_extended_only_as_a_whole_from_one_step(task, grouped, tmp_pa
     others' step): refused, and nothing is written."""
     shutil.copytree(grouped, tmp_path, dirs_exist_ok=True)
     runs = _runs(tmp_path, EXTENDED)
-    train(runs[1][0].replace(steps=alone), task, runs[1][1], resume=True)
+    train_run(runs[1][0].replace(steps=alone), task, runs[1][1], resume=True)
     before = _stamps(tmp_path)
     with pytest.raises(DhwtError) as info:
-        train(runs, task, resume=True)
+        train_group(runs, task, resume=True)
     assert str(info.value) == message.format(runs[0][1], runs[1][1])
     assert _stamps(tmp_path) == before
 
@@ -232,22 +232,20 @@ def _stamps(root):
 
 def test_a_group_stopped_while_its_extension_rewrote_the_configs_is_extended_by_the_same_call(
         task, grouped, extended, tmp_path, interrupt_at, assert_same):
-    """A stop inside the group's extension after run 0's config.toml was rewritten and its
-    report removed, and after run 1's config.toml was rewritten (its report, of step 240, still
-    there): the same call extends every run again, removing run 1's report before it trains
-    (stopped again at step 300, no run holds a report), and then ends bit for bit where the
-    uninterrupted extension did."""
+    """A stop inside the group's extension after run 0's and run 1's config.toml were rewritten
+    (their records end at step 240, so neither has finished): the same call extends every run
+    again (stopped again at step 300), and then ends bit for bit where the uninterrupted
+    extension did."""
     shutil.copytree(grouped, tmp_path, dirs_exist_ok=True)
     runs = _runs(tmp_path, EXTENDED)
     for config, run_dir in runs[:2]:
         (run_dir / "config.toml").write_text(config.to_toml())
-    (runs[0][1] / "report.md").unlink()
     assert [is_finished(d) for _, d in runs] == [False, False, True, True]
     interrupt_at(300)
     with pytest.raises(KeyboardInterrupt):
-        train(runs, task, resume=True)
-    assert not any((d / "report.md").exists() for _, d in runs)
-    train(runs, task, resume=True)
+        train_group(runs, task, resume=True)
+    assert not any(is_finished(d) for _, d in runs)
+    train_group(runs, task, resume=True)
     for _, run_dir in runs:
         _, a = latest_checkpoint(run_dir / "checkpoints")
         _, b = latest_checkpoint(extended / run_dir.name / "checkpoints")

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from dhwt.commands import train
+from dhwt.training.runner import train_run
 from dhwt.config import TrainConfig
 from dhwt.errors import DhwtError
 from dhwt.models import build_model
@@ -61,7 +61,7 @@ def test_vary_embeddings_shares_the_body_and_the_batches_only(tmp_path):
 def test_frozen_weights_stay_bit_identical_and_get_no_optimizer_state(tmp_path):
     task, frozen = text_task(), config(freeze="non-embedding")
     before = weights(Trainer([(frozen, tmp_path / "unused")], task).model)
-    train(frozen, task, tmp_path / "run")
+    train_run(frozen, task, tmp_path / "run")
     _, state = latest_checkpoint(tmp_path / "run" / "checkpoints")
     for name, value in before.items():
         assert torch.equal(value, state["model"][name]) == (name not in EMBEDDINGS), name
@@ -72,7 +72,7 @@ def test_frozen_weights_stay_bit_identical_and_get_no_optimizer_state(tmp_path):
 @pytest.mark.parametrize("redraw", ["input", "both"])
 def test_init_from_loads_the_source_member_except_the_redrawn_matrices(tmp_path, redraw):
     task = text_task()
-    train(config(seeds=[1, 2]), task, tmp_path / "source")
+    train_run(config(seeds=[1, 2]), task, tmp_path / "source")
     _, state = latest_checkpoint(tmp_path / "source" / "checkpoints")
     source = {n: v[1] for n, v in state["model"].items()}  # member 1 (seed 2)
     new = config(seeds=[7, 8], init_from=f"{tmp_path / 'source'}@3", init_member=1,
@@ -85,7 +85,7 @@ def test_init_from_loads_the_source_member_except_the_redrawn_matrices(tmp_path,
             assert torch.equal(value, fresh[name])
         else:
             assert torch.equal(value, source[name].expand_as(value))
-    train(new, task, tmp_path / "new")
+    train_run(new, task, tmp_path / "new")
     _, state = latest_checkpoint(tmp_path / "new" / "checkpoints")
     for name, value in start.items():
         assert torch.equal(value, state["model"][name]) == (name not in redrawn), name
@@ -93,7 +93,7 @@ def test_init_from_loads_the_source_member_except_the_redrawn_matrices(tmp_path,
 
 def test_init_from_refuses_a_missing_step_or_member_and_another_shape(tmp_path):
     task = text_task()
-    train(config(seeds=[1]), task, tmp_path / "source")
+    train_run(config(seeds=[1]), task, tmp_path / "source")
     for changes, message in [
         (dict(init_from=f"{tmp_path / 'source'}@2"), "no checkpoint of step 2"),
         (dict(init_from=str(tmp_path / "source"), init_member=1), "init_member 1 is out of range"),
@@ -137,14 +137,14 @@ def test_chunked_evaluation_equals_one_pass_and_the_mean_over_tokens(rows):
 
 def test_a_frozen_shared_body_run_resumes_bit_for_bit(tmp_path, interrupt_at, assert_same):
     task = text_task()
-    train(config(seeds=[1, 2]), task, tmp_path / "source")
+    train_run(config(seeds=[1, 2]), task, tmp_path / "source")
     run = config(seeds=[5, 6], vary="embeddings", init_from=str(tmp_path / "source"),
                  redraw="input", freeze="loaded", steps=4, checkpoint_every=2)
-    train(run, task, tmp_path / "straight")
+    train_run(run, task, tmp_path / "straight")
     interrupt_at(3)
     with pytest.raises(KeyboardInterrupt):
-        train(run, task, tmp_path / "resumed")
-    train(run, task, tmp_path / "resumed", resume=True)
+        train_run(run, task, tmp_path / "resumed")
+    train_run(run, task, tmp_path / "resumed", resume=True)
     straight = latest_checkpoint(tmp_path / "straight" / "checkpoints")[1]
     resumed = latest_checkpoint(tmp_path / "resumed" / "checkpoints")[1]
     for key in ("model", "optimizer", "rng"):

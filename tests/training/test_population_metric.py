@@ -6,11 +6,12 @@ import numpy as np
 import pytest
 
 from dhwt.models.population import population_fit
-from dhwt.commands import train
+from dhwt.training.runner import train_run
 from dhwt.config import TrainConfig
 from dhwt.errors import DhwtError
 from dhwt.languages import load_language, load_task, write_dataset
 from dhwt.runs import load_run
+from dhwt.commands.train import report_run
 from dhwt.runs.metrics import read_metrics
 
 
@@ -23,7 +24,7 @@ def test_population_lines_match_the_checkpointed_model(tmp_path):
     config = TrainConfig(data=str(tmp_path / "d"), seeds="3-4", steps=30, eval_every=5,
                          population_every=10, checkpoint_every=30, snapshot_every=30,
                          tie_schedule="untie@12")
-    train(config, task, tmp_path / "run")
+    train_run(config, task, tmp_path / "run")
     lines = [r for r in read_metrics(tmp_path / "run" / "metrics.jsonl")
              if r["split"] == "population"]
     assert sorted({r["step"] for r in lines}) == [0, 10, 20, 30]
@@ -41,6 +42,7 @@ def test_population_lines_match_the_checkpointed_model(tmp_path):
     with pytest.raises(DhwtError, match="takes a task \\(with .truth\\) or a GroundTruth, got "
                                         "str"):
         population_fit(run.model(), "parity")
+    report_run(tmp_path / "run", task)  # as `dhwt train` writes it once the run has trained
     exact = (tmp_path / "run" / "report.md").read_text().split("## Exact fit")[1]
     for r in last:  # the report's exact table is the recorded lines
         assert f"| {r['seed']} | {r['loss']:.4f} | " in exact.split("## Evaluation sets")[0]

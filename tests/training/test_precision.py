@@ -11,7 +11,7 @@ import shutil
 import pytest
 import torch
 
-from dhwt.commands import train
+from dhwt.training.runner import train_run
 from dhwt.config import TrainConfig
 from dhwt.errors import DhwtError
 from dhwt.models import ModelConfig, Transformer, build_model
@@ -86,13 +86,13 @@ def _outcome(run_dir):
 def test_bf16_mixed_trains_records_and_resumes_bit_for_bit(task, tmp_path, interrupt_at,
                                                           assert_same):
     config = TrainConfig(**CONFIG, precision="bf16-mixed")
-    whole = train(config, task, tmp_path / "whole").run_dir
+    whole = train_run(config, task, tmp_path / "whole").run_dir
     assert 'precision = "bf16-mixed"' in (whole / "config.toml").read_text()
-    fp32 = _outcome(train(TrainConfig(**CONFIG), task, tmp_path / "fp32").run_dir)
+    fp32 = _outcome(train_run(TrainConfig(**CONFIG), task, tmp_path / "fp32").run_dir)
     interrupt_at(25)
     with pytest.raises(KeyboardInterrupt):
-        train(config, task, tmp_path / "cut")
-    train(config, task, tmp_path / "cut", resume=True)
+        train_run(config, task, tmp_path / "cut")
+    train_run(config, task, tmp_path / "cut", resume=True)
     state, metrics = _outcome(tmp_path / "cut")
     assert metrics == _outcome(whole)[1]
     assert_same(state, _outcome(whole)[0])
@@ -101,7 +101,7 @@ def test_bf16_mixed_trains_records_and_resumes_bit_for_bit(task, tmp_path, inter
     assert last["step"] == 30 and last["loss"] == last["loss"]  # finite
     with pytest.raises(DhwtError, match="cannot resume .* with precision = 'fp32': the run was "
                                         "configured with 'bf16-mixed'"):
-        train(TrainConfig(**CONFIG), task, tmp_path / "cut", resume=True)
+        train_run(TrainConfig(**CONFIG), task, tmp_path / "cut", resume=True)
 
 
 @pytest.mark.parametrize("values, message", [
@@ -201,12 +201,12 @@ def test_compiled_run_on_the_cpu_agrees_with_the_plain_one(task, tmp_path):
     """compile = true (torch.compile; about a minute of compiling) trains the same model: the
     metrics agree to float rounding across an untie (a recompile) and a resume may drop it."""
     values = {**CONFIG, "steps": 20, "tie_schedule": "untie@10", "dropout": 0.0}
-    plain = _outcome(train(TrainConfig(**values), task, tmp_path / "plain").run_dir)[1]
-    compiled = train(TrainConfig(**values, compile=True), task, tmp_path / "compiled").run_dir
+    plain = _outcome(train_run(TrainConfig(**values), task, tmp_path / "plain").run_dir)[1]
+    compiled = train_run(TrainConfig(**values, compile=True), task, tmp_path / "compiled").run_dir
     lines = [(json.loads(a), json.loads(b)) for a, b in zip(
         plain.splitlines(), _outcome(compiled)[1].splitlines(), strict=True)]
     for a, b in lines:
         assert (a["step"], a["split"]) == (b["step"], b["split"])
         assert abs(a["loss"] - b["loss"]) <= 1e-5 * abs(a["loss"]), (a, b)
-    train(TrainConfig(**{**values, "steps": 30}), task, compiled, resume=True)  # not compiled
+    train_run(TrainConfig(**{**values, "steps": 30}), task, compiled, resume=True)  # not compiled
     assert json.loads(_outcome(compiled)[1].splitlines()[-1])["step"] == 30

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from dhwt.commands import train
+from dhwt.training.runner import train_run
 from dhwt.config import TrainConfig
 from dhwt.errors import DhwtError
 from dhwt.languages import load_language, load_task, write_dataset
@@ -89,11 +89,11 @@ def test_rows_no_input_reads_decay_by_the_closed_form(four, task, tmp_path, opti
 @pytest.mark.slow
 def test_an_sgd_run_resumes_bit_for_bit(four, task, tmp_path, interrupt_at, assert_same):
     c = config(four, steps=6, eval_every=2, snapshot_every=2, checkpoint_every=2)
-    train(c, task, tmp_path / "whole")
+    train_run(c, task, tmp_path / "whole")
     interrupt_at(3)
     with pytest.raises(KeyboardInterrupt):
-        train(c, task, tmp_path / "cut")
-    train(c, task, tmp_path / "cut", resume=True)
+        train_run(c, task, tmp_path / "cut")
+    train_run(c, task, tmp_path / "cut", resume=True)
     whole = latest_checkpoint(tmp_path / "whole" / "checkpoints")[1]
     cut = latest_checkpoint(tmp_path / "cut" / "checkpoints")[1]
     assert_same(whole["model"], cut["model"])

@@ -124,10 +124,10 @@ def test_the_setting_is_where_a_run_logs_not_what_it_computes(tmp_path):
 
 
 def test_a_study_passes_it_to_its_runs(tmp_path):
-    from dhwt.commands.study import load_study
+    from dhwt.config.study import StudyConfig
 
     study = tmp_path / "study.toml"
     study.write_text('[data]\ngrammar = "parity"\n[train]\nsteps = 10\ntensorboard = true\n'
                      '[[runs]]\nname = "tied"\n[[runs]]\nname = "quiet"\ntensorboard = false\n')
-    runs = dict(load_study(study).runs)
+    runs = dict(StudyConfig.from_toml(study).runs)
     assert runs["tied"].record.tensorboard and not runs["quiet"].record.tensorboard

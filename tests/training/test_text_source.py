@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from dhwt.errors import DhwtError
-from dhwt.commands.study import load_study
+from dhwt.config.study import StudyConfig
 from dhwt.config import TrainConfig
 from dhwt.runs.run import load_run
 
@@ -176,16 +176,16 @@ def test_a_relative_corpus_path_is_taken_from_the_study_file(corpus, tmp_path, m
     path.write_text(STUDY.format(corpus=corpus.name))  # "text", beside the file
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path / "elsewhere")
-    assert {config.data.corpus for _, config in load_study(path).runs} == {str(corpus.resolve())}
+    assert {config.data.corpus for _, config in StudyConfig.from_toml(path).runs} == {str(corpus.resolve())}
     path.write_text(STUDY.format(corpus="wikitext-2"))  # a name, not a path: kept
-    assert {config.data.corpus for _, config in load_study(path).runs} == {"wikitext-2"}
+    assert {config.data.corpus for _, config in StudyConfig.from_toml(path).runs} == {"wikitext-2"}
 
 
 def test_text_studies_refuse_an_analysis_table(corpus, tmp_path):
     path = tmp_path / "study.toml"
     path.write_text(STUDY.format(corpus=corpus) + '[analysis]\nmeasure = "raw"\n')
     with pytest.raises(DhwtError, match=r"\[analysis\] \['measure'\] is for grammar studies"):
-        load_study(path)
+        StudyConfig.from_toml(path)
 
 
 def test_study_refuses_a_later_or_unknown_source_and_mixed_data(corpus, tmp_path):
@@ -193,10 +193,10 @@ def test_study_refuses_a_later_or_unknown_source_and_mixed_data(corpus, tmp_path
     path.write_text(STUDY.format(corpus=corpus).replace('init_from = "body-shared"',
                                                         'init_from = "nothing@2"'))
     with pytest.raises(DhwtError, match="'nothing', which is not an earlier run"):
-        load_study(path)
+        StudyConfig.from_toml(path)
     path.write_text(STUDY.format(corpus=corpus).replace("seq_len = 5", "seq_len = 5\nsplit_seed = 1"))
     with pytest.raises(DhwtError, match=r"unknown \[data\] keys \['split_seed'\]"):
-        load_study(path)
+        StudyConfig.from_toml(path)
 
 
 def test_the_wikitext_experiment_files_load_with_the_reference_settings():
@@ -207,12 +207,12 @@ def test_the_wikitext_experiment_files_load_with_the_reference_settings():
             gpu.data.tokenizer, gpu.members.vary) == (
         512, 6, 8, 2048, 512, 12, 16000, 1e-4, "gpt2", "embeddings")
     assert TrainConfig.from_toml(folder / "cpu.toml").data.corpus == "wikitext-2"
-    runs = dict(load_study(folder / "butterfly.toml").runs)
+    runs = dict(StudyConfig.from_toml(folder / "butterfly.toml").runs)
     assert runs["exp2"].members.init_from == "exp1" and runs["exp2"].members.freeze == "loaded"
-    assert {str(c.tying.tie_schedule) for _, c in load_study(folder / "tying.toml").runs} == {
+    assert {str(c.tying.tie_schedule) for _, c in StudyConfig.from_toml(folder / "tying.toml").runs} == {
         "tied", "untie@150"}
-    assert dict(load_study(folder / "exp1_long.toml").runs)["exp1-long"].optim.steps == 2000
-    longer = dict(load_study(folder / "exp2_long.toml").runs)["exp2-long"]
+    assert dict(StudyConfig.from_toml(folder / "exp1_long.toml").runs)["exp1-long"].optim.steps == 2000
+    longer = dict(StudyConfig.from_toml(folder / "exp2_long.toml").runs)["exp2-long"]
     assert (longer.members.init_from, longer.optim.steps) == ("../wt2-butterfly/runs/exp1", 1000)
     cadence = {"init_from", "steps", "eval_every", "snapshot_every", "checkpoint_every"}
     assert ({k: v for k, v in longer.to_dict().items() if k not in cadence}
@@ -253,7 +253,7 @@ def test_a_bad_wikitext2_path_is_an_error_naming_it_not_skipped(tmp_path, cli, m
 @pytest.mark.parametrize("variable", ["WIKITEXT2_PATH", "DHWT_DATA"])
 def test_the_wikitext2_copy_found_in_the_environment_is_recorded_as_the_runs_data(
         variable, tmp_path, monkeypatch):
-    from dhwt.commands.train import _resolve_config
+    from dhwt.training.run_config import resolve_run_config
 
     monkeypatch.delenv("WIKITEXT2_PATH", raising=False)
     monkeypatch.delenv("DHWT_DATA", raising=False)
@@ -261,6 +261,6 @@ def test_the_wikitext2_copy_found_in_the_environment_is_recorded_as_the_runs_dat
     monkeypatch.setenv(variable, str(folder))
     options = {"corpus": "wikitext-2", "tokenizer": "word", "seq_len": 5, "objective": "clm",
                "batch_size": 3}
-    config = _resolve_config(options, None, tmp_path / "run", overwrite=False, resume=False)
+    config = resolve_run_config(options, None, tmp_path / "run", overwrite=False, resume=False)
     assert config.data.data == str(folder.resolve())
     assert f'data = "{folder.resolve()}"' in config.to_toml()

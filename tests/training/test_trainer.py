@@ -7,11 +7,12 @@ import json
 import pytest
 import torch
 
+from dhwt.commands.train import report_run
 from dhwt.directories import LOCK, MARKER
 from dhwt.errors import DhwtError
 from dhwt.models import output
 from dhwt.config import TrainConfig
-from dhwt.commands import train
+from dhwt.training.runner import train_run
 from dhwt.runs.checkpoints import latest_checkpoint, list_checkpoints
 from dhwt.training import allocator
 from dhwt.training.trainer import Trainer
@@ -38,17 +39,17 @@ CONFIG = dict(seeds="1-2", steps=800, eval_every=40, snapshot_every=100, checkpo
 @pytest.mark.slow
 def test_resume_continues_bit_for_bit(task, tmp_path, interrupt_at, assert_same):
     config = TrainConfig(**CONFIG)
-    train(config, task, tmp_path / "straight")
+    train_run(config, task, tmp_path / "straight")
     # killed at 400 (checkpoint 320, untie@280 before it), then at 650 (checkpoint 640, tie@600)
     interrupt_at(400)
     with pytest.raises(KeyboardInterrupt):
-        train(config, task, tmp_path / "resumed")
+        train_run(config, task, tmp_path / "resumed")
     lines = (tmp_path / "resumed" / "metrics.jsonl").read_text().splitlines()
     assert json.loads(lines[-1])["step"] == 400  # lines past the checkpoint exist, to be cut
     interrupt_at(650)
     with pytest.raises(KeyboardInterrupt):
-        train(config, task, tmp_path / "resumed", resume=True)
-    result = train(config, task, tmp_path / "resumed", resume=True)
+        train_run(config, task, tmp_path / "resumed", resume=True)
+    result = train_run(config, task, tmp_path / "resumed", resume=True)
     assert result.step == 800
     straight = _final(tmp_path / "straight", config, task)
     resumed = _final(tmp_path / "resumed", config, task)
@@ -79,12 +80,12 @@ def test_torch_settings_of_a_run_are_restored_afterwards(task, tmp_path, interru
     config = TrainConfig(steps=3, threads=2 if before[1] == 1 else 1)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(Trainer, "_update", update)
-        train(config, task, tmp_path / "done")
+        train_run(config, task, tmp_path / "done")
     assert set(seen) == {(True, config.placement.threads, False)}
     assert _torch_settings() == before
     interrupt_at(1)
     with pytest.raises(KeyboardInterrupt):
-        train(config, task, tmp_path / "interrupted")
+        train_run(config, task, tmp_path / "interrupted")
     assert _torch_settings() == before
 
 
@@ -100,11 +101,11 @@ def test_a_cpu_run_trains_with_freed_memory_kept(task, tmp_path, interrupt_at, f
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(Trainer, "_update", update)
-        train(TrainConfig(steps=2), task, tmp_path / "done")
+        train_run(TrainConfig(steps=2), task, tmp_path / "done")
         assert depths == [1, 1] and allocator._depth == 0
         interrupt_at(1)
         with pytest.raises(KeyboardInterrupt):
-            train(TrainConfig(steps=2), task, tmp_path / "interrupted")
+            train_run(TrainConfig(steps=2), task, tmp_path / "interrupted")
         assert allocator._depth == 0
     assert fake_libc.calls.count(("malloc_trim", 0)) == 2  # each run handed its memory back
 
@@ -113,8 +114,8 @@ def test_member_equals_a_solo_run_of_its_seed(task, tmp_path):
     common = dict(steps=300, eval_every=100, snapshot_every=100, checkpoint_every=300,
                   tie_schedule="untie@120", tie_penalty=0.01, lr=1e-2, batch_size=8,
                   grad_clip=0.5, threads=1)
-    train(TrainConfig(seeds=[5, 7, 9], **common), task, tmp_path / "ensemble")
-    train(TrainConfig(seeds=[7], **common), task, tmp_path / "solo")
+    train_run(TrainConfig(seeds=[5, 7, 9], **common), task, tmp_path / "ensemble")
+    train_run(TrainConfig(seeds=[7], **common), task, tmp_path / "solo")
     for step in (0, 100, 200, 300):
         name = f"step_{step:07d}.safetensors"
         ens = read_snapshot(tmp_path / "ensemble" / "embeddings" / name)
@@ -141,18 +142,18 @@ def test_token_major_loss_path_trains_as_the_logits_path_and_resumes_bit_for_bit
     config = TrainConfig(seeds="1-2", steps=60, eval_every=20, snapshot_every=20,
                          checkpoint_every=20, tie_schedule="untie@30", lr=1e-2, batch_size=16,
                          dropout=0.1, threads=1)
-    train(config, task, tmp_path / "logits")
+    train_run(config, task, tmp_path / "logits")
     monkeypatch.setattr(output, "TOKEN_MAJOR_VOCAB", 1)
     calls = []
     fused_apply = output._FusedCrossEntropy.apply
     monkeypatch.setattr(output._FusedCrossEntropy, "apply",
                         lambda *args: calls.append(1) or fused_apply(*args))
-    train(config, task, tmp_path / "fused")
+    train_run(config, task, tmp_path / "fused")
     assert len(calls) == config.optim.steps  # every update took the fused path
     interrupt_at(40)
     with pytest.raises(KeyboardInterrupt):
-        train(config, task, tmp_path / "resumed")
-    train(config, task, tmp_path / "resumed", resume=True)
+        train_run(config, task, tmp_path / "resumed")
+    train_run(config, task, tmp_path / "resumed", resume=True)
     fused, resumed = (_final(tmp_path / name, config, task) for name in ("fused", "resumed"))
     assert_same(fused[0]["model"], resumed[0]["model"])
     assert fused[1] == resumed[1]
@@ -170,7 +171,7 @@ def test_nan_guard_stops_and_keeps_the_last_good_checkpoint(task, tmp_path):
     with pytest.raises(DhwtError, match=r"(loss|a weight) became (nan|inf) at step \d+ \(member "
                                         r"seed [34]\); last good checkpoint: \S+step_\d{7}\.pt$"
                        ) as info:
-        train(config, task, tmp_path / "run")
+        train_run(config, task, tmp_path / "run")
     bad_step = int(str(info.value).split(" at step ")[1].split()[0])
     path, state = latest_checkpoint(tmp_path / "run" / "checkpoints")
     assert str(info.value).endswith(f"last good checkpoint: {path}")
@@ -184,8 +185,10 @@ def test_nan_guard_stops_and_keeps_the_last_good_checkpoint(task, tmp_path):
 def test_run_directory_layout_and_report(task, tmp_path):
     config = TrainConfig(seeds="1-2", steps=30, eval_every=10, snapshot_every=15,
                          checkpoint_every=10, tie_schedule="untie@10", threads=1)
-    result = train(config, task, tmp_path / "run")
+    result = train_run(config, task, tmp_path / "run")
     run = tmp_path / "run"
+    assert not (run / "report.md").exists()  # the runner trains; the recipe writes the report
+    report_run(run, task)
     assert sorted(p.name for p in run.iterdir()) == [MARKER, LOCK, "checkpoints", "config.toml",
                                                      "embeddings", "figures", "metrics.jsonl",
                                                      "report.html", "report.md", "sessions.json"]
@@ -208,25 +211,25 @@ def test_run_directory_layout_and_report(task, tmp_path):
     assert "figures/training.png" in (run / "report.md").read_text()
     assert len(result.final_metrics) == len([r for r in lines if r["step"] == 30])
     with pytest.raises(DhwtError, match="already exists"):
-        train(config, task, run)
+        train_run(config, task, run)
 
 
 def test_resume_refuses_a_different_config_and_a_truncated_checkpoint(task, tmp_path):
     config = TrainConfig(steps=20, checkpoint_every=10, threads=1)
-    first = train(config, task, tmp_path / "run")
+    first = train_run(config, task, tmp_path / "run")
     metrics = (tmp_path / "run" / "metrics.jsonl").read_text()
-    again = train(config, task, tmp_path / "run", resume=True)  # a finished run: nothing to do
+    again = train_run(config, task, tmp_path / "run", resume=True)  # a finished run: nothing to do
     assert again.final_metrics == first.final_metrics and again.step == 20
     assert (tmp_path / "run" / "metrics.jsonl").read_text() == metrics
     with pytest.raises(DhwtError, match=r"cannot resume .* with lr = 0.1: the run was configured "
                                         r"with 0.0005"):
-        train(TrainConfig(steps=20, checkpoint_every=10, threads=1, lr=0.1), task,
+        train_run(TrainConfig(steps=20, checkpoint_every=10, threads=1, lr=0.1), task,
               tmp_path / "run", resume=True)
     with pytest.raises(DhwtError, match=r"cannot resume .* with steps = 10: the run is configured "
                                         r"for 20 steps, and --steps may extend it, not shorten"):
-        train(TrainConfig(steps=10, checkpoint_every=10, threads=1), task, tmp_path / "run",
+        train_run(TrainConfig(steps=10, checkpoint_every=10, threads=1), task, tmp_path / "run",
               resume=True)
     newest = list_checkpoints(tmp_path / "run" / "checkpoints")[-1]
     newest.write_bytes(newest.read_bytes()[:1000])
     with pytest.raises(DhwtError, match="step_0000020.pt is truncated or corrupt.*step_0000010.pt"):
-        train(config, task, tmp_path / "run", resume=True)
+        train_run(config, task, tmp_path / "run", resume=True)

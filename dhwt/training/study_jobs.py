@@ -24,7 +24,7 @@ resumes what is left. Ctrl-C cancels the jobs (they resume from their last check
 A job about to be preempted or to reach its time limit gets SLURM's signal (USR2: submitit asks
 for it 90 s before the limit) and submitit calls its `checkpoint` (`_Attempt`): its training
 stops where it is, its runs' locks go with its process, and submitit requeues it with the same
-work, which resumes from the runs' newest checkpoint (study.train_group), so the study goes on
+work, which resumes from the runs' newest checkpoint (dhwt.training.study.train_study_group), so the study goes on
 without a new command, the steps since that checkpoint trained again. Checkpoints are written
 atomically: one the signal cut short is not there, and the one before it is the newest. A job
 is requeued at most --slurm-requeues times (default JOB_REQUEUES, submitit's max_num_timeout,
