@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from dhwt.analysis.run_analysis import Analysis
+from dhwt.analysis.analyze_result import Analysis
 from dhwt.analysis.runs_closeness import RunsCloseness
 
 

@@ -2,7 +2,7 @@
 trained in its claimed directory (dhwt.training.study), then, still holding the claim, each
 run's report written (as `dhwt train` writes it: dhwt.commands.train.report_run), the study
 analysed (a grammar study: the closeness of its runs; a text study: `dhwt analyze` of all runs
-and of each) and its report written (dhwt.report.runs_report, dhwt.report.study_report).
+and of each) and its report written (dhwt.report.runs_closeness_report, dhwt.report.study_report).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dhwt.analysis.study_result import StudyResult
 from dhwt.commands.analyze import analyze
 from dhwt.commands.train import report_run
 from dhwt.config.study import StudyConfig
-from dhwt.report.runs_report import write_runs_report
+from dhwt.report.runs_closeness_report import write_runs_report
 from dhwt.report.study_report import study_intro, study_output
 from dhwt.runs.layout import StudyPaths, run_paths
 from dhwt.training.study import (Say, claimed_study, study_task, train_study,

@@ -11,7 +11,7 @@ from dhwt.config.run import TrainConfig
 from dhwt.config.study import StudyConfig
 from dhwt.report.analyze_report import document as analyze_document
 from dhwt.report.json_document import json_text
-from dhwt.report.runs_report import closeness_document
+from dhwt.report.runs_closeness_report import closeness_document
 
 
 def study_intro(study: StudyConfig, trained: list[tuple[TrainConfig, Path]]) -> list[str]:
