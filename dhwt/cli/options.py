@@ -1,6 +1,6 @@
 """The options several commands share, declared once: --k, --metric, --seed, --device and
 --json (each command gives its own help: what the option means there); and `emit`, how every
-command's Output is printed."""
+command's Output is printed (and its exit code returned)."""
 
 from __future__ import annotations
 
@@ -45,10 +45,11 @@ def json_option(help_text: str) -> Decorator:
     return click.option("--json", "as_json", is_flag=True, help=help_text)
 
 
-def emit(output: Output) -> None:
+def emit(output: Output) -> int:
     """Print a command's Output: the note naming what was written (on stderr under --json, so
-    that stdout holds the document alone), then the text."""
+    that stdout holds the document alone), then the text; return its exit code."""
     if output.note is not None:
         click.echo(output.note, err=output.as_json)
     if output.text is not None:
         click.echo(output.text)
+    return output.code

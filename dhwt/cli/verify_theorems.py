@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from dhwt.cli.group import cli
-from dhwt.cli.options import json_option, seed_option
+from dhwt.cli.options import emit, json_option, seed_option
 
 
 @cli.command("verify-theorems", context_settings={"max_content_width": 100})
@@ -34,4 +34,4 @@ def verify_theorems_cmd(full: bool, only: str | None, seed: int, as_json: bool) 
     """
     from dhwt.commands.verify_theorems import verify_theorems_command
 
-    return verify_theorems_command(only, full, seed, as_json, echo=click.echo)
+    return emit(verify_theorems_command(only, full, seed, as_json))

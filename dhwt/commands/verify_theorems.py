@@ -1,19 +1,18 @@
-"""`dhwt verify-theorems`: runs dhwt.theory.runner (the checks of proofs/), and prints the table
-or the JSON document."""
+"""`dhwt verify-theorems`: the checks of proofs/ run by dhwt.theory.runner, rendered by
+dhwt.report.verify_theorems_report (the table, or the JSON document); exit code 1 when a check
+failed."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from dhwt.report import verify_theorems_report
+from dhwt.report.output import Output, rendered
+from dhwt.theory.runner import verify
 
-from dhwt.report.json_document import json_text
-from dhwt.theory.runner import document, verify, verify_theorems
 
-
-def verify_theorems_command(only: str | None, full: bool, seed: int, as_json: bool = False,
-                            echo: Callable[[str], None] = print) -> int:
-    """Run the selected checks and echo the table (or the JSON document); the exit code."""
-    if not as_json:
-        return verify_theorems(only=only, full=full, seed=seed, echo=echo)
+def verify_theorems_command(only: str | None, full: bool, seed: int,
+                            as_json: bool = False) -> Output:
+    """What `dhwt verify-theorems` prints: the table of the selected checks, or (`as_json`) the
+    JSON document; its code is 1 when a check failed."""
     result = verify(only, full, seed)
-    echo(json_text(document(result)))
-    return result.code
+    return rendered(result, as_json, verify_theorems_report.text, verify_theorems_report.document,
+                    code=result.code)

@@ -1,7 +1,7 @@
 """What a command prints, in one shape for every `dhwt` command (dhwt.commands.NAME returns it,
 dhwt.cli.options.emit prints it): the text report or, under --json, the JSON document on stdout,
 and the line naming what was written on disk (stderr under --json, so that stdout holds the
-document alone)."""
+document alone), and the exit code."""
 
 from __future__ import annotations
 
@@ -17,17 +17,20 @@ R = TypeVar("R")
 @dataclass(frozen=True)
 class Output:
     """text: the text report or the JSON document (None: nothing but the note); note: the line
-    naming what was written (None: nothing was); as_json: whether text is the JSON document."""
+    naming what was written (None: nothing was); as_json: whether text is the JSON document;
+    code: the exit code (1 when `dhwt verify-theorems` found a failing check)."""
 
     text: str | None
     note: str | None = None
     as_json: bool = False
+    code: int = 0
 
 
 def rendered(result: R, as_json: bool, text: Callable[[R], str], document: Callable[[R], object],
-             note: str | None = None) -> Output:
+             note: str | None = None, code: int = 0) -> Output:
     """The Output of `result`: its JSON document (`document`, serialised by
-    dhwt.report.json_document) under `as_json`, else its `text`.
+    dhwt.report.json_document) under `as_json`, else its `text`; `note` and the exit `code` as
+    given.
 
     Examples:
         >>> rendered(3, False, str, lambda n: {"n": n}).text
@@ -35,4 +38,4 @@ def rendered(result: R, as_json: bool, text: Callable[[R], str], document: Calla
         >>> rendered(3, True, str, lambda n: {"n": n}).text
         '{\\n "n": 3\\n}'
     """
-    return Output(json_text(document(result)) if as_json else text(result), note, as_json)
+    return Output(json_text(document(result)) if as_json else text(result), note, as_json, code)

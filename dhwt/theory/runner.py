@@ -1,10 +1,11 @@
-"""Run theorem checks and print the table `dhwt verify-theorems` shows."""
+"""Run theorem checks: each check's outcome and time, and the Verification `dhwt verify-theorems`
+renders (dhwt.report.verify_theorems_report)."""
 
 from __future__ import annotations
 
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tqdm import tqdm
@@ -12,8 +13,6 @@ from tqdm import tqdm
 from dhwt.errors import DhwtError
 from dhwt.theory.check import Check, Outcome
 from dhwt.theory.registry import select
-
-COLUMNS = ("theorem", "kind", "check", "prediction", "measured", "result", "s")
 
 
 @dataclass(frozen=True)
@@ -23,11 +22,6 @@ class Row:
     check: Check
     outcome: Outcome
     seconds: float
-
-    def cells(self) -> tuple[str, ...]:
-        c, o = self.check, self.outcome
-        return (c.theorem, c.kind, c.name, c.prediction, o.measured, o.status.upper(),
-                f"{self.seconds:.1f}")
 
 
 def run_check(check: Check, seed: int) -> Row:
@@ -48,20 +42,6 @@ def run_checks(checks: Sequence[Check], seed: int) -> list[Row]:
     return [run_check(c, seed) for c in bar]
 
 
-def format_table(rows: Sequence[Row]) -> str:
-    """A plain-text table with one line per check."""
-    cells = [COLUMNS, *(row.cells() for row in rows)]
-    widths = [max(len(line[i]) for line in cells) for i in range(len(COLUMNS))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
-def summary(rows: Sequence[Row], seconds: float) -> str:
-    failed = sum(r.outcome.status == "fail" for r in rows)
-    return f"{len(rows) - failed} passed, {failed} failed in {seconds:.1f} s"
-
-
 @dataclass(frozen=True)
 class Verification:
     """The checks run, their rows, the time they took, and whether --full would add some."""
@@ -71,9 +51,14 @@ class Verification:
     full_adds: bool
 
     @property
+    def failed(self) -> int:
+        """How many checks failed."""
+        return sum(r.outcome.status == "fail" for r in self.rows)
+
+    @property
     def code(self) -> int:
         """The exit code: 1 when a check failed, else 0."""
-        return 1 if any(r.outcome.status == "fail" for r in self.rows) else 0
+        return 1 if self.failed else 0
 
 
 def verify(only: str | None, full: bool, seed: int) -> Verification:
@@ -85,24 +70,3 @@ def verify(only: str | None, full: bool, seed: int) -> Verification:
     rows = run_checks(checks, seed)
     return Verification(tuple(rows), time.perf_counter() - start,
                         not full and any(c.full_only for c in select(only, True)))
-
-
-def verify_theorems(only: str | None, full: bool, seed: int,
-                    echo: Callable[[str], None] = print) -> int:
-    """Run the selected checks, print the table and a summary; return the exit code (1: a fail)."""
-    result = verify(only, full, seed)
-    echo(format_table(result.rows))
-    echo(summary(result.rows, result.seconds))
-    if result.full_adds:
-        echo("(--full adds the long empirical checks)")
-    return result.code
-
-
-def document(result: Verification) -> dict:
-    """The checks as JSON-ready data: one record per check (the table's columns), and the
-    counts of passed and failed ones."""
-    failed = sum(r.outcome.status == "fail" for r in result.rows)
-    return {"checks": [dict(zip(COLUMNS[:-1], row.cells()[:-1]), seconds=row.seconds)
-                       for row in result.rows],
-            "passed": len(result.rows) - failed, "failed": failed, "seconds": result.seconds,
-            "full_adds_checks": result.full_adds}

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from dhwt.report.verify_theorems_report import format_table
 from dhwt.theory import registry
 from dhwt.theory.check import Check, Outcome, deferred, verdict
-from dhwt.theory.runner import format_table, run_check
+from dhwt.theory.runner import run_check
 
 
 def test_only_t1_prints_its_table_and_exits_0(cli):
@@ -32,12 +35,16 @@ def test_bad_input_exits_2_with_one_line(cli, args, message):
     assert message in err and err.startswith("error:") and err.count("\n") == 1
 
 
-def test_a_failing_check_makes_exit_1(cli, monkeypatch):
+def test_a_failing_check_makes_exit_1_with_or_without_json(cli, monkeypatch):
     good = Check("T1", "deliberately right", "numeric", "1 = 1", lambda t: verdict(True, "1 == 1"))
     bad = Check("T1", "deliberately wrong", "numeric", "1 = 2", lambda t: verdict(False, "1 != 2"))
     monkeypatch.setitem(registry.THEOREMS, "T1", (good, bad))
     code, out, _ = cli(["verify-theorems", "--only", "T1"])
     assert code == 1 and "FAIL" in out and "1 passed, 1 failed" in out
+    code, out, _ = cli(["verify-theorems", "--only", "T1", "--json"])
+    doc = json.loads(out)
+    assert code == 1 and (doc["passed"], doc["failed"]) == (1, 1)
+    assert [c["result"] for c in doc["checks"]] == ["PASS", "FAIL"]
 
 
 def test_a_check_that_cannot_import_the_package_fails_it_is_never_skipped(cli, monkeypatch):
