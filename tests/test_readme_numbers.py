@@ -283,10 +283,10 @@ def _word_level() -> tuple[float, float]:
     return _wikitext("results-word-gpu.csv", "tied-lr1e-3", "untied-lr1e-3", seed="seed_index")
 
 
-def _demand(contrast: str, *columns: str) -> list[float]:
-    """dh_demand/results/contrasts.csv at d 4: a contrast's mean [lo, hi] and `columns`."""
+def _demand(contrast: str, *columns: str, d: int = 4) -> list[float]:
+    """dh_demand/results/contrasts.csv at width d: a contrast's mean [lo, hi] and `columns`."""
     row = next(r for r in _csv("dh_demand/results/contrasts.csv")
-               if (r["d"], r["contrast"]) == ("4", contrast))
+               if (r["d"], r["contrast"]) == (str(d), contrast))
     return [float(row[c]) for c in ("mean", "lo", "hi", *columns)]
 
 
@@ -552,6 +552,14 @@ QUOTES = [
     Quote("experiments/dh_demand/README.md", "A_constant {} [{}, {}], **equivalent to zero** (TOST "
           "Holm p {})", lambda: _demand("A_constant", "p_tost_holm")),
     Quote("experiments/dh_demand/README.md", "A_ratio {} [{}, {}],", lambda: _demand("A_ratio")),
+    Quote("experiments/dh_demand/README.md", "A_constant {} [{}, {}], A_ratio {} [{}, {}], A_equal "
+          "{} [{}, {}], B_constant {} [{}, {}], B_ratio {} [{}, {}]; the dose step {} [{}, {}]",
+          lambda: _flat(*(_demand(c, d=8) for c in ("A_constant", "A_ratio", "A_equal",
+                                                     "B_constant", "B_ratio", "C_step")))),
+    Quote("experiments/dh_demand/README.md", "the dose slope {} [{}, {}]",
+          lambda: _demand("C_slope", d=8)),
+    Quote("README.md", "At d 8 every contrast is equivalent to zero at ±0.005 (the largest, "
+          "B_ratio, {} [{}, {}])", lambda: _demand("B_ratio", d=8)),
     Quote("experiments/dh_demand/README.md", "A_equal {} [{}, {}], undecided",
           lambda: _demand("A_equal")),
     Quote("experiments/dh_demand/README.md", "B_constant {} [{}, {}], B_ratio {} [{}, {}]",
