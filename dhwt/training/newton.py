@@ -7,8 +7,9 @@ pre-LN transformer's scale symmetries leave to the L2 term. Each product is one 
 through the gradient's graph (built once per point, under twice_differentiable). Where it ends,
 the whole Hessian (one product per parameter: for models of a few thousand parameters, as the
 population fits of dhwt.training.population) gives the certificate: a gradient norm near
-rounding and no eigenvalue below zero (to rounding) make a local minimum by the second-order
-conditions; a clearly negative one says the point is a saddle. Ours, checked on one K 2 model
+rounding and no eigenvalue below zero (to rounding) meet the second-order necessary conditions
+(a local minimum where the flat directions are symmetries, as below); a clearly negative
+eigenvalue says the point is a saddle. Ours, checked on one K 2 model
 only: a transformer's minima are not strict even with an L2 term, since rotating a head's query
 and key spaces together (or its value space against the output projection) changes neither the
 loss nor any norm, so the Hessian has exact zeros there and the smallest eigenvalue sits at

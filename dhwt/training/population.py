@@ -22,12 +22,13 @@ below about 1e-7, and a certificate must be.
 The certificate of each member: its objective, exact cross-entropy, gradient norm at the end,
 drift (the objective's fall over the last `window` L-BFGS iterations); after Newton, the fall
 Newton made past L-BFGS and the Hessian's smallest eigenvalue at the end (not below zero to
-rounding, with a gradient norm near rounding: a local minimum). L-BFGS's convergence is linear at best
-(a pre-LN transformer's scale symmetries leave directions whose only curvature is the L2 term):
-on a K 2, d 4 demand language at l2 0.1 the gradient norm falls about tenfold per 300
-iterations; a study declares the gradient norm and drift it accepts. The objective is not
-convex: a member may end at a stationary point that is not the best. `restart_gaps` compares
-members of one arm started from different seeds (restarts): each member's gap to the best.
+rounding, with a gradient norm near rounding: the second-order necessary conditions). L-BFGS's
+convergence is linear at best (a pre-LN transformer's scale symmetries leave directions whose
+only curvature is the L2 term): on a K 2, d 4 demand language at l2 0.1 the gradient norm falls
+about tenfold per 300 iterations; a study declares the gradient norm and drift it accepts. The
+objective is not convex: a member may end at a stationary point that is not the best.
+`restart_gaps` compares members of one arm started from different seeds (restarts): each
+member's gap to the best.
 
 Examples:
     >>> import torch
