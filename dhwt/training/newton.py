@@ -66,22 +66,19 @@ def newton(params: list[torch.Tensor], value: Callable[[], torch.Tensor], steps:
     def fun(x: np.ndarray) -> tuple[float, np.ndarray]:
         load(x)
         f = value()
-        grads = torch.autograd.grad(f, params, materialize_grads=True)
-        return float(f.detach()), torch.cat([g.reshape(-1) for g in grads]).numpy()
+        return float(f.detach()), _flat(torch.autograd.grad(f, params, materialize_grads=True))
 
     def hessp(x: np.ndarray, direction: np.ndarray) -> np.ndarray:
         if "x" not in graph or not np.array_equal(graph["x"], x):
             load(x)
             graph.update(x=x.copy(), grad=_flat_gradient(params, value))
-        parts = torch.autograd.grad(graph["grad"], params, torch.from_numpy(direction),
-                                    retain_graph=True, materialize_grads=True)
-        return torch.cat([part.reshape(-1) for part in parts]).numpy()
+        return _flat(torch.autograd.grad(graph["grad"], params, torch.from_numpy(direction),
+                                         retain_graph=True, materialize_grads=True))
 
     sizes = [p.numel() for p in params]
-    start = torch.cat([p.detach().reshape(-1) for p in params]).numpy()
+    start = _flat([p.detach() for p in params])
     end = scipy.optimize.minimize(fun, start, jac=True, hessp=hessp, method="trust-krylov",
                                   options={"gtol": tolerance, "maxiter": steps})
-    graph.clear()
     _, grad = fun(end.x)
     eigenvalues = np.linalg.eigvalsh(hessian(params, value).numpy())
     return NewtonEnd(grad_norm=float(np.linalg.norm(grad)),
@@ -112,3 +109,8 @@ def _flat_gradient(params: list[torch.Tensor], value: Callable[[], torch.Tensor]
     with twice_differentiable():
         grads = torch.autograd.grad(value(), params, create_graph=True, materialize_grads=True)
     return torch.cat([g.reshape(-1) for g in grads])
+
+
+def _flat(tensors) -> np.ndarray:
+    """Tensors flattened into one numpy vector, in order (the layout `newton` optimises in)."""
+    return torch.cat([t.reshape(-1) for t in tensors]).numpy()

@@ -133,12 +133,13 @@ def fit_population(model: torch.nn.Module, batch: Batch, options: PopulationOpti
     traces = [trace for trace, _ in polished]
     past = torch.stack([t[max(0, len(t) - 1 - -(-options.window // CHECK_EVERY))]
                         for t in traces])
+    lbfgs_end = torch.stack([t[-1] for t in traces])
     ends = [end for _, end in polished]
     return Certificate(
         objective=f.numpy(), cross_entropy=ce.numpy(), grad_norm=grad_norm.numpy(),
-        drift=(past - torch.stack([t[-1] for t in traces])).numpy(),
+        drift=(past - lbfgs_end).numpy(),
         iterations=np.array([(len(t) - 1) * CHECK_EVERY for t in traces]),
-        newton_fall=(torch.stack([t[-1] for t in traces]) - f).numpy(),
+        newton_fall=(lbfgs_end - f).numpy(),
         min_eigenvalue=np.array([np.nan if e is None else e.min_eigenvalue for e in ends]),
         newton_iterations=np.array([0 if e is None else e.iterations for e in ends]))
 
