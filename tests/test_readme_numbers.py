@@ -300,6 +300,16 @@ def _demand_certified(arm: str) -> list[float]:
     return [ok, n, *clopper_pearson(ok, n)]
 
 
+def _certify_probe() -> list[float]:
+    """dh_demand/certify.py's output on one d 4 job: its seconds, Newton iterations, Newton's fall
+    past L-BFGS, Newton iterations again (the cap reached), the gradient norm and minus the
+    Hessian's smallest eigenvalue."""
+    probe = json.loads((EXPERIMENTS / "dh_demand/results/certify-k16-d4-ratio-dose0-draw0-tied"
+                        ".json").read_text("utf-8"))
+    return [probe["seconds"], probe["newton_iterations"][0], probe["newton_fall"][0],
+            probe["newton_iterations"][0], probe["grad_norm"][0], -probe["min_eigenvalue"][0]]
+
+
 def _demand_cells(arm: str) -> list[dict]:
     return [json.loads(p.read_text("utf-8"))
             for p in (EXPERIMENTS / "dh_demand/results/cells").glob(f"k16-d4-*-{arm}.json")]
@@ -559,6 +569,11 @@ QUOTES = [
                                                      "B_constant", "B_ratio", "C_step")))),
     Quote("experiments/dh_demand/README.md", "the dose slope {} [{}, {}]",
           lambda: _demand("C_slope", d=8)),
+    Quote("experiments/dh_demand/README.md", "other jobs beside it: {} s for the member's Adam, "
+          "L-BFGS and {} Newton iterations; its output: `results/certify-k16-d4-ratio-dose0-draw0-"
+          "tied.json`). L-BFGS had ended with F still falling (2.9e-4 over its last 100 "
+          "iterations); Newton took F a further {} lower and stopped at its {}-iteration cap with "
+          "gradient norm {} and a negative Hessian eigenvalue (−{})", _certify_probe),
     Quote("README.md", "At d 8 every contrast is equivalent to zero at ±0.005 (the largest, "
           "B_ratio, {} [{}, {}])", lambda: _demand("B_ratio", d=8)),
     Quote("experiments/dh_demand/README.md", "A_equal {} [{}, {}], undecided",
