@@ -574,6 +574,8 @@ QUOTES = [
           "tied.json`). L-BFGS had ended with F still falling (2.9e-4 over its last 100 "
           "iterations); Newton took F a further {} lower and stopped at its {}-iteration cap with "
           "gradient norm {} and a negative Hessian eigenvalue (−{})", _certify_probe),
+    Quote("docs/how-to/population-fit.md", "one member took {} s for its Adam, L-BFGS and {} "
+          "Newton iterations", lambda: _certify_probe()[:2]),
     Quote("README.md", "At d 8 every contrast is equivalent to zero at ±0.005 (the largest, "
           "B_ratio, {} [{}, {}])", lambda: _demand("B_ratio", d=8)),
     Quote("experiments/dh_demand/README.md", "A_equal {} [{}, {}], undecided",
