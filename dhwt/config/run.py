@@ -366,8 +366,9 @@ class OptimConfig:
     `optimizer` "population" (a synthetic language, full batch, a constant tie schedule and lr):
     every member fitted to the language's exact population objective, CE + weight_decay / 2
     ||θ||² (an L2 term in the objective, not decoupled decay): `steps` Adam updates at `lr`, then
-    up to `lbfgs_steps` L-BFGS iterations, with a certificate per member
-    (dhwt.training.population)."""
+    up to `lbfgs_steps` L-BFGS iterations, then up to `newton_steps` iterations of trust-region
+    Newton on the exact Hessian (0: none), with a certificate per member
+    (dhwt.training.population; the Hessian's smallest eigenvalue where Newton ran)."""
 
     steps: int = 10_000
     batch_size: int | None = None
@@ -383,6 +384,7 @@ class OptimConfig:
     warmup_steps: int = 0
     grad_clip: float | None = None
     lbfgs_steps: int = 2000
+    newton_steps: int = 0
 
     CONSTRAINTS = {
         "steps": [Integer(1)], "batch_size": [Integer(1), None],
@@ -391,7 +393,7 @@ class OptimConfig:
         "eps": [Real(0.0, low_open=True)], "weight_decay": [Real(0.0)],
         "lr_schedule": [Choice(LR_SCHEDULES)], "lr_min": [Real(0.0)], "lr_period": [Integer(1)],
         "warmup_steps": [Integer(0)], "grad_clip": [Real(0.0, low_open=True), None],
-        "lbfgs_steps": [Integer(0)]}
+        "lbfgs_steps": [Integer(0)], "newton_steps": [Integer(0)]}
 
     def __post_init__(self) -> None:
         if self.batch_size == FULL_BATCH:  # the TOML and flag spelling of None

@@ -48,8 +48,9 @@ def _optimizer_line(config: TrainConfig) -> str:
     optim = config.optim
     if optim.optimizer == "population":
         return (f"- population fit: {optim.steps} Adam steps at lr {optim.lr}, then up to "
-                f"{optim.lbfgs_steps} L-BFGS iterations a member, on CE + {optim.weight_decay:g} / 2 "
-                "||θ||² over the whole language")
+                f"{optim.lbfgs_steps} L-BFGS iterations"
+                + (f" and {optim.newton_steps} Newton iterations" if optim.newton_steps else "")
+                + f" a member, on CE + {optim.weight_decay:g} / 2 ||θ||² over the whole language")
     name = {"adamw": "AdamW", "sgd": "SGD"}[optim.optimizer]
     return (f"- {optim.steps} steps, batch {optim.batch_size or 'full'}, {name} lr {optim.lr} "
             f"({optim.lr_schedule}, warmup {optim.warmup_steps}), weight decay "
@@ -58,18 +59,28 @@ def _optimizer_line(config: TrainConfig) -> str:
 
 def _certificate(rows: list[dict[str, object]], l2: float) -> list[str]:
     """The certificate of a population fit, a line per member (dhwt.training.population), with
-    each member's gap to the best F of the run's members (restarts from other seeds)."""
+    each member's gap to the best F of the run's members (restarts from other seeds), and where
+    Newton ran, its fall past L-BFGS, its iterations and the Hessian's smallest eigenvalue."""
     best = min(float(r["objective"]) for r in rows)
+    newton = "min_eigenvalue" in rows[0]
     return ["## Certificate of the population fit", "",
             f"Each member's objective F = cross-entropy + {l2:g} / 2 ||θ||² where it ended, its "
             "gradient norm there, drift: F's fall over the last 100 L-BFGS iterations, or "
             "all of them where fewer ran (small when the fit has stopped moving), and its gap to "
             "the lowest F of this run's members: the objective is not convex, and members from "
-            "different seeds are restarts.", "",
-            "| seed | F | gap to the best | gradient norm | drift | L-BFGS iterations |",
-            "|---:|---:|---:|---:|---:|---:|",
+            "different seeds are restarts."
+            + (" Newton: how much lower trust-region Newton took F past L-BFGS's end, in how "
+               "many iterations, and the smallest eigenvalue of the Hessian where it ended "
+               "(not below zero to rounding, with a gradient norm near rounding: a local "
+               "minimum's second-order necessary conditions; clearly negative: a saddle)."
+               if newton else ""), "",
+            "| seed | F | gap to the best | gradient norm | drift | L-BFGS iterations |"
+            + (" Newton's fall | Newton iterations | smallest eigenvalue |" if newton else ""),
+            "|---:|---:|---:|---:|---:|---:|" + ("---:|---:|---:|" if newton else ""),
             *(f"| {r['seed']} | {r['objective']:.6f} | {float(r['objective']) - best:.2e} | "
               f"{r['grad_norm']:.2e} | {r['drift']:.2e} | {r['lbfgs_iterations']} |"
+              + (f" {r['newton_fall']:.2e} | {r['newton_iterations']} | "
+                 f"{r['min_eigenvalue']:+.2e} |" if newton else "")
               for r in rows), ""]
 
 

@@ -174,7 +174,8 @@ class Run:
 
     def model(self, step: int | None = None) -> EnsembleLM:
         """The trained ensemble at the checkpoint of `step` (default: the newest), on the CPU,
-        with its tying state, rebuilt from the checkpoint alone (its `model_args`; a checkpoint
+        with its tying state and in its saved precision (float64 after a population fit),
+        rebuilt from the checkpoint alone (its `model_args`; a checkpoint
         written before they were saved is rebuilt from the run's config and data)."""
         directory = self.paths.checkpoints
         if step is None:
@@ -187,6 +188,7 @@ class Run:
         args = state.get("model_args")
         config = ModelConfig(**args) if args is not None else self.model_config()
         model = build_model(config, self.config.members.seeds, tied=True)
+        model.to(next(v.dtype for v in state["model"].values() if v.is_floating_point()))
         model.load_state_dict(state["model"])  # adopts the saved tying state
         return model
 

@@ -320,11 +320,16 @@ class Trainer:
         certificate's precision."""
         optim = self.config.optim
         options = PopulationOptions(adam_steps=optim.steps, lr=optim.lr,
-                                    lbfgs_steps=optim.lbfgs_steps, l2=optim.weight_decay)
+                                    lbfgs_steps=optim.lbfgs_steps, newton_steps=optim.newton_steps,
+                                    l2=optim.weight_decay)
         bar = tqdm(total=optim.steps + len(self.seeds) * optim.lbfgs_steps, unit="it",
                    desc="population fit", disable=None, dynamic_ncols=True)
 
         def progress(phase: str, step: int) -> None:
+            if phase.startswith("newton"):  # called once, when the member's Newton ends
+                bar.set_postfix_str(f"seed {self.seeds[int(phase.split()[1])]}: {step} Newton "
+                                    "iterations")
+                return
             done = step if phase == "adam" else (
                 optim.steps + int(phase.split()[1]) * optim.lbfgs_steps + step)
             bar.update(done - bar.n)
@@ -589,7 +594,11 @@ def _certificate_lines(certificate: Certificate) -> dict[str, list]:
     """The certificate's fields of each member's population line in metrics.jsonl."""
     return {"objective": certificate.objective.tolist(),
             "grad_norm": certificate.grad_norm.tolist(), "drift": certificate.drift.tolist(),
-            "lbfgs_iterations": certificate.iterations.tolist()}
+            "lbfgs_iterations": certificate.iterations.tolist(),
+            **({"newton_fall": certificate.newton_fall.tolist(),
+                "newton_iterations": certificate.newton_iterations.tolist(),
+                "min_eigenvalue": certificate.min_eigenvalue.tolist()}
+               if certificate.newton_iterations.any() else {})}
 
 
 def _named(checkpoint: Path | None) -> str:

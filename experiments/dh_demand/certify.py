@@ -31,6 +31,8 @@ def main() -> None:
     parser.add_argument("--draw", type=int, default=0)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--newton-steps", type=int, default=100)
+    parser.add_argument("--l2", type=float, default=OPTIONS.l2,
+                        help=f"the L2 weight of the objective (the plan's: {OPTIONS.l2:g})")
     args = parser.parse_args()
     torch.set_num_threads(1)
     language = load_language("demand", {"k": K, "pattern": args.pattern, "dose": args.dose,
@@ -39,7 +41,7 @@ def main() -> None:
     config = ModelConfig(vocab_size=len(language.vocab("clm")), max_len=batch.inputs.shape[1],
                          d_model=args.d, d_ff=4 * args.d, **MODEL)
     model = build_model(config, args.seeds, tied=args.arm == "tied")
-    options = dataclasses.replace(OPTIONS, newton_steps=args.newton_steps)
+    options = dataclasses.replace(OPTIONS, newton_steps=args.newton_steps, l2=args.l2)
     began = time.perf_counter()
     cert = fit_population(model, batch, options)
     print(json.dumps({"job": vars(args), "seconds": round(time.perf_counter() - began),
