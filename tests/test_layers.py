@@ -238,11 +238,11 @@ def private_names(paths: list[Path]) -> set[str]:
 #: Private names tests still take, by test file, each with its reason: to be moved to a public
 #: seam (issue 49 item 7), never added to.
 PRIVATE_USES_LEFT: dict[str, tuple[set[str], str]] = {
-    "tests/analysis/test_knn_precision.py": (
+    "tests/analysis/knn/test_gram.py": (
         {"_U16", "_BFLOAT16_OUTPUT", "_bfloat16_output", "_SPEEDUPS", "_onednn_bfloat16",
          "_speedups", "_fastest", "_bfloat16_up", "_PRECISION", "_ONEDNN_BFLOAT16"},
         "gram's precision probes and their per-process caches: no public seam resets them yet"),
-    "tests/analysis/test_knn.py": (
+    "tests/analysis/knn/test_exact.py": (
         {"_PRECISION", "_ONEDNN_FLOAT32", "_onednn_is_float32", "_candidates"},
         "gram's float32 probe and cache; exact's candidate pass"),
     "tests/analysis/test_chance_level.py": (
@@ -309,3 +309,52 @@ def test_the_private_name_check_sees_imports_attributes_and_patches(tmp_path):
     assert sorted(use.split(":")[0] for use in private_uses(
         test, {"_hidden", "_update", "_cores", "_draw", "_mine"})) == [
         "line 1", "line 3", "line 4", "line 5"]
+
+
+#: Test files and folders that test across modules, each with why; every other test file sits
+#: at its module's mirrored path (dhwt/a/b.py -> tests/a/test_b.py).
+CROSS_CUTTING: dict[str, str] = {
+    "tests/test_*.py": "the package as a whole: docs, README, packaging, layers, doctests, study",
+    "tests/reliability/": "what a user meets across commands: bad input, faults, messages, kills",
+    "tests/experiments/": "the experiments' scripts and studies, not modules of dhwt",
+    "tests/commands/test_json.py": "every command's --json document",
+    "tests/runs/test_one_door.py": "that no module but runs/ builds paths in a run directory",
+    "tests/models/test_architectures.py": "what every architecture owes the ensemble contract",
+    "tests/models/test_devices.py": "every model's tensors on the device of its inputs",
+    "tests/training/test_gpu.py": "the CUDA path of models and training, where a GPU is",
+    "tests/theory/test_can_fail.py": "every theorem's check can fail",
+    "tests/theory/test_checks_pass.py": "every theorem's check passes",
+    "tests/theory/test_proofs_match_checks.py": "proofs/ and the registry name the same theorems",
+}
+#: Test files still to merge into their module's mirror (issue 49 item 7), never added to.
+TO_MIRROR = {
+    "tests/analysis/test_chance_level.py", "tests/languages/test_paper_strings.py",
+    "tests/languages/test_truth_relation_speed.py", "tests/models/test_conventions.py",
+    "tests/models/test_ensemble.py", "tests/models/test_twice_differentiable.py",
+    "tests/pretrained/test_checkpoints.py", "tests/report/test_analyze_similarity.py",
+    "tests/report/test_diagnose_runs.py", "tests/report/test_similarity_figures.py",
+    "tests/runs/test_data_record.py", "tests/text/test_masked_text.py",
+    "tests/theory/test_empirical_default.py", "tests/theory/test_run_members.py",
+    "tests/training/test_data_once.py", "tests/training/test_device.py",
+    "tests/training/test_files.py", "tests/training/test_population_metric.py",
+    "tests/training/test_population_runs.py", "tests/training/test_sgd.py",
+    "tests/training/test_symmetric_init.py", "tests/training/test_tensorboard.py",
+    "tests/training/test_text_source.py",
+}
+
+
+def test_tests_mirror_the_package():
+    """A module's tests are found where its path says (dhwt/a/b.py -> tests/a/test_b.py), unless
+    they test across modules, in a place CROSS_CUTTING declares."""
+    mirrors = {Path("tests", *path.relative_to(ROOT / "dhwt").parent.parts, f"test_{path.name}")
+               for path in (ROOT / "dhwt").rglob("*.py") if path.name != "__init__.py"}
+    stray = []
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        name = path.relative_to(ROOT)
+        declared = any(name.match(place) if place.endswith(".py") else
+                       str(name).startswith(place) for place in CROSS_CUTTING)
+        if name not in mirrors and not declared and str(name) not in TO_MIRROR:
+            stray.append(str(name))
+    assert not stray, ("test files that mirror no module of dhwt/ and are not declared "
+                       "cross-cutting:\n" + "\n".join(stray))
+    assert all((ROOT / path).exists() for path in TO_MIRROR), "TO_MIRROR names a moved file"
