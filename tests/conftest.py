@@ -89,3 +89,41 @@ def file_tree() -> Callable[[Path], dict[str, tuple[str, int]]]:
                                            p.stat().st_mtime_ns)
                 for p in sorted(root.rglob("*")) if p.is_file() and p.name != ".lock"}
     return tree
+
+
+@pytest.fixture
+def at_step(monkeypatch) -> Callable[[int, Callable[[], None]], None]:
+    """at_step(step, action): in the next run, `action()` is called once step `step` is recorded
+    and its progress bar ("train") shows it, before update `step` + 1 is computed; later runs go
+    on untouched. The progress bar is the seam: it moves once per step, after the step's record."""
+    from tqdm import tqdm
+
+    import dhwt.training.trainer as trainer
+
+    def arm(step: int, action: Callable[[], None]) -> None:
+        class Bar(tqdm):
+            def __init__(self, *args, **kwargs) -> None:
+                super().__init__(*args, **kwargs)
+                self.shown = kwargs.get("initial", 0)  # a disabled bar keeps no count
+                self.watch = kwargs.get("desc") == "train"
+
+            def update(self, n: float | None = 1) -> bool | None:
+                shown = super().update(n)
+                self.shown += n or 0
+                if self.watch and self.shown == step:
+                    monkeypatch.setattr(trainer, "tqdm", tqdm)
+                    action()
+                return shown
+
+        monkeypatch.setattr(trainer, "tqdm", Bar)
+    return arm
+
+
+@pytest.fixture
+def interrupt_at(at_step) -> Callable[[int], None]:
+    """interrupt_at(step): the next run dies with KeyboardInterrupt (as if killed) when it is
+    about to compute update `step` + 1; later runs go on normally."""
+    def interrupt() -> None:
+        raise KeyboardInterrupt
+
+    return lambda step: at_step(step, interrupt)

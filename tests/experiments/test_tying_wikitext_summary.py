@@ -4,6 +4,8 @@ seed, and every comparison pairs the seeds both runs have."""
 from __future__ import annotations
 
 import importlib.util
+import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -182,10 +184,20 @@ def test_the_margin_test_is_the_90_percent_interval():
     assert summary.verdict(diff, 0.008) == "undecided"
 
 
-def test_a_run_still_training_keeps_only_the_steps_every_member_evaluated():
-    steps = np.array([0, 400, 800])
-    table = np.array([[7.0, 7.1], [4.5, 4.6], [4.2, np.nan]])  # member 2 not yet at step 800
-    kept_steps, kept = summary._complete(steps, table, 2)
-    assert kept_steps.tolist() == [0, 400] and kept.tolist() == [[7.0, 7.1], [4.5, 4.6]]
-    kept_steps, kept = summary._complete(steps[:1], table[:1, :1], 2)  # one member logged
-    assert kept_steps.tolist() == [] and kept.shape == (0, 2)
+@pytest.mark.slow
+def test_a_run_still_training_keeps_only_the_steps_every_member_evaluated(studies, tmp_path,
+                                                                         capsys):
+    """A run whose member 2 has not yet logged step 20 keeps steps 0 and 10; a run with one
+    member logged at all is left out, and said so."""
+    study = tmp_path / "a"
+    shutil.copytree(studies[0], study)
+    for run, dropped in (("untied", lambda r: r["seed"] == 2 and r["step"] == 20),
+                         ("tied", lambda r: r["seed"] == 2)):
+        metrics = study / "runs" / run / "metrics.jsonl"
+        lines = metrics.read_text().splitlines()
+        metrics.write_text("".join(f"{line}\n" for line in lines
+                                   if not dropped(json.loads(line))))
+    runs = {run.name: run for run in summary.read_study(study)}
+    assert runs["untied"].splits["valid"][0].tolist() == [0, 10]
+    assert runs["untied"].splits["valid"][1].shape == (2, 2)
+    assert "tied" not in runs and "left out" in capsys.readouterr().err

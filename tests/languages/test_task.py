@@ -138,7 +138,7 @@ def test_no_padding_when_lengths_are_equal():
 def test_eval_batch_is_fixed_and_covers_every_string_and_maskable_position():
     t = task("parity", "mlm", {"n_bits": 4})
     valid = t.eval_batch("valid")
-    again = Task(t.language, t._split, "mlm").eval_batch("valid")
+    again = task("parity", "mlm", {"n_bits": 4}).eval_batch("valid")  # a new Task, same split
     assert torch.equal(valid.inputs, again.inputs) and torch.equal(valid.targets, again.targets)
     assert valid.inputs.shape[0] == t.n_strings("valid") * 4
     mask = t.vocab.index("[MASK]")

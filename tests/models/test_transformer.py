@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from dhwt.errors import DhwtError
-from dhwt.models import ModelConfig, Transformer, transformer
+from dhwt.models import ModelConfig, Transformer, dropout, transformer
 from dhwt.models.config import DROPOUT_MASKS
 from dhwt.models.init import sinusoidal_table
 
@@ -214,12 +214,15 @@ def test_dropout_places(ff_dropout, monkeypatch):
     config = ModelConfig(vocab_size=7, max_len=L, d_model=d, n_heads=heads, d_ff=ff,
                          n_layers=2, dropout=0.1, ff_dropout=ff_dropout)
     model = Transformer(config, SEEDS[:S], tied=True).train()
-    seen = []
-    original = model._dropout
-    monkeypatch.setattr(model, "_dropout", lambda x: seen.append(tuple(x.shape)) or original(x))
+    seen = []  # (members, elements per member) of each mask drawn
+    original = dropout.keep_scales
+    monkeypatch.setattr(dropout, "keep_scales",
+                        lambda how, p, shape, *rest: seen.append(shape) or original(how, p, shape,
+                                                                                     *rest))
     model(torch.zeros(S, B, L, dtype=torch.long))
-    layer = [(S * B, heads, L, L), (S, d, B * L)] + [(S, ff, B * L)] * ff_dropout + [(S, d, B * L)]
-    assert seen == [(S, d, B * L)] + layer * 2
+    layer = [(S, B * heads * L * L), (S, d * B * L)] + [(S, ff * B * L)] * ff_dropout + [
+        (S, d * B * L)]
+    assert seen == [(S, d * B * L)] + layer * 2
 
 
 def test_ff_dropout_applies_to_the_transformer_only():

@@ -2,7 +2,7 @@
 the problem, no traceback, nothing on stdout, and nothing written anywhere (the working directory,
 the output paths, and the inputs themselves are checked byte for byte).
 
-Cases here go beyond tests/training/test_cli_train.py, which covers the tie-schedule, seed and
+Cases here go beyond tests/commands/test_train.py, which covers the tie-schedule, seed and
 dataset errors of `dhwt train`."""
 
 from __future__ import annotations

@@ -295,29 +295,20 @@ def test_interrupted_synth_says_nothing_was_written(cli, folder, monkeypatch):
 
 
 def test_interrupted_run_names_its_last_checkpoint_or_that_there_is_none(cli, folder,
-                                                                         monkeypatch):
-    from dhwt.training.trainer import Trainer
-
-    update = Trainer._update
-
-    def interrupt_at(step: int):
-        def _update(self):
-            if self.step == step:
-                raise KeyboardInterrupt
-            update(self)
-        return _update
-
-    monkeypatch.setattr(Trainer, "_update", interrupt_at(3))
+                                                                         monkeypatch,
+                                                                         interrupt_at):
+    interrupt_at(3)
     code, _, err = cli([*TRAIN, "--out", "run"])
     assert code == 130 and err.strip() == (
         "error: interrupted at step 3; last checkpoint: run/checkpoints/step_0000002.pt; "
         "resume continues from it: `dhwt train --out run --resume`")
-    monkeypatch.setattr(Trainer, "_update", update)
     code, out, _ = cli(["train", "--out", "run", "--resume"])
     assert code == 0 and out.startswith("resumed at step 2 and trained to step 4 (2 steps)")
 
-    monkeypatch.setattr(Trainer, "_checkpoint", lambda self: (_ for _ in ()).throw(
-        KeyboardInterrupt))
+    def interrupt(*args: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("dhwt.training.trainer.save_checkpoint", interrupt)
     code, _, err = cli([*TRAIN, "--out", "early"])
     assert code == 130 and "no checkpoint was written yet: start early again with " \
         "--overwrite" in err
@@ -358,30 +349,21 @@ def test_resume_with_more_steps_extends_a_run_as_if_configured_so(cli, folder, r
 
 @pytest.mark.slow
 def test_a_run_stopped_while_extended_is_unfinished_and_its_study_continues_it(
-        cli, folder, rundirs, monkeypatch):
+        cli, folder, rundirs, interrupt_at):
     """A study's run extended 4 -> 8 steps and stopped at step 7 has a config.toml of 8 steps,
     checkpoints to step 6 and no report (the extension removed the report of step 4; an
     extension by earlier code left it): it is not finished, either way, and the study command
     continues it to step 8 as the extension would have gone on uninterrupted."""
     from dhwt.runs import load_run
     from dhwt.runs.run import is_finished
-    from dhwt.training.trainer import Trainer
-
-    update = Trainer._update
-
-    def stop_at_7(self):
-        if self.step == 7:
-            raise KeyboardInterrupt
-        update(self)
 
     for out in ("st", "whole"):
         assert cli(["study", "mystudy.toml", "--out", out])[0] == 0
     assert cli(["train", "--out", "whole/runs/a", "--resume", "--steps", "8"])[0] == 0
     run = folder / "st" / "runs" / "a"
     report = (run / "report.md").read_text()
-    monkeypatch.setattr(Trainer, "_update", stop_at_7)
+    interrupt_at(7)
     assert cli(["train", "--out", run, "--resume", "--steps", "8"])[0] == 130
-    monkeypatch.setattr(Trainer, "_update", update)
     assert "steps = 8" in (run / "config.toml").read_text() and not (run / "report.md").exists()
     assert list_checkpoints(run / "checkpoints")[-1].name == "step_0000006.pt"
     assert not is_finished(run)

@@ -117,28 +117,37 @@ def test_runs_without_population_lines_get_no_plateau_section(runs, tmp_path, cl
     assert "## Leaving the plateau" not in (tmp_path / "rep" / "report.md").read_text()
 
 
-def test_runs_of_different_seeds_are_compared_by_log_rank_and_holm_counts_the_tests():
-    import numpy as np
+def test_runs_of_different_seeds_are_compared_by_log_rank_and_holm_counts_the_tests(tmp_path):
+    from types import SimpleNamespace
 
-    from dhwt.analysis.escape import Escapes, holm, logrank
+    from dhwt.analysis.escape import escapes, holm, logrank
     from dhwt.config.run import TrainConfig
-    from dhwt.report.escape_report import _comparison_lines
+    from dhwt.report.escape_report import escape_lines
 
-    def arm(seeds, steps, left):
-        return Escapes(tuple(seeds), np.array(steps), np.array(left, bool),
-                       np.array(left, bool), 0.85, 100)
+    truth = SimpleNamespace(marginal_entropy=1.2, bayes_cross_entropy=0.5)  # the cut: 0.85
 
-    found = {"tied": arm(range(6), [10, 20, 30, 100, 100, 100], [1, 1, 1, 0, 0, 0]),
-             "other seeds": arm(range(10, 16), [5, 6, 7, 8, 9, 100], [1, 1, 1, 1, 1, 0]),
-             "untied": arm(range(6), [5, 20, 100, 100, 40, 100], [1, 1, 0, 0, 1, 0])}
+    def population(seeds, steps, left):
+        """Population lines of a run whose seed i leaves the plateau at steps[i] if left[i]."""
+        return [{"split": "population", "step": at, "member": m, "seed": seed,
+                 "loss": 0.5 if off and at >= step else 1.2}
+                for at in sorted({0, 100, *steps})
+                for m, (seed, step, off) in enumerate(zip(seeds, steps, left))]
+
+    records = {"tied": population(range(6), [10, 20, 30, 100, 100, 100], [1, 1, 1, 0, 0, 0]),
+               "other seeds": population(range(10, 16), [5, 6, 7, 8, 9, 100],
+                                         [1, 1, 1, 1, 1, 0]),
+               "untied": population(range(6), [5, 20, 100, 100, 40, 100], [1, 1, 0, 0, 1, 0])}
     configs = {name: TrainConfig(grammar="parity", steps=100, tie_schedule=schedule)
                for name, schedule in (("tied", "tied"), ("other seeds", "untied"),
                                       ("untied", "untied"))}
-    text = "\n".join(_comparison_lines(found, configs))
+    (tmp_path / "figures").mkdir()
+    text = "\n".join(escape_lines(records, configs, truth, tmp_path / "figures"))
+    found = {name: escapes(rows, truth) for name, rows in records.items()}
     z, p = logrank(found["other seeds"], found["tied"])
-    row = next(x for x in text.splitlines() if x.startswith("| other seeds |"))
-    assert "| independent seeds |" in row and f"log-rank z {z:+.2f}, p {p:.3g}" in row
-    untied = next(x for x in text.splitlines() if x.startswith("| untied |"))
+    compared = text[text.index("| other seeds | independent seeds |"):].splitlines()
+    row = next(x for x in compared if x.startswith("| other seeds |"))
+    assert f"log-rank z {z:+.2f}, p {p:.3g}" in row
+    untied = next(x for x in compared if x.startswith("| untied |"))
     assert "6: untied first in 2, tied first in 1, alike in 3" in untied  # seeds 0, 4; 2
     adjusted = holm([p, 1.0])
     assert f"| {adjusted[0]:.3g} |" in row and "2 tests here" in text

@@ -16,11 +16,15 @@ LEVEL = 1 - 1e-6
 V = 50
 
 
-def mlm_task(rule="mask", rate=0.15, seq_len=8, eval_windows=None) -> TextTask:
+def token_ids() -> dict[str, np.ndarray]:
+    """The token ids of mlm_task's splits."""
     rng = np.random.default_rng(0)
-    ids = {"train": rng.integers(0, V, 5000), "valid": rng.integers(0, V, 37),
-           "test": rng.integers(0, V, 17)}
-    return TextTask(ids, tuple(f"t{i}" for i in range(V)), seq_len, eval_windows, "mlm", rate,
+    return {"train": rng.integers(0, V, 5000), "valid": rng.integers(0, V, 37),
+            "test": rng.integers(0, V, 17)}
+
+
+def mlm_task(rule="mask", rate=0.15, seq_len=8, eval_windows=None) -> TextTask:
+    return TextTask(token_ids(), tuple(f"t{i}" for i in range(V)), seq_len, eval_windows, "mlm", rate,
                     rule)
 
 
@@ -96,7 +100,7 @@ def test_evaluation_covers_every_token_once_and_masks_only_real_positions():
     real = ~batch.padding
     np.testing.assert_array_equal(
         torch.where(batch.inputs[real] == V, batch.targets[real], batch.inputs[real]),
-        task._ids["valid"])
+        token_ids()["valid"])
     assert int(real.sum()) == 37 and (batch.targets[batch.padding] == -100).all()
     assert (batch.weights[batch.padding] == 0).all()
     assert float(batch.weights.sum()) == pytest.approx(1.0)

@@ -1,5 +1,5 @@
-"""Fixtures of the trainer's tests: interrupting a run at a step, comparing saved states, a
-fake C library under dhwt.training.allocator."""
+"""Fixtures of the trainer's tests: comparing saved states, a fake C library under
+dhwt.training.allocator (interrupting a run at a step: tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -9,24 +9,6 @@ import pytest
 import torch
 
 from dhwt.training import allocator
-from dhwt.training.trainer import Trainer
-
-
-@pytest.fixture
-def interrupt_at(monkeypatch) -> Callable[[int], None]:
-    """interrupt_at(step): the next run dies with KeyboardInterrupt (as if killed) when it is
-    about to compute update `step` + 1; later runs go on normally."""
-    def arm(step: int) -> None:
-        original = Trainer._update
-
-        def update(self):
-            if self.step == step:
-                monkeypatch.setattr(Trainer, "_update", original)
-                raise KeyboardInterrupt
-            original(self)
-
-        monkeypatch.setattr(Trainer, "_update", update)
-    return arm
 
 
 class FakeLibc:

@@ -51,12 +51,17 @@ def test_the_outermost_sets_and_restores_glibcs_defaults(fake_libc):
         assert len(fake_libc.calls) == 2
     assert fake_libc.calls[2:] == [("mallopt", -4, 65536), ("mallopt", -1, 128 * 1024),
                                    ("malloc_trim", 0)]
-    assert allocator._depth == 0
+    with retained_memory():  # the next one is the outermost again
+        assert fake_libc.calls[5:] == fake_libc.calls[:2]
 
 
-def test_off_or_without_glibc_it_does_nothing(monkeypatch):
+def test_off_it_does_nothing(fake_libc):
     with retained_memory(on=False) as kept:
-        assert not kept
+        assert not kept and not fake_libc.calls
+
+
+def test_without_glibc_it_does_nothing(monkeypatch):
     monkeypatch.setattr(allocator.platform, "libc_ver", lambda: ("musl", "1.2"))
+    assert allocator.glibc() is None
     with retained_memory() as kept:
-        assert not kept and allocator._depth == 0
+        assert not kept

@@ -108,16 +108,19 @@ def _parallel():
 
 
 def test_a_nan_loss_on_cuda_is_caught_at_the_next_record_naming_its_step(task, tmp_path,
-                                                                         monkeypatch):
-    original = Trainer._update
+                                                                         monkeypatch, at_step):
+    import dhwt.training.trainer as trainer
 
-    def update(self):
-        original(self)
-        if self.step == 13:
-            with torch.no_grad():
-                self.model.embeddings.input_weight.fill_(float("nan"))
+    models = []
+    build = trainer.build_model
+    monkeypatch.setattr(trainer, "build_model", lambda *a, **k: models.append(build(*a, **k))
+                        or models[-1])
 
-    monkeypatch.setattr(Trainer, "_update", update)
+    def poison() -> None:
+        with torch.no_grad():
+            models[-1].embeddings.input_weight.fill_(float("nan"))
+
+    at_step(13, poison)
     with pytest.raises(DhwtError, match=r"loss became nan at step 13 \(member seed 1\)"):
         train_run(TrainConfig(**CONFIG, device="cuda"), task, tmp_path / "nan")
     steps = {r["step"] for r in _metrics(tmp_path / "nan")}

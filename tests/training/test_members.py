@@ -51,9 +51,9 @@ def test_vary_embeddings_shares_the_body_and_the_batches_only(tmp_path):
             assert torch.equal(value, weights(alone.model)[name])  # each member's own draw
         else:
             assert torch.equal(value[0], value[1]) and torch.equal(value[0], body[name][0])
-    batch = shared._draw(shared.streams["data"])
+    batch = task.train_batches(shared.streams["data"], shared.config.optim.batch_size)
     assert torch.equal(batch.inputs[0], batch.inputs[1])
-    other = alone._draw(alone.streams["data"])
+    other = task.train_batches(alone.streams["data"], alone.config.optim.batch_size)
     assert not torch.equal(other.inputs[0], other.inputs[1])
     assert torch.equal(shared.model.rng_state()[0], shared.model.rng_state()[1])
 

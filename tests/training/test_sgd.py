@@ -13,8 +13,10 @@ from dhwt.training.runner import train_run
 from dhwt.config import TrainConfig
 from dhwt.errors import DhwtError
 from dhwt.languages import load_language, load_task, write_dataset
+from dhwt.models.init import member_generator
 from dhwt.runs.checkpoints import latest_checkpoint
-from dhwt.training.trainer import Trainer
+from dhwt.runs.snapshots import read_snapshot, snapshot_files
+from dhwt.training.trainer import DATA_STREAM, Trainer
 
 FOUR_CASES = str(Path(__file__).resolve().parents[2] / "synthetic" / "four-cases.toml")
 
@@ -51,20 +53,26 @@ def test_sgd_is_recorded_and_checked(four):
 
 @pytest.mark.slow
 def test_an_sgd_update_is_plain_gradient_descent_with_weight_decay(four, task, tmp_path):
-    trainer = Trainer([(config(four), tmp_path / "run")], task)
-    params = [p for p in trainer.model.parameters() if p.requires_grad]
-    before = [p.detach().clone() for p in params]
-    states = [g.get_state() for g in trainer.streams["data"]]
-    batch = trainer._draw(trainer.streams["data"])
-    for g, state in zip(trainer.streams["data"], states):
-        g.set_state(state)
-    loss = trainer.model(batch.inputs, batch.padding, targets=batch.targets,
-                         weights=batch.weights).sum()
-    grads = torch.autograd.grad(loss, params)
-    trainer._update()
+    """The checkpoint of step 1 against one update by hand from the weights a run starts from
+    and the batch its data streams draw first."""
+    c = config(four, steps=1, eval_every=1, snapshot_every=1, checkpoint_every=1)
+    model = Trainer([(c, tmp_path / "unused")], task).model  # the weights the run starts from
+    params = {n: p for n, p in model.named_parameters() if p.requires_grad}
+    batch = task.train_batches([member_generator(s, DATA_STREAM) for s in c.members.seeds],
+                               c.optim.batch_size)
+    loss = model(batch.inputs, batch.padding, targets=batch.targets, weights=batch.weights).sum()
+    grads = torch.autograd.grad(loss, list(params.values()))
+    train_run(c, task, tmp_path / "run")
+    after = latest_checkpoint(tmp_path / "run" / "checkpoints")[1]["model"]
     lr, wd = 0.05, 0.5  # lr_at(0) of the cosine schedule is its peak
-    for p, p0, g in zip(params, before, grads):
-        torch.testing.assert_close(p.detach(), p0 - lr * (g + wd * p0), rtol=1e-5, atol=1e-6)
+    for (name, p0), g in zip(params.items(), grads):
+        torch.testing.assert_close(after[name], p0.detach() - lr * (g + wd * p0.detach()),
+                                   rtol=1e-5, atol=1e-6)
+
+
+def input_rows(run_dir: Path, step: int, rows: list[int]) -> torch.Tensor:
+    """The input-embedding rows `rows` of every member in the run's snapshot of `step`."""
+    return torch.from_numpy(read_snapshot(snapshot_files(run_dir)[step]).input[:, rows])
 
 
 @pytest.mark.slow
@@ -73,12 +81,9 @@ def test_rows_no_input_reads_decay_by_the_closed_form(four, task, tmp_path, opti
     """In the causal four-cases language [EOS] is only a target and [PAD] only sits after the
     last symbol (loss weight 0, attended by no earlier position): their input rows get no
     gradient, so each update multiplies them by 1 - lr_t wd, lr_t the cosine schedule's."""
-    trainer = Trainer([(config(four, optimizer=optimizer), tmp_path / "run")], task)
+    train_run(config(four, optimizer=optimizer, snapshot_every=10), task, tmp_path / "run")
     rows = [task.vocab.index(s) for s in ("[EOS]", "[PAD]", "[BOS]")]
-    start = trainer.model.embeddings.input_weight.detach()[:, rows].clone()
-    for _ in range(10):
-        trainer._update()
-    end = trainer.model.embeddings.input_weight.detach()[:, rows]
+    start, end = (input_rows(tmp_path / "run", step, rows) for step in (0, 10))
     lr, lr_min, wd = 0.05, 0.005, 0.5
     decay = math.prod(1 - wd * (lr_min + (lr - lr_min) * (1 + math.cos(math.pi * t / 30)) / 2)
                       for t in range(10))  # the first 10 updates of the 30-step schedule
@@ -103,11 +108,9 @@ def test_an_sgd_run_resumes_bit_for_bit(four, task, tmp_path, interrupt_at, asse
 def test_sgd_goes_through_a_tie_switch(four, task, tmp_path):
     """SGD keeps no optimizer state, so an untie has no moments to copy: the run goes on, and
     the output matrix starts as a copy of the input matrix."""
-    trainer = Trainer([(config(four, tie_schedule="untie@2", steps=4), tmp_path / "run")], task)
-    for _ in range(2):
-        trainer._update()
-    trainer._apply_events()
-    emb = trainer.model.embeddings
-    assert not emb.tied and torch.equal(emb.output_weight, emb.input_weight)
-    trainer._update()
-    assert not torch.equal(emb.output_weight, emb.input_weight)
+    c = config(four, tie_schedule="untie@2", steps=3, eval_every=1, snapshot_every=1)
+    train_run(c, task, tmp_path / "run")
+    files = snapshot_files(tmp_path / "run")
+    switched, after = read_snapshot(files[2]), read_snapshot(files[3])
+    assert not switched.tied and (switched.output == switched.input).all()
+    assert not (after.output == after.input).all()

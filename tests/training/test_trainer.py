@@ -14,7 +14,6 @@ from dhwt.models import output
 from dhwt.config import TrainConfig
 from dhwt.training.runner import train_run
 from dhwt.runs.checkpoints import latest_checkpoint, list_checkpoints
-from dhwt.training import allocator
 from dhwt.training.trainer import Trainer
 from dhwt.runs.snapshots import read_snapshot
 
@@ -71,15 +70,15 @@ def test_torch_settings_of_a_run_are_restored_afterwards(task, tmp_path, interru
     the caller's settings come back when it ends, and when it is interrupted."""
     before = _torch_settings()
     seen = []
-    original = Trainer._update
+    original = Trainer.evaluate
 
-    def update(self):
+    def evaluate(self):
         seen.append(_torch_settings())
-        original(self)
+        return original(self)
 
     config = TrainConfig(steps=3, threads=2 if before[1] == 1 else 1)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Trainer, "_update", update)
+        patch.setattr(Trainer, "evaluate", evaluate)
         train_run(config, task, tmp_path / "done")
     assert set(seen) == {(True, config.placement.threads, False)}
     assert _torch_settings() == before
@@ -90,24 +89,25 @@ def test_torch_settings_of_a_run_are_restored_afterwards(task, tmp_path, interru
 
 
 def test_a_cpu_run_trains_with_freed_memory_kept(task, tmp_path, interrupt_at, fake_libc):
-    """Every update of a CPU run happens inside dhwt.training.allocator.retained_memory, which
-    ends with the run, interrupted or not."""
-    depths = []
-    original = Trainer._update
+    """A CPU run trains inside dhwt.training.allocator.retained_memory (glibc's settings are
+    changed while its steps are evaluated), which ends with the run, interrupted or not."""
+    changed = [("mallopt", -4, 0), ("mallopt", -1, -1)]  # M_MMAP_MAX, M_TRIM_THRESHOLD
+    seen = []
+    original = Trainer.evaluate
 
-    def update(self):
-        depths.append(allocator._depth)
-        original(self)
+    def evaluate(self):
+        seen.append(list(fake_libc.calls))
+        return original(self)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Trainer, "_update", update)
-        train_run(TrainConfig(steps=2), task, tmp_path / "done")
-        assert depths == [1, 1] and allocator._depth == 0
+        patch.setattr(Trainer, "evaluate", evaluate)
+        train_run(TrainConfig(steps=2, eval_every=1), task, tmp_path / "done")
+        assert seen == [changed] * 3 and fake_libc.calls[2:] == [
+            ("mallopt", -4, 65536), ("mallopt", -1, 128 * 1024), ("malloc_trim", 0)]
         interrupt_at(1)
         with pytest.raises(KeyboardInterrupt):
             train_run(TrainConfig(steps=2), task, tmp_path / "interrupted")
-        assert allocator._depth == 0
-    assert fake_libc.calls.count(("malloc_trim", 0)) == 2  # each run handed its memory back
+    assert fake_libc.calls[5:] == fake_libc.calls[:5]  # set, then handed back again
 
 
 def test_member_equals_a_solo_run_of_its_seed(task, tmp_path):

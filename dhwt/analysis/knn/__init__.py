@@ -28,9 +28,10 @@ from dhwt.analysis.knn.candidates import TILE
 from dhwt.analysis.knn.exact import (WIDE_SLACK, chance_baseline, knn_match, nearest_neighbours,
                                      norm_matched_random, phase_times, query_stand_in)
 from dhwt.analysis.knn.gram import BLOCK, KNN_PRECISIONS, candidate_precision, row_squares
-from dhwt.analysis.knn.neighbours import (DEFAULT_K, METRICS, KnnMatch, Neighbours,
-                                          average_weights, check_k, choose_k, default_k,
-                                          match_neighbours, select_tokens)
+from dhwt.analysis.knn.neighbours import (DEFAULT_K, KnnMatch, Neighbours, average_weights,
+                                          check_k, choose_k, default_k, match_neighbours,
+                                          select_tokens)
+from dhwt.defaults import METRICS
 from dhwt.analysis.knn.rerank import SLACK
 from dhwt.checks import check_matrix
 

@@ -42,9 +42,9 @@ from tqdm import tqdm
 from dhwt.analysis.knn.candidates import TILE, Best, column_candidates, row_candidates
 from dhwt.analysis.knn.gram import (BLOCK, BfloatOutput, candidate_precision, gemm,
                                     gemm_bfloat16, row_squares, widened)
-from dhwt.analysis.knn.neighbours import (DEFAULT_K, METRICS, KnnMatch, Neighbours,
-                                          average_weights, check_k, match_neighbours,
-                                          select_tokens)
+from dhwt.analysis.knn.neighbours import (DEFAULT_K, KnnMatch, Neighbours, average_weights,
+                                          check_k, match_neighbours, select_tokens)
+from dhwt.defaults import METRICS
 from dhwt.analysis.knn.rerank import SLACK, rerank, work_matrices
 from dhwt.checks import check_matrix
 from dhwt.errors import DhwtError

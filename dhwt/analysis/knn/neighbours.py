@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dhwt.defaults import DEFAULT_K, METRICS
+from dhwt.defaults import DEFAULT_K
 from dhwt.errors import DhwtError
 
 

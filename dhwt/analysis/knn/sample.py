@@ -21,7 +21,8 @@ from tqdm import tqdm
 from dhwt.analysis.intervals import SHARE, t_half
 from dhwt.analysis.knn.candidates import TILE, Best, row_candidates
 from dhwt.analysis.knn.gram import BLOCK, gemm
-from dhwt.analysis.knn.neighbours import METRICS, Neighbours, check_k, select_tokens
+from dhwt.analysis.knn.neighbours import Neighbours, check_k, select_tokens
+from dhwt.defaults import METRICS
 from dhwt.analysis.knn.rerank import SLACK, rerank, work_matrices
 from dhwt.checks import check_matrix
 from dhwt.errors import DhwtError

@@ -14,7 +14,7 @@ from dhwt.analysis.knn import gram
 from dhwt.analysis.knn import METRICS, nearest_neighbours
 from dhwt.errors import DhwtError
 
-from tests.analysis.test_knn import exact_unit_rows, oracle, tied_integers
+from tests.analysis.knn.test_exact import exact_unit_rows, oracle, tied_integers
 
 
 @pytest.fixture(params=gram.KNN_PRECISIONS)

@@ -7,6 +7,7 @@ tests/reliability/test_study_jobs.py."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 
@@ -58,7 +59,7 @@ def test_slurm_jobs_ask_for_what_the_user_set(tmp_path, monkeypatch):
 
 
 def test_local_jobs_share_the_cores_and_have_no_time_limit(monkeypatch):
-    monkeypatch.setattr("dhwt.training.study_jobs._cores", lambda: 8)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)))  # 8 cores here
     assert [JobSettings(jobs=n).threads() for n in (1, 2, 3, 8, 16)] == [8, 4, 2, 1, 1]
     assert JobSettings().threads() == 1 and JobSettings().limit(waiting=3) == 8
     assert JobSettings("slurm").threads() is None and JobSettings("slurm").limit(waiting=3) == 3
