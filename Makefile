@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 TORCH ?= torch==2.13.0
 STUDY_OUT ?= runs/exor-small
 
-.PHONY: setup test study docs clean
+.PHONY: setup test test-long study docs clean
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
@@ -24,8 +24,13 @@ $(VENV)/.installed-test: $(VENV)/.installed
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $@
 
+# On every core (pytest-xdist, a test file per worker: module fixtures are built once); the
+# tests marked `long` (study jobs killed and resumed, minutes each) run in `make test-long`.
 test: $(VENV)/.installed-test
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n auto --dist loadfile -m "not long"
+
+test-long: $(VENV)/.installed-test
+	$(BIN)/pytest -q -n auto --dist loadfile -m long
 
 # The documentation site, offline, into build/site (git-ignored); --strict fails on a broken
 # link or a missing reference. Its packages come with the `test` extra (the `docs` extra).

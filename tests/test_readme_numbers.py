@@ -300,12 +300,12 @@ def _demand_certified(arm: str) -> list[float]:
     return [ok, n, *clopper_pearson(ok, n)]
 
 
-def _certify_probe() -> list[float]:
-    """dh_demand/certify.py's output on one d 4 job: its seconds, Newton iterations, Newton's fall
-    past L-BFGS, Newton iterations again (the cap reached), the gradient norm and minus the
-    Hessian's smallest eigenvalue."""
-    probe = json.loads((EXPERIMENTS / "dh_demand/results/certify-k16-d4-ratio-dose0-draw0-tied"
-                        ".json").read_text("utf-8"))
+def _certify_probe(name: str = "d4-ratio-dose0-draw0-tied") -> list[float]:
+    """dh_demand/certify.py's output on one job (results/certify-k16-NAME.json): its seconds,
+    Newton iterations, Newton's fall past L-BFGS, Newton iterations again (the cap reached), the
+    gradient norm and minus the Hessian's smallest eigenvalue."""
+    probe = json.loads((EXPERIMENTS / f"dh_demand/results/certify-k16-{name}.json")
+                       .read_text("utf-8"))
     return [probe["seconds"], probe["newton_iterations"][0], probe["newton_fall"][0],
             probe["newton_iterations"][0], probe["grad_norm"][0], -probe["min_eigenvalue"][0]]
 
@@ -574,6 +574,16 @@ QUOTES = [
           "tied.json`). L-BFGS had ended with F still falling (2.9e-4 over its last 100 "
           "iterations); Newton took F a further {} lower and stopped at its {}-iteration cap with "
           "gradient norm {} and a negative Hessian eigenvalue (−{})", _certify_probe),
+    Quote("experiments/dh_demand/README.md", "`results/certify-k16-d4-ratio-dose0-draw0-tied-"
+          "newton1000.json`, {} s): F fell {} below L-BFGS's end in {} iterations and was still "
+          "falling, while the gradient norm *grew* to {} and the smallest eigenvalue to −{}",
+          lambda: [_certify_probe("d4-ratio-dose0-draw0-tied-newton1000")[i] for i in (0, 2, 1, 4, 5)]),
+    Quote("experiments/dh_demand/README.md", "(`...-l2-1e-3.json`, {} s): a fall of {}, gradient "
+          "norm {}, eigenvalue −{}, not",
+          lambda: [_certify_probe("d4-ratio-dose0-draw0-tied-l2-1e-3")[i] for i in (0, 2, 4, 5)]),
+    Quote("experiments/dh_demand/README.md", "`results/certify-k16-d8-ratio-dose0-draw0-tied.json`,"
+          "\n{} s): a fall of {} (the size of d 8's contrasts), gradient norm {}, eigenvalue −{}",
+          lambda: [_certify_probe("d8-ratio-dose0-draw0-tied")[i] for i in (0, 2, 4, 5)]),
     Quote("docs/how-to/population-fit.md", "one member took {} s for its Adam, L-BFGS and {} "
           "Newton iterations", lambda: _certify_probe()[:2]),
     Quote("README.md", "At d 8 every contrast is equivalent to zero at ±0.005 (the largest, "

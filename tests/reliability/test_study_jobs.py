@@ -28,6 +28,8 @@ from dhwt.runs.run import is_finished
 from tests.test_study import STUDY as GROUP_STUDY
 
 # three groups: a and b differ in lr (two ensembles), c starts from a's last step
+pytestmark = pytest.mark.long  # minutes each: `make test-long` runs them
+
 STUDY = """
 [study]
 name = "jobs"
