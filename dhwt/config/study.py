@@ -38,7 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from dhwt.checks import split_init_from
+from dhwt.checks import Boolean, Choice, Instance, check_fields, split_init_from
 from dhwt.config.run import GRAMMAR_KEYS, SOURCES, TEXT_KEYS, TrainConfig, known_settings
 from dhwt.config.sources import resolve_source
 from dhwt.errors import DhwtError
@@ -77,19 +77,23 @@ class StudyConfig:
     group: bool = True
     path: Path | None = None
 
+    CONSTRAINTS = {"name": [Instance(str)], "description": [Instance(str)],
+                   "data": [Instance(dict)], "runs": [Instance(tuple)],
+                   "pairs": [Instance(tuple), None], "measure": [Choice(MEASURES)],
+                   "text": [Instance(str)], "group": [Boolean()], "path": [Instance(Path), None]}
+
     def __post_init__(self) -> None:
         where = f"study file {self.path}"
-        if not isinstance(self.group, bool):
-            raise DhwtError(f"{where}: [study] group must be true or false, got {self.group!r}")
+        try:
+            check_fields(self, self.CONSTRAINTS)
+        except DhwtError as exc:
+            raise DhwtError(f"{where}: {exc}") from None
         if not self.runs:
             raise DhwtError(f"{where}: no [[runs]]; give at least one")
         objectives = {config.data.objective for _, config in self.runs}
         if len(objectives) > 1:
             raise DhwtError(f"{where}: runs mix objectives {sorted(objectives)}; one study "
                             "compares runs of one objective (its report uses one ground truth)")
-        if self.measure not in MEASURES:
-            raise DhwtError(f"{where}: measure must be one of {list(MEASURES)}, "
-                            f"got {self.measure!r}")
 
     @property
     def is_text(self) -> bool:
