@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from tests.pretrained.test_checkpoints import write_checkpoint
+from tests.pretrained.test_reader import write_checkpoint
 
 LLAMA = {"model_type": "llama", "tie_word_embeddings": False}
 
