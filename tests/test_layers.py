@@ -235,25 +235,6 @@ def private_names(paths: list[Path]) -> set[str]:
     return {n for n in found if n.startswith("_") and not n.startswith("__")}
 
 
-#: Private names tests still take, by test file, each with its reason: to be moved to a public
-#: seam (issue 49 item 7), never added to.
-PRIVATE_USES_LEFT: dict[str, tuple[set[str], str]] = {
-    "tests/analysis/knn/test_gram.py": (
-        {"_U16", "_BFLOAT16_OUTPUT", "_bfloat16_output", "_SPEEDUPS", "_onednn_bfloat16",
-         "_speedups", "_fastest", "_bfloat16_up", "_PRECISION", "_ONEDNN_BFLOAT16"},
-        "gram's precision probes and their per-process caches: no public seam resets them yet"),
-    "tests/analysis/knn/test_exact.py": (
-        {"_PRECISION", "_ONEDNN_FLOAT32", "_onednn_is_float32", "_candidates"},
-        "gram's float32 probe and cache; exact's candidate pass"),
-    "tests/analysis/test_chance_level.py": (
-        {"_chance"}, "the chance level of diagnosis, checked against its law"),
-    "tests/models/test_transformer.py": (
-        {"_HeadBlocks"}, "the attention's copy-both-ways autograd function, checked bit for bit"),
-    "tests/training/test_trainer.py": (
-        {"_FusedCrossEntropy"}, "counts the updates that take the fused loss path"),
-}
-
-
 def private_uses(path: Path, theirs: set[str]) -> list[str]:
     """Where the test file `path` takes a private name of the package: imports it from a dhwt
     module, reads it as an attribute (`x._name`, of a module or of an object the package made),
@@ -289,8 +270,7 @@ def test_tests_take_no_private_names_of_the_package():
     theirs = private_names([*(ROOT / "dhwt").rglob("*.py"), *(ROOT / "experiments").rglob("*.py")])
     found = sorted(f"{path.relative_to(ROOT)} {use}"
                    for path in sorted((ROOT / "tests").rglob("*.py"))
-                   for use in private_uses(path, theirs - PRIVATE_USES_LEFT.get(
-                       str(path.relative_to(ROOT)), (set(), ""))[0]))
+                   for use in private_uses(path, theirs))
     assert not found, "tests that take private names of the package:\n" + "\n".join(found)
 
 
@@ -326,21 +306,6 @@ CROSS_CUTTING: dict[str, str] = {
     "tests/theory/test_checks_pass.py": "every theorem's check passes",
     "tests/theory/test_proofs_match_checks.py": "proofs/ and the registry name the same theorems",
 }
-#: Test files still to merge into their module's mirror (issue 49 item 7), never added to.
-TO_MIRROR = {
-    "tests/analysis/test_chance_level.py", "tests/languages/test_paper_strings.py",
-    "tests/languages/test_truth_relation_speed.py", "tests/models/test_conventions.py",
-    "tests/models/test_ensemble.py", "tests/models/test_twice_differentiable.py",
-    "tests/pretrained/test_checkpoints.py", "tests/report/test_analyze_similarity.py",
-    "tests/report/test_diagnose_runs.py", "tests/report/test_similarity_figures.py",
-    "tests/runs/test_data_record.py", "tests/text/test_masked_text.py",
-    "tests/theory/test_empirical_default.py", "tests/theory/test_run_members.py",
-    "tests/training/test_data_once.py", "tests/training/test_device.py",
-    "tests/training/test_files.py", "tests/training/test_population_metric.py",
-    "tests/training/test_population_runs.py", "tests/training/test_sgd.py",
-    "tests/training/test_symmetric_init.py", "tests/training/test_tensorboard.py",
-    "tests/training/test_text_source.py",
-}
 
 
 def test_tests_mirror_the_package():
@@ -353,8 +318,7 @@ def test_tests_mirror_the_package():
         name = path.relative_to(ROOT)
         declared = any(name.match(place) if place.endswith(".py") else
                        str(name).startswith(place) for place in CROSS_CUTTING)
-        if name not in mirrors and not declared and str(name) not in TO_MIRROR:
+        if name not in mirrors and not declared:
             stray.append(str(name))
     assert not stray, ("test files that mirror no module of dhwt/ and are not declared "
                        "cross-cutting:\n" + "\n".join(stray))
-    assert all((ROOT / path).exists() for path in TO_MIRROR), "TO_MIRROR names a moved file"

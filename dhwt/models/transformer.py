@@ -226,14 +226,10 @@ class _HeadBlocks(torch.autograd.Function):
     @once_differentiable
     def backward(ctx, *grads):  # type: ignore[override]
         members, _, heads, head_dim, length, batch = ctx.shape
-        given = next(g for g in grads if g is not None)
-        out = given.new_empty(ctx.shape)
+        out = grads[0].new_empty(ctx.shape)  # an unused block's gradient comes as zeros
         for i, grad in enumerate(grads):
-            if grad is None:
-                out[:, i].zero_()
-            else:
-                out[:, i].copy_(grad.reshape(members, batch, heads, head_dim, length)
-                                .permute(0, 2, 3, 4, 1))
+            out[:, i].copy_(grad.reshape(members, batch, heads, head_dim, length)
+                            .permute(0, 2, 3, 4, 1))
         return out
 
 

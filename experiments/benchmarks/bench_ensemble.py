@@ -7,7 +7,7 @@ The grid: the paper's EXor model (1 layer, 1 head, d_model 4, d_ff 4, gelu, post
 positions), V = 7, full batch of 114 strings x 8 tokens, tied and untied x 5 seeds = 10 runs.
 Batched, two ways: two ensembles of S = 5 (one tied, one untied), and one ensemble of S = 10 whose
 members carry their own tying state (5 tied, 5 untied: `Transformer(..., tied=[...])`, the output
-matrix of a tied member is its input one; tests/models/test_ensemble.py checks that such members
+matrix of a tied member is its input one; tests/training/test_ensemble.py checks that such members
 equal their solo runs).
 Baseline: the same 10 runs one after another with the same code, S = 1 each.
 
@@ -111,7 +111,7 @@ def main() -> None:
     member = (ten - overhead_plus_member) / 9
     print(
         f"EXor grid, 10 runs (tied+untied x 5 seeds), {STRINGS}x{LENGTH} full batch, "
-        f"threads={torch.get_num_threads()} foreach={foreach}, "
+        f"threads={torch.get_num_threads()} optimizer={args.optimizer}, "
         f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
     )
     print(f"sequential (10 runs of S=1):  {s:7.1f} grid steps/s (median of {args.rounds} rounds)")

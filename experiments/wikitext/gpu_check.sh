@@ -31,8 +31,8 @@ if [ "${TESTS:-1}" = 1 ]; then
     # the built-in grammars (synthetic/) import as dhwt.synthetic from an install only
     $PY -m pip install -q --no-deps --no-build-isolation --no-index -e . >> "$LOG" 2>&1
     timeout 200 $PY -m pytest -q -rs -p no:cacheprovider --timeout 120 tests/training/test_gpu.py \
-        tests/training/test_precision.py tests/training/test_device.py \
-        tests/analysis/test_knn_precision.py > "$OUT/tests.txt" 2>&1
+        tests/training/test_precision.py tests/config/test_device.py \
+        tests/analysis/knn/test_gram.py > "$OUT/tests.txt" 2>&1
     log "tests exit $? ($(tail -1 "$OUT/tests.txt"))"
 fi
 

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from tests.pretrained.test_checkpoints import write_checkpoint
+from tests.pretrained.test_reader import write_checkpoint
 
 LLAMA = {"model_type": "llama", "tie_word_embeddings": False}
 
@@ -115,7 +115,7 @@ def test_options_of_the_other_kind_of_source_are_refused(tmp_path, cli):
 @pytest.mark.parametrize("how", ["rotated", "independent"])
 def test_procrustes_error_matches_scipy(tmp_path, cli, how):
     """The Procrustes error evaluated on the rows, against scipy's orthogonal_procrustes on the
-    matrices as stored (float32); a copy at an untie step: tests/report/test_diagnose_runs.py."""
+    matrices as stored (float32); a copy at an untie step: tests/analysis/test_diagnose_result.py."""
     from scipy.linalg import orthogonal_procrustes
     from scipy.stats import ortho_group
 

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from dhwt.errors import DhwtError
-from dhwt.models import ModelConfig, Transformer, dropout, transformer
+from dhwt.models import ModelConfig, Transformer, dropout
 from dhwt.models.config import DROPOUT_MASKS
 from dhwt.models.init import sinusoidal_table
 
@@ -349,21 +349,6 @@ def test_explicit_attention_path_has_the_sdpa_paths_gradients(causal):
         for trained, evaluated in zip(*grads):  # the 1 / (1 - 1e-9) scales: ~1e-9 relative
             scale = evaluated.abs().max().item()
             torch.testing.assert_close(trained, evaluated, rtol=1e-6, atol=1e-7 * scale)
-
-
-def test_head_blocks_copy_values_and_gradients_as_permute_and_unbind_do():
-    """_HeadBlocks is a copy both ways: bit for bit what autograd's permute/reshape/unbind gives,
-    a missing gradient (an unused block) read as zeros."""
-    qkv = torch.randn(2, 3, 4, 5, 6, 3, dtype=torch.float64)  # (S, 3, H, dh, L, B)
-    a, b = qkv.clone().requires_grad_(), qkv.clone().requires_grad_()
-    mine = transformer._HeadBlocks.apply(a)
-    reference = b.permute(1, 0, 5, 2, 3, 4).reshape(3, -1, 5, 6).unbind(0)
-    for x, y in zip(mine, reference):
-        assert x.is_contiguous() and torch.equal(x, y)
-    weights = [torch.randn_like(x) for x in mine]
-    (mine[0] * weights[0]).sum().add((mine[2].mT * weights[2].mT).sum()).backward()
-    (reference[0] * weights[0]).sum().add((reference[2] * weights[2]).sum()).backward()
-    assert torch.equal(a.grad, b.grad) and not a.grad[:, 1].any()
 
 
 def test_logits_are_a_view_of_class_major_position_major_memory():

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.pretrained.test_checkpoints import write_checkpoint
+from tests.pretrained.test_reader import write_checkpoint
 
 hf = pytest.importorskip("huggingface_hub")
 local = pytest.importorskip("fsspec.implementations.local")

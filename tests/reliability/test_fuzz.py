@@ -14,10 +14,9 @@ from __future__ import annotations
 import copy
 import math
 import tomllib
-from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, assume, event, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from dhwt.config.schedule import TieSchedule

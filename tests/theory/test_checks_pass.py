@@ -1,4 +1,5 @@
-"""Every default symbolic and numeric check passes, for more than one seed."""
+"""Every default symbolic and numeric check passes, for more than one seed, and every default
+empirical one (exact population training of the package's Transformer) for one."""
 
 from __future__ import annotations
 
@@ -7,12 +8,20 @@ import pytest
 from dhwt.theory.registry import select
 
 FAST = [c for c in select(full=False) if c.kind != "empirical"]
+DEFAULT_EMPIRICAL = [c for c in select(full=False) if c.kind == "empirical"]
 
 
 @pytest.mark.parametrize("check", FAST, ids=[f"{c.theorem}/{c.name}" for c in FAST])
 @pytest.mark.parametrize("seed", [0, 7])
 def test_check_passes(check, seed):
     outcome = check.run(check.trial(seed))
+    assert outcome.status == "pass", outcome.measured
+
+
+@pytest.mark.parametrize("check", DEFAULT_EMPIRICAL,
+                         ids=[f"{c.theorem}/{c.name}" for c in DEFAULT_EMPIRICAL])
+def test_default_empirical_check(check):
+    outcome = check.run(check.trial(0))
     assert outcome.status == "pass", outcome.measured
 
 

@@ -1,5 +1,6 @@
-"""vary, init_from, redraw and freeze (dhwt.training.members), and chunked evaluation: checked
-against weights and batches built independently (fresh models, the source checkpoint)."""
+"""vary, init_from, redraw, freeze and symmetric_init (dhwt.training.members), and chunked
+evaluation: checked against weights and batches built independently (fresh models, the source
+checkpoint, a run built without symmetric_init)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from dhwt.training.runner import train_run
 from dhwt.config import TrainConfig
 from dhwt.errors import DhwtError
 from dhwt.models import build_model
@@ -16,6 +16,7 @@ from dhwt.runs.checkpoints import latest_checkpoint
 from dhwt.text.text_task import TextTask
 from dhwt.training.ensemble import chunked_metrics, member_loss, repeat_batch
 from dhwt.training.members import EMBEDDINGS, INPUT, OUTPUT
+from dhwt.training.runner import train_run
 from dhwt.training.trainer import Trainer, model_config
 
 VOCAB = 12
@@ -149,3 +150,62 @@ def test_a_frozen_shared_body_run_resumes_bit_for_bit(tmp_path, interrupt_at, as
     resumed = latest_checkpoint(tmp_path / "resumed" / "checkpoints")[1]
     for key in ("model", "optimizer", "rng"):
         assert_same(straight[key], resumed[key])
+
+
+# ---------------------------------------------------------------------------------------------
+# symmetric_init: the named groups' input rows start equal, every other weight as drawn; checked
+# against a run built without it.
+
+
+@pytest.fixture(scope="module")
+def task(make_task):
+    return make_task()
+
+
+def symmetric_config(**changes) -> TrainConfig:
+    values = dict(grammar="parity", d_model=8, seeds=[5, 6, 7], steps=2, eval_every=2,
+                  snapshot_every=2, checkpoint_every=2, tie_schedule="untied")
+    return TrainConfig(**{**values, **changes})
+
+
+@pytest.mark.parametrize("schedule", ["untied", "tied"])
+def test_each_symbol_starts_with_its_groups_first_row(task, tmp_path, schedule):
+    groups = [["0b", "0a"], ["1a", "1b"]]
+    plain = Trainer([(symmetric_config(tie_schedule=schedule), tmp_path / "plain")], task).model
+    equal = Trainer([(symmetric_config(tie_schedule=schedule, symmetric_init=groups),
+                      tmp_path / "equal")], task).model
+    index = {s: i for i, s in enumerate(task.vocab)}
+    drawn, started = plain.embeddings.input_weight, equal.embeddings.input_weight
+    for first, other in groups:
+        assert torch.equal(started[:, index[other]], drawn[:, index[first]])
+        assert torch.equal(started[:, index[first]], drawn[:, index[first]])
+    assert not torch.equal(drawn[:, index["0a"]], drawn[:, index["0b"]])
+    kept = [i for s, i in index.items() if s not in ("0a", "1b")]
+    assert torch.equal(started[:, kept], drawn[:, kept])
+    for (name, a), (_, b) in zip(plain.named_parameters(), equal.named_parameters()):
+        if name != "embeddings.input_weight":
+            assert torch.equal(a, b), name
+
+
+def test_a_symbol_outside_the_task_is_an_error(task, tmp_path):
+    with pytest.raises(DhwtError, match="symmetric_init names '2a', which is not a symbol of "
+                                        "the task \\(its symbols: '0a', '0b'"):
+        Trainer([(symmetric_config(symmetric_init=[["0a", "2a"]]), tmp_path / "run")], task)
+
+
+@pytest.mark.parametrize("value, message", [
+    ("0a,0b", "symmetric_init must be a list of groups of two or more symbols"),
+    ([["0a"]], "symmetric_init must be a list of groups of two or more symbols"),
+    ([["0a", 1]], "symmetric_init must be a list of groups of two or more symbols"),
+    ([["0a", "0b"], ["0a", "1a"]], "symmetric_init names '0a' twice"),
+])
+def test_bad_groups_are_one_line_errors(value, message):
+    with pytest.raises(DhwtError, match=message):
+        symmetric_config(symmetric_init=value)
+
+
+def test_the_groups_are_written_and_read_back(tmp_path):
+    path = tmp_path / "config.toml"
+    path.write_text(symmetric_config(symmetric_init=[["0a", "0b"]]).to_toml())
+    assert TrainConfig.from_toml(path).members.symmetric_init == [["0a", "0b"]]
+    assert TrainConfig.from_toml(path) == symmetric_config(symmetric_init=[["0a", "0b"]])

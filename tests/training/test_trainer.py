@@ -1,21 +1,30 @@
-"""The training loop: exact resume, members equal solo runs, the NaN guard, the run directory."""
+"""The training loop: exact resume, members equal solo runs, the NaN guard, the run directory,
+the population fit recorded during training, and plain SGD against its update by hand."""
 
 from __future__ import annotations
 
 import json
+import math
+from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
 from dhwt.commands.train import report_run
+from dhwt.config import TrainConfig
 from dhwt.directories import LOCK, MARKER
 from dhwt.errors import DhwtError
+from dhwt.languages import load_language, load_task, write_dataset
 from dhwt.models import output
-from dhwt.config import TrainConfig
-from dhwt.training.runner import train_run
+from dhwt.models.init import member_generator
+from dhwt.models.population import population_fit
+from dhwt.runs import load_run
 from dhwt.runs.checkpoints import latest_checkpoint, list_checkpoints
-from dhwt.training.trainer import Trainer
-from dhwt.runs.snapshots import read_snapshot
+from dhwt.runs.metrics import read_metrics
+from dhwt.runs.snapshots import read_snapshot, snapshot_files
+from dhwt.training.runner import train_run
+from dhwt.training.trainer import DATA_STREAM, Trainer
 
 
 @pytest.fixture(scope="module")
@@ -144,12 +153,19 @@ def test_token_major_loss_path_trains_as_the_logits_path_and_resumes_bit_for_bit
                          dropout=0.1, threads=1)
     train_run(config, task, tmp_path / "logits")
     monkeypatch.setattr(output, "TOKEN_MAJOR_VOCAB", 1)
-    calls = []
-    fused_apply = output._FusedCrossEntropy.apply
-    monkeypatch.setattr(output._FusedCrossEntropy, "apply",
-                        lambda *args: calls.append(1) or fused_apply(*args))
+    calls, dense = [], []
+    loss, dense_loss = output.output_loss, output.weighted_cross_entropy
+
+    def counted(*args):
+        calls.append(1)
+        with monkeypatch.context() as inside:  # the logits path's loss, were it taken
+            inside.setattr(output, "weighted_cross_entropy",
+                           lambda *a: dense.append(1) or dense_loss(*a))
+            return loss(*args)
+
+    monkeypatch.setattr(output, "output_loss", counted)
     train_run(config, task, tmp_path / "fused")
-    assert len(calls) == config.optim.steps  # every update took the fused path
+    assert len(calls) == config.optim.steps and not dense  # every update took the fused path
     interrupt_at(40)
     with pytest.raises(KeyboardInterrupt):
         train_run(config, task, tmp_path / "resumed")
@@ -233,3 +249,152 @@ def test_resume_refuses_a_different_config_and_a_truncated_checkpoint(task, tmp_
     newest.write_bytes(newest.read_bytes()[:1000])
     with pytest.raises(DhwtError, match="step_0000020.pt is truncated or corrupt.*step_0000010.pt"):
         train_run(config, task, tmp_path / "run", resume=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# record.population_every: the exact population fit recorded during training.
+
+
+def test_population_lines_match_the_checkpointed_model(tmp_path):
+    """The last step's "population" lines equal population_fit of the checkpointed model (a
+    second path: the model rebuilt from the checkpoint, not the live trainer), and population
+    is recorded only at multiples of population_every and at the last step."""
+    write_dataset(load_language("parity", {"n_bits": 4, "strings": "paper"}), tmp_path / "d")
+    task = load_task(tmp_path / "d", "mlm")
+    config = TrainConfig(data=str(tmp_path / "d"), seeds="3-4", steps=30, eval_every=5,
+                         population_every=10, checkpoint_every=30, snapshot_every=30,
+                         tie_schedule="untie@12")
+    train_run(config, task, tmp_path / "run")
+    lines = [r for r in read_metrics(tmp_path / "run" / "metrics.jsonl")
+             if r["split"] == "population"]
+    assert sorted({r["step"] for r in lines}) == [0, 10, 20, 30]
+    run = load_run(tmp_path / "run")
+    cross_entropy, accuracy = population_fit(run.model(), task.truth)
+    last = sorted((r for r in lines if r["step"] == 30), key=lambda r: r["member"])
+    assert [r["seed"] for r in last] == [3, 4]
+    np.testing.assert_allclose([r["loss"] for r in last], cross_entropy, rtol=1e-6)
+    np.testing.assert_allclose([r["accuracy"] for r in last], accuracy, rtol=1e-6)
+    assert all(r["loss"] > task.truth.bayes_cross_entropy for r in lines)
+    for data in (run.task, task):  # a task holding the truth serves as well as the truth
+        given = population_fit(run.model(), data)
+        np.testing.assert_array_equal(given[0], cross_entropy)
+        np.testing.assert_array_equal(given[1], accuracy)
+    with pytest.raises(DhwtError, match="takes a task \\(with .truth\\) or a GroundTruth, got "
+                                        "str"):
+        population_fit(run.model(), "parity")
+    report_run(tmp_path / "run", task)  # as `dhwt train` writes it once the run has trained
+    exact = (tmp_path / "run" / "report.md").read_text().split("## Exact fit")[1]
+    for r in last:  # the report's exact table is the recorded lines
+        assert f"| {r['seed']} | {r['loss']:.4f} | " in exact.split("## Evaluation sets")[0]
+
+
+def test_population_every_must_be_a_multiple_of_eval_every():
+    with pytest.raises(DhwtError, match=r"population_every must be a multiple of eval_every"):
+        TrainConfig(eval_every=10, population_every=15)
+    with pytest.raises(DhwtError, match="population_every must be"):
+        TrainConfig(population_every=-1)
+    assert TrainConfig().record.population_every == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# optimizer = "sgd" (plain gradient descent) against the update computed by hand, and the decay
+# of input rows no input reads against its closed form under both optimizers.
+
+
+FOUR_CASES = str(Path(__file__).resolve().parents[2] / "synthetic" / "four-cases.toml")
+
+
+def sgd_config(data, **changes) -> TrainConfig:
+    values = dict(data=str(data), objective="clm", d_model=8, n_layers=1, n_heads=2, d_ff=8,
+                  tie_schedule="untied", seeds=[3, 4], steps=30, lr=0.05, lr_min=0.005,
+                  lr_schedule="cosine", weight_decay=0.5, optimizer="sgd", eval_every=30,
+                  snapshot_every=30, checkpoint_every=30)
+    return TrainConfig(**{**values, **changes})
+
+
+@pytest.fixture(scope="module")
+def four(tmp_path_factory):
+    """The four-cases dataset, every string for training."""
+    path = tmp_path_factory.mktemp("data") / "four-cases"
+    write_dataset(load_language(FOUR_CASES), path, valid_fraction=0.0, test_fraction=0.0)
+    return path
+
+
+@pytest.fixture(scope="module")
+def four_task(four):
+    return load_task(four, "clm")
+
+
+def test_sgd_is_recorded_and_checked(four):
+    c = sgd_config(four)
+    assert c.optim.optimizer == "sgd"
+    assert 'optimizer = "sgd"' in c.to_toml()
+    assert TrainConfig(data=str(four)).optim.optimizer == "adamw"
+    with pytest.raises(DhwtError, match="optimizer must be one of adamw, sgd, population, got 'adam'"):
+        sgd_config(four, optimizer="adam")
+
+
+@pytest.mark.slow
+def test_an_sgd_update_is_plain_gradient_descent_with_weight_decay(four, four_task, tmp_path):
+    """The checkpoint of step 1 against one update by hand from the weights a run starts from
+    and the batch its data streams draw first."""
+    c = sgd_config(four, steps=1, eval_every=1, snapshot_every=1, checkpoint_every=1)
+    model = Trainer([(c, tmp_path / "unused")], four_task).model  # the run's starting weights
+    params = {n: p for n, p in model.named_parameters() if p.requires_grad}
+    batch = four_task.train_batches([member_generator(s, DATA_STREAM) for s in c.members.seeds],
+                               c.optim.batch_size)
+    loss = model(batch.inputs, batch.padding, targets=batch.targets, weights=batch.weights).sum()
+    grads = torch.autograd.grad(loss, list(params.values()))
+    train_run(c, four_task, tmp_path / "run")
+    after = latest_checkpoint(tmp_path / "run" / "checkpoints")[1]["model"]
+    lr, wd = 0.05, 0.5  # lr_at(0) of the cosine schedule is its peak
+    for (name, p0), g in zip(params.items(), grads):
+        torch.testing.assert_close(after[name], p0.detach() - lr * (g + wd * p0.detach()),
+                                   rtol=1e-5, atol=1e-6)
+
+
+def input_rows(run_dir: Path, step: int, rows: list[int]) -> torch.Tensor:
+    """The input-embedding rows `rows` of every member in the run's snapshot of `step`."""
+    return torch.from_numpy(read_snapshot(snapshot_files(run_dir)[step]).input[:, rows])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("optimizer", ["sgd", "adamw"])
+def test_rows_no_input_reads_decay_by_the_closed_form(four, four_task, tmp_path, optimizer):
+    """In the causal four-cases language [EOS] is only a target and [PAD] only sits after the
+    last symbol (loss weight 0, attended by no earlier position): their input rows get no
+    gradient, so each update multiplies them by 1 - lr_t wd, lr_t the cosine schedule's."""
+    train_run(sgd_config(four, optimizer=optimizer, snapshot_every=10), four_task,
+              tmp_path / "run")
+    rows = [four_task.vocab.index(s) for s in ("[EOS]", "[PAD]", "[BOS]")]
+    start, end = (input_rows(tmp_path / "run", step, rows) for step in (0, 10))
+    lr, lr_min, wd = 0.05, 0.005, 0.5
+    decay = math.prod(1 - wd * (lr_min + (lr - lr_min) * (1 + math.cos(math.pi * t / 30)) / 2)
+                      for t in range(10))  # the first 10 updates of the 30-step schedule
+    torch.testing.assert_close(end[:, :2], start[:, :2] * decay, rtol=1e-5, atol=0.0)
+    assert not torch.allclose(end[:, 2], start[:, 2] * decay, rtol=1e-3)  # [BOS] is read
+
+
+@pytest.mark.slow
+def test_an_sgd_run_resumes_bit_for_bit(four, four_task, tmp_path, interrupt_at, assert_same):
+    c = sgd_config(four, steps=6, eval_every=2, snapshot_every=2, checkpoint_every=2)
+    train_run(c, four_task, tmp_path / "whole")
+    interrupt_at(3)
+    with pytest.raises(KeyboardInterrupt):
+        train_run(c, four_task, tmp_path / "cut")
+    train_run(c, four_task, tmp_path / "cut", resume=True)
+    whole = latest_checkpoint(tmp_path / "whole" / "checkpoints")[1]
+    cut = latest_checkpoint(tmp_path / "cut" / "checkpoints")[1]
+    assert_same(whole["model"], cut["model"])
+    assert_same(whole["optimizer"], cut["optimizer"])
+
+
+def test_sgd_goes_through_a_tie_switch(four, four_task, tmp_path):
+    """SGD keeps no optimizer state, so an untie has no moments to copy: the run goes on, and
+    the output matrix starts as a copy of the input matrix."""
+    c = sgd_config(four, tie_schedule="untie@2", steps=3, eval_every=1, snapshot_every=1)
+    train_run(c, four_task, tmp_path / "run")
+    files = snapshot_files(tmp_path / "run")
+    switched, after = read_snapshot(files[2]), read_snapshot(files[3])
+    assert not switched.tied and (switched.output == switched.input).all()
+    assert not (after.output == after.input).all()

@@ -3,7 +3,7 @@ where a probe shows it keeps float32 (else numpy); bfloat16 values into float32 
 oneDNN computes them exactly and fast (AMX); or bfloat16 values into float32 sums rounded to
 bfloat16 on output (half the bytes written: faster where the float32 output limits the rate),
 with every score widened to an upper bound of the exact one in both bfloat16 passes (widened).
-candidate_precision() chooses per process."""
+candidate_precision() chooses per process (fresh_probes() has it choose again)."""
 
 from __future__ import annotations
 
@@ -120,15 +120,59 @@ def candidate_precision() -> str:
 
 def _fastest() -> str:
     """The fastest candidate pass here by the rule of candidate_precision (the speed probe's
-    result kept in _SPEEDUPS)."""
+    result kept in _SPEEDUPS; the probe runs only where a bfloat16 pass is exact)."""
     global _SPEEDUPS
-    passes = [name for name, exact in (("bfloat16", _onednn_bfloat16),
-                                       ("bfloat16-output", _bfloat16_output)) if exact()]
+    passes = exact_passes()
     if not passes:
         return "float32"
-    speedup = _SPEEDUPS = _speedups()
-    best = max(passes, key=speedup.__getitem__)
-    return best if speedup[best] >= 2 else "float32"
+    _SPEEDUPS = _speedups()
+    return fastest(passes, _SPEEDUPS)
+
+
+def fastest(passes: list[str], speedups: dict[str, float]) -> str:
+    """The rule of candidate_precision: of `passes` (the bfloat16 passes exact here), the one
+    with the largest speedup over float32 if that is at least 2, else "float32".
+
+    Examples:
+        >>> fastest(["bfloat16", "bfloat16-output"], {"bfloat16": 3.0, "bfloat16-output": 3.5})
+        'bfloat16-output'
+        >>> fastest(["bfloat16"], {"bfloat16": 1.9, "bfloat16-output": 9.0})
+        'float32'
+    """
+    best = max(passes, key=speedups.__getitem__, default=None)
+    return best if best is not None and speedups[best] >= 2 else "float32"
+
+
+def exact_passes() -> list[str]:
+    """The bfloat16 passes whose precision probe passes here (probed once per process):
+    "bfloat16" where oneDNN's matmul computes bfloat16 values into exact float32 sums,
+    "bfloat16-output" where torch's bfloat16 matmul sums in float32 and rounds each sum once."""
+    return [name for name, exact in (("bfloat16", _onednn_bfloat16),
+                                     ("bfloat16-output", _bfloat16_output)) if exact()]
+
+
+@contextmanager
+def fresh_probes() -> Iterator[None]:
+    """Inside, this process's choice of candidate pass and every probe behind it start afresh:
+    the next candidate_precision() reads DHWT_KNN_PRECISION again and gemm, gemm_bfloat16,
+    BfloatOutput and exact_passes() probe again. On exit the choice and the probes' results
+    from before are back. For tests and benchmarks that force a precision, or probe a changed
+    matmul, within one process.
+
+    Examples:
+        >>> from unittest import mock
+        >>> with mock.patch.dict("os.environ", DHWT_KNN_PRECISION="bfloat16"), fresh_probes():
+        ...     candidate_precision()
+        'bfloat16'
+    """
+    global _PRECISION, _ONEDNN_BFLOAT16, _BFLOAT16_OUTPUT, _SPEEDUPS, _ONEDNN_FLOAT32
+    saved = _PRECISION, _ONEDNN_BFLOAT16, _BFLOAT16_OUTPUT, _SPEEDUPS, _ONEDNN_FLOAT32
+    _PRECISION = _ONEDNN_BFLOAT16 = _BFLOAT16_OUTPUT = _SPEEDUPS = None
+    _ONEDNN_FLOAT32 = {}
+    try:
+        yield
+    finally:
+        _PRECISION, _ONEDNN_BFLOAT16, _BFLOAT16_OUTPUT, _SPEEDUPS, _ONEDNN_FLOAT32 = saved
 
 
 def _onednn_bfloat16() -> bool:

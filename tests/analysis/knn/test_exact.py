@@ -1,5 +1,6 @@
 """The exact KNN engine against a brute-force oracle (full float64 matrix, lexsort with the same
-tie rule), KNN match scores against hand counts, the chance baseline, and `dhwt knn`."""
+tie rule), KNN match scores against hand counts, the chance baseline and the stand-in its
+queries see (query_stand_in: the law of a norm-matched random stand-in's cosines), `dhwt knn`."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ import numpy as np
 import pytest
 import torch
 from safetensors.numpy import save_file
+from scipy import stats
 
 from dhwt.analysis.knn import (
-    Neighbours, chance_baseline, check_matrix, knn_match, match_neighbours, nearest_neighbours,
-    norm_matched_random,
+    METRICS, Neighbours, chance_baseline, check_matrix, knn_match, match_neighbours,
+    nearest_neighbours, norm_matched_random, query_stand_in,
 )
+from dhwt.analysis.knn import gram
 from dhwt.analysis.matrices import load_matrix
 from dhwt.errors import DhwtError
 
@@ -111,53 +114,50 @@ def _neighbour_data() -> np.ndarray:
                          ids=["onednn keeps float32", "onednn rounds to bfloat16"])
 def test_gram_blocks_use_onednn_only_where_its_probe_shows_float32(monkeypatch, mm, float32):
     """Which branch a CPU takes is its own (oneDNN rounds to bfloat16 on AMX machines): both
-    branches are forced here, and either way the neighbours are exact."""
-    from dhwt.analysis.knn import gram
-
+    branches are forced here. Each block shape is probed once; its blocks then go to oneDNN
+    only where the probe showed float32, so either way they are float32 products and the
+    neighbours are exact (bfloat16 blocks would miss them: entries 1 + small differences all
+    round to 1)."""
     monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: True)
-    monkeypatch.setattr(gram, "_PRECISION", "float32")  # the float32 pass's Gram blocks
-    monkeypatch.setattr(gram, "_ONEDNN_FLOAT32", {})
-    monkeypatch.setattr(torch, "mm", mm)
-    shape = (64, 64, 24)
-    assert gram._onednn_is_float32(shape, torch.empty(shape[:2])) is float32
-    # bfloat16 blocks would miss neighbours (entries 1 + small differences all round to 1)
+    monkeypatch.setenv("DHWT_KNN_PRECISION", "float32")  # the float32 pass's Gram blocks
+    calls = []
+    monkeypatch.setattr(torch, "mm", lambda *a, **k: calls.append(1) or mm(*a, **k))
     x = _neighbour_data()
-    got = nearest_neighbours(x, 5, "ip", block_size=64)
+    a, out = torch.from_numpy(x), torch.empty(len(x), len(x))
+    with gram.fresh_probes():
+        for _ in range(2):
+            gram.gemm(a, a, out)
+            np.testing.assert_allclose(out.numpy(), x.astype(np.float64) @ x.T, rtol=1e-6)
+        assert len(calls) == (3 if float32 else 1)  # one probe, then the blocks or none
+        got = nearest_neighbours(x, 5, "ip", block_size=64)
     np.testing.assert_array_equal(got.indices, oracle(x, 5, "ip")[0])
-    assert set(gram._ONEDNN_FLOAT32.values()) == {float32}
 
 
 def test_gram_blocks_use_numpy_without_onednn(monkeypatch):
-    from dhwt.analysis.knn import gram
-
     monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: False)
-    monkeypatch.setattr(gram, "_PRECISION", "float32")
-    monkeypatch.setattr(gram, "_ONEDNN_FLOAT32", {})
+    monkeypatch.setenv("DHWT_KNN_PRECISION", "float32")
     monkeypatch.setattr(torch, "mm", lambda *a, **k: pytest.fail("torch.mm used without oneDNN"))
     x = _neighbour_data()
-    got = nearest_neighbours(x, 5, "ip", block_size=64)
+    with gram.fresh_probes():
+        got = nearest_neighbours(x, 5, "ip", block_size=64)
     np.testing.assert_array_equal(got.indices, oracle(x, 5, "ip")[0])
-    assert set(gram._ONEDNN_FLOAT32.values()) == {False}
 
 
-@pytest.mark.parametrize("order", ["none", "random", "longest first"])
-def test_candidates_are_the_best_float32_scores_in_any_scan_order(order):
-    from dhwt.analysis.knn import exact
-
+@pytest.mark.parametrize("metric", METRICS)
+def test_the_candidate_pass_misses_no_neighbour_in_either_scan_order(monkeypatch, metric):
+    """The candidate pass must nominate the best m = k + slack rows of every row, and its m-th
+    score bound every row left out, or the re-rank certifies a wrong result (a row goes to the
+    brute-force fallback only where its k-th score does not beat that bound). Blocks of 320
+    rows (10 tiles of 32, enough for a first block's m-th tile maximum), scanned longest row
+    first (inner product) or in index order (cosine, l2); rows of spread norms (hubs)."""
+    monkeypatch.setenv("DHWT_KNN_PRECISION", "float32")
     rng = np.random.default_rng(4)
-    n, m = 700, 9
-    x = tied_integers(rng, n, 6)  # small integers: float32 scores are exact
-    perm = {"none": None, "random": rng.permutation(n),
-            "longest first": np.argsort(-(x * x).sum(axis=1), kind="stable")}[order]
-    # blocks of 320 rows: 10 tiles of 32, enough for a first block's m-th tile maximum
-    cand, kth = exact._candidates(x, x, n, m, 320, False, perm)
-    score = x.astype(np.float64) @ x.T.astype(np.float64)
-    np.fill_diagonal(score, -np.inf)
-    best = -np.sort(-score, axis=1)[:, :m]
-    assert not (cand == np.arange(n)[:, None]).any()
-    got = np.sort(np.take_along_axis(score, cand, axis=1), axis=1)[:, ::-1]
-    np.testing.assert_array_equal(got, best)  # the m best scores (ties: any of the equals)
-    np.testing.assert_array_equal(kth, best[:, -1])
+    x = (rng.standard_normal((700, 6)) * rng.lognormal(0, 1, (700, 1))).astype(np.float32)
+    with gram.fresh_probes():
+        got = nearest_neighbours(x, 9, metric, block_size=320)
+    ref, ref_scores = oracle(x, 9, metric)
+    np.testing.assert_array_equal(got.indices, ref)
+    np.testing.assert_allclose(got.scores, ref_scores, rtol=1e-9, atol=1e-9)
 
 
 def test_match_scores_by_hand():
@@ -203,6 +203,54 @@ def test_norm_matched_random_keeps_norms_and_draws_directions():
     cos = (x * y).sum(1) / np.linalg.norm(x, axis=1) / np.linalg.norm(y, axis=1)
     assert abs(cos.mean()) < 0.1
     np.testing.assert_array_equal(y, norm_matched_random(x, np.random.default_rng(0)))
+
+
+def _cosines(s: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Cosines of each query with every other row, and of each pair of queries (float64)."""
+    unit = s.astype(np.float64) / np.linalg.norm(s.astype(np.float64), axis=1)[:, None]
+    scores = unit[queries] @ unit.T
+    others = np.delete(scores, queries, axis=1).ravel()
+    pairs = scores[:, queries][np.triu_indices(len(queries), 1)]
+    return others, pairs
+
+
+@pytest.mark.parametrize("width, b", [(200, 40), (60, 50)])
+def test_query_stand_in_keeps_norms_and_draws_the_stand_ins_cosines(width, b):
+    """Rows keep their norms; a query's cosine with any other row, and two queries' cosine,
+    follow the law of one coordinate of a uniform unit vector in `width` dimensions ((c + 1) / 2
+    ~ Beta((width - 1) / 2, (width - 1) / 2)): the law in a stand-in of all `width` dimensions.
+    Forgetting the chi-square part (cosines of b + 1 dimensions) fails the first case, a
+    Bartlett diagonal of one degree of freedom for all (width - b) the second."""
+    rng = np.random.default_rng(0)
+    n = 1000
+    norms = rng.lognormal(0, 1, n)
+    generator = np.random.default_rng(1)
+    others, pairs = [], []
+    for _ in range(20):
+        queries = np.sort(rng.choice(n, b, replace=False))
+        s = query_stand_in(norms, width, queries, generator)
+        assert s.shape == (n, b + 1) and s.dtype == np.float32
+        np.testing.assert_allclose(np.linalg.norm(s.astype(np.float64), axis=1), norms,
+                                   rtol=4e-7)
+        assert (s[queries, b] == 0).all()
+        o, p = _cosines(s, queries)
+        others.append(o)
+        pairs.append(p)
+    others = np.concatenate(others[:5])  # plenty: 192,000 cosines
+    law = stats.beta((width - 1) / 2, (width - 1) / 2)
+    for values in (others, np.concatenate(pairs)):
+        assert stats.kstest((values + 1) / 2, law.cdf).pvalue > 1e-3
+    if width > 2 * b:
+        narrower = stats.beta(b / 2, b / 2)  # what b + 1 dimensions would give
+        assert stats.kstest((others + 1) / 2, narrower.cdf).pvalue < 1e-6
+
+
+def test_query_stand_in_is_seeded_and_refuses_as_many_queries_as_dimensions():
+    norms = np.ones(50)
+    draw = [query_stand_in(norms, 8, np.arange(3), np.random.default_rng(4)) for _ in range(2)]
+    np.testing.assert_array_equal(*draw)
+    with pytest.raises(DhwtError, match="needs 1 to 7 of them"):
+        query_stand_in(norms, 8, np.arange(8), np.random.default_rng(0))
 
 
 def test_chance_baseline_shared_norms_beat_uniform_chance_under_ip_only():

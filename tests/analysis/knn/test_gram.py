@@ -17,9 +17,21 @@ from dhwt.errors import DhwtError
 from tests.analysis.knn.test_exact import exact_unit_rows, oracle, tied_integers
 
 
+#: The bfloat16 unit roundoff (8 significant bits, round to nearest), from torch, not gram.
+U16 = torch.finfo(torch.bfloat16).eps / 2
+
+
+@pytest.fixture
+def fresh():
+    """This process's precision choice and probes made afresh for one test, then restored."""
+    with gram.fresh_probes():
+        yield
+
+
 @pytest.fixture(params=gram.KNN_PRECISIONS)
-def precision(request, monkeypatch):
-    monkeypatch.setattr(gram, "_PRECISION", request.param)
+def precision(request, monkeypatch, fresh):
+    """Each candidate pass in turn, forced through DHWT_KNN_PRECISION."""
+    monkeypatch.setenv("DHWT_KNN_PRECISION", request.param)
     return request.param
 
 
@@ -41,11 +53,10 @@ def test_each_precision_gives_the_brute_force_neighbours(precision, metric):
             np.testing.assert_allclose(got.scores, ref_scores, rtol=1e-9, atol=1e-9)
 
 
-@pytest.mark.parametrize("precision", ["bfloat16", "bfloat16-output"])
-def test_neighbours_that_bfloat16_cannot_tell_apart_are_still_exact(monkeypatch, precision):
+@pytest.mark.parametrize("precision", ["bfloat16", "bfloat16-output"], indirect=True)
+def test_neighbours_that_bfloat16_cannot_tell_apart_are_still_exact(precision):
     """Inner products that differ only far below bfloat16's precision: the widened pass keeps
     them all as candidates, the float64 re-rank orders them."""
-    monkeypatch.setattr(gram, "_PRECISION", precision)
     rng = np.random.default_rng(3)
     x = (1 + rng.integers(0, 64, size=(150, 24)) * 2.0**-14).astype(np.float32)
     np.testing.assert_array_equal(nearest_neighbours(x, 5, "ip", block_size=64).indices,
@@ -53,12 +64,10 @@ def test_neighbours_that_bfloat16_cannot_tell_apart_are_still_exact(monkeypatch,
 
 
 @pytest.mark.parametrize("metric", METRICS)
-def test_each_forced_precision_is_exact_on_adversarial_rows(monkeypatch, precision, metric):
+def test_each_forced_precision_is_exact_on_adversarial_rows(precision, metric):
     """Through DHWT_KNN_PRECISION: near-ties within the bfloat16 bound (rows a few float32 steps
     apart in one entry), huge and tiny norms side by side (10^-15 to 10^15), zero rows (not for
     cosine), duplicated rows (exact ties)."""
-    monkeypatch.setattr(gram, "_PRECISION", None)
-    monkeypatch.setenv("DHWT_KNN_PRECISION", precision)
     rng = np.random.default_rng(17)
     base = rng.standard_normal((40, 12)).astype(np.float32)
     near = base.copy()
@@ -97,7 +106,7 @@ def test_widened_scores_bound_the_exact_ones_from_above(gemm):
             assert (widened >= exact * scale).all()
             norms = (np.linalg.norm(left.astype(np.float64), axis=1)[:, None]
                      * np.linalg.norm(right.astype(np.float64), axis=1)[None, :] * scale)
-            slack = 2.5 * (2 * gram._U16) * norms + 1e-30  # the widening stays about 2c
+            slack = 2.5 * (2 * U16) * norms + 1e-30  # the widening stays about 2c
             assert (widened <= exact * scale + slack).all()
 
 
@@ -121,7 +130,7 @@ def test_rounded_output_scores_bound_the_exact_ones_and_are_not_vacuous(gemm):
              np.vstack([np.zeros((3, 8)), rng.standard_normal((60, 8)) * 1e20])]
     for x in cases:
         x = x.astype(np.float32)
-        bound = 2 * gram.widening(x.shape[1], True) + gram._U16
+        bound = 2 * gram.widening(x.shape[1], True) + U16
         for left, right in ((x, x), (x, -x[::-1].copy())):
             exact = left.astype(np.float64) @ right.astype(np.float64).T
             widened, scale = widened_product(left, right, mm, rounded_output=True)
@@ -143,67 +152,79 @@ def _partial_sums_in_bfloat16(a, b, out=None):
 
 
 def test_a_matmul_that_rounds_partial_sums_fails_the_rounded_output_probe(monkeypatch):
-    monkeypatch.setattr(gram, "_BFLOAT16_OUTPUT", None)
+    monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: False)  # no oneDNN pass
     monkeypatch.setattr(torch, "mm", _partial_sums_in_bfloat16)
-    assert gram._bfloat16_output() is False
-    monkeypatch.setattr(gram, "_BFLOAT16_OUTPUT", None)
+    with gram.fresh_probes():
+        assert gram.exact_passes() == []
     monkeypatch.setattr(torch, "mm", lambda a, b, out=None: (a.float() @ b.float()).bfloat16())
-    assert gram._bfloat16_output() is True  # float32 sums, rounded once
+    with gram.fresh_probes():
+        assert gram.exact_passes() == ["bfloat16-output"]  # float32 sums, rounded once
 
 
-@pytest.mark.parametrize("exact, speedups, chosen", [
-    ((False, False), None, "float32"),
-    ((True, True), {"bfloat16": 3.0, "bfloat16-output": 3.5}, "bfloat16-output"),
-    ((True, True), {"bfloat16": 3.0, "bfloat16-output": 2.5}, "bfloat16"),
-    ((False, True), {"bfloat16": 9.0, "bfloat16-output": 2.5}, "bfloat16-output"),
-    ((True, True), {"bfloat16": 1.9, "bfloat16-output": 1.5}, "float32"),
+BOTH = ["bfloat16", "bfloat16-output"]
+
+
+@pytest.mark.parametrize("passes, speedups, chosen", [
+    ([], {}, "float32"),
+    (BOTH, {"bfloat16": 3.0, "bfloat16-output": 3.5}, "bfloat16-output"),
+    (BOTH, {"bfloat16": 3.0, "bfloat16-output": 2.5}, "bfloat16"),
+    (["bfloat16-output"], {"bfloat16": 9.0, "bfloat16-output": 2.5}, "bfloat16-output"),
+    (BOTH, {"bfloat16": 1.9, "bfloat16-output": 1.5}, "float32"),
 ])
-def test_the_fastest_exact_pass_is_chosen(monkeypatch, exact, speedups, chosen):
-    monkeypatch.setattr(gram, "_SPEEDUPS", None)
-    monkeypatch.setattr(gram, "_onednn_bfloat16", lambda: exact[0])
-    monkeypatch.setattr(gram, "_bfloat16_output", lambda: exact[1])
-    monkeypatch.setattr(gram, "_speedups",
-                        lambda: dict(speedups) if speedups else pytest.fail("timed for nothing"))
-    assert gram._fastest() == chosen
+def test_the_fastest_exact_pass_is_chosen(passes, speedups, chosen):
+    assert gram.fastest(passes, speedups) == chosen
 
 
-def test_bfloat16_rounding_up():
-    values = np.array([0.0, 1.0, 1 + 2.0**-20, 3.14159, 1e-30, 7.5e7, 2.0**-126])
-    up = gram._bfloat16_up(values)
-    assert (up >= values).all()
+@pytest.mark.parametrize("rounded_output", [False, True])
+def test_the_widening_column_is_the_least_bfloat16_value_at_or_above_c_times_the_norm(
+        rounded_output):
+    """widened's extra column of the left side is C |l_i| (C = widening(d)) rounded up to a
+    bfloat16 value: never below it, and the next bfloat16 value down is below it. Entries of at
+    most 3/4 in magnitude keep the scales at 1; the row norms span 60 orders of magnitude, and a
+    zero row gives 0."""
+    rng = np.random.default_rng(8)
+    d = 16
+    rows = rng.uniform(-0.75, 0.75, (300, d)) * 10.0 ** rng.integers(-30, 1, (300, 1))
+    left = np.vstack([rows, np.zeros((1, d)), np.full((1, d), 0.75)]).astype(np.float32)
+    right = np.full((5, d), 0.75, np.float32)
+    wide, _, scale = gram.widened(left, right, rounded_output)
+    assert scale == 1
+    exact = gram.widening(d, rounded_output) * np.linalg.norm(left.astype(np.float64), axis=1)
+    up = wide[:, d]
+    assert (up >= exact).all()
     assert (torch.from_numpy(up).bfloat16().float().numpy() == up).all()  # bfloat16 values
     below = (up.view(np.uint32) - 0x10000).view(np.float32)  # the next bfloat16 down
-    assert ((below < values) | (up == values)).all()
+    assert ((below < exact) | (up == exact)).all()
 
 
 def test_the_precision_is_probed_once_and_may_be_forced(monkeypatch):
-    monkeypatch.setattr(gram, "_PRECISION", None)
     monkeypatch.setenv("DHWT_KNN_PRECISION", "float32")
-    assert gram.candidate_precision() == "float32"
-    monkeypatch.setattr(gram, "_PRECISION", None)
+    with gram.fresh_probes():
+        assert gram.candidate_precision() == "float32"
     monkeypatch.setenv("DHWT_KNN_PRECISION", "float16")
-    with pytest.raises(DhwtError, match="DHWT_KNN_PRECISION must be one of"):
+    with gram.fresh_probes(), pytest.raises(DhwtError, match="DHWT_KNN_PRECISION must be one of"):
         gram.candidate_precision()
     monkeypatch.delenv("DHWT_KNN_PRECISION")
-    monkeypatch.setattr(gram, "_PRECISION", None)
-    monkeypatch.setattr(gram, "_ONEDNN_BFLOAT16", None)
     monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: False)
-    monkeypatch.setattr(gram, "_bfloat16_output", lambda: False)
-    assert gram.candidate_precision() == "float32"  # no exact bfloat16 matmul: float32
-    monkeypatch.setattr(gram, "_speedups", lambda: pytest.fail("probed twice"))
-    monkeypatch.setattr(gram, "_fastest", lambda: pytest.fail("probed twice"))
-    assert gram.candidate_precision() == "float32"
+    monkeypatch.setattr(torch, "mm", _partial_sums_in_bfloat16)
+    with gram.fresh_probes():
+        assert gram.candidate_precision() == "float32"  # no exact bfloat16 matmul: float32
+        monkeypatch.setattr(torch.backends.mkldnn, "is_available",
+                            lambda: pytest.fail("probed twice"))
+        monkeypatch.setattr(torch, "mm", lambda *a, **k: pytest.fail("probed twice"))
+        assert gram.candidate_precision() == "float32"
 
 
 def test_a_onednn_that_rounds_its_sums_fails_the_bfloat16_probe(monkeypatch):
     """A matmul whose sums are not float32 (here: rounded to bfloat16) must not be used."""
-    def rounded_mm(a, b, out):
-        return out.copy_((a @ b).bfloat16().float())
+    def rounded_mm(a, b, out=None):
+        rounded = (a @ b).bfloat16().float()
+        return rounded if out is None else out.copy_(rounded)
 
-    monkeypatch.setattr(gram, "_ONEDNN_BFLOAT16", None)
     monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: True)
     monkeypatch.setattr(torch, "mm", rounded_mm)
-    assert gram._onednn_bfloat16() is False
+    with gram.fresh_probes():
+        assert "bfloat16" not in gram.exact_passes()
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(),

@@ -1,5 +1,7 @@
-"""`--tensorboard`: TensorBoard event files beside metrics.jsonl holding the same numbers, a resume
-that shows no step twice, nothing without the flag, and one `error:` line without the package."""
+"""metrics.jsonl (dhwt.runs.metrics): truncation after a step and a half-written tail, a corrupt
+line; and `--tensorboard`: TensorBoard event files beside metrics.jsonl holding the same numbers,
+a resume that shows no step twice, nothing without the flag, and one `error:` line without the
+package."""
 
 from __future__ import annotations
 
@@ -14,6 +16,28 @@ import pytest
 
 from dhwt.config import TrainConfig
 from dhwt.errors import DhwtError
+from dhwt.runs.metrics import MetricsWriter, read_metrics, truncate_metrics
+
+
+def test_metrics_truncate_drops_later_lines_and_a_half_written_tail(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    w = MetricsWriter(path)
+    w.write([{"step": s, "loss": s / 10} for s in (0, 10, 20, 30)])
+    w.close()
+    with open(path, "a") as fh:
+        fh.write('{"step": 40, "lo')  # killed mid-line
+    assert [r["step"] for r in read_metrics(path)] == [0, 10, 20, 30]
+    truncate_metrics(path, 20)
+    assert path.read_text() == "".join(json.dumps({"step": s, "loss": s / 10}) + "\n"
+                                       for s in (0, 10, 20))
+
+
+def test_metrics_corrupt_middle_line_is_an_error(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"step": 0}\nnot json\n{"step": 1}\n')
+    with pytest.raises(DhwtError, match="line 2 is not valid JSON"):
+        read_metrics(path)
+
 
 RUN = ["--grammar", "parity", "--seeds", "1-2", "--steps", "30", "--tie-schedule", "untie@15",
        "--eval-every", "5", "--snapshot-every", "30", "--checkpoint-every", "10"]

@@ -1,32 +1,19 @@
-"""The default-mode empirical checks (exact population training of the package's Transformer)
-pass."""
+"""dhwt.theory.population: the exact population loss of a model against the mean loss over
+batches the Task samples."""
 
 from __future__ import annotations
 
-import pytest
+import torch
+import torch.nn.functional as F
 
+from dhwt.languages import load_language, load_task, write_dataset
 from dhwt.theory import exor
 from dhwt.theory.population import population_loss
-from dhwt.theory.registry import select
-
-DEFAULT_EMPIRICAL = [c for c in select(full=False) if c.kind == "empirical"]
-
-
-@pytest.mark.parametrize("check", DEFAULT_EMPIRICAL,
-                         ids=[f"{c.theorem}/{c.name}" for c in DEFAULT_EMPIRICAL])
-def test_default_empirical_check(check):
-    outcome = check.run(check.trial(0))
-    assert outcome.status == "pass", outcome.measured
 
 
 def test_population_loss_is_the_mean_loss_over_sampled_batches(tmp_path):
     """A second implementation: batches served by the Task (variants and masks drawn afresh) with
     the contract's loss sum(weights * CE), averaged over many draws, approach the exact loss."""
-    import torch
-    import torch.nn.functional as F
-
-    from dhwt.languages import load_language, load_task, write_dataset
-
     write_dataset(load_language("parity", {"n_bits": exor.N_BITS}), tmp_path / "data",
                   valid_fraction=0.0, test_fraction=0.0, seed=14)
     task = load_task(tmp_path / "data", "mlm")
