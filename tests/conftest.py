@@ -1,6 +1,7 @@
 """Fixtures every test room shares: the `dhwt` command line run in-process and as the installed
-console script, and datasets and tasks built once per session. (Tests run with
---import-mode=importlib, so helpers are shared as fixtures.)"""
+console script, datasets and tasks built once per session, interrupting a run at a step, and
+comparing saved states bit for bit. (Tests run with --import-mode=importlib, so helpers are
+shared as fixtures.)"""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
+import torch
 
 from dhwt.cli import main
 from dhwt.languages import Task, load_language, load_task, write_dataset
@@ -127,3 +129,25 @@ def interrupt_at(at_step) -> Callable[[int], None]:
         raise KeyboardInterrupt
 
     return lambda step: at_step(step, interrupt)
+
+
+def _assert_same(a: object, b: object) -> None:
+    if torch.is_tensor(a):
+        assert torch.is_tensor(b) and a.dtype == b.dtype and torch.equal(a, b)
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys()
+        for key in a:
+            _assert_same(a[key], b[key])
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b)
+        for x, y in zip(a, b):
+            _assert_same(x, y)
+    else:
+        assert a == b
+
+
+@pytest.fixture(scope="session")
+def assert_same() -> Callable[[object, object], None]:
+    """assert_same(a, b): nested checkpoint values (dicts, lists, tuples) equal, tensors bit for
+    bit (same dtype, same values)."""
+    return _assert_same

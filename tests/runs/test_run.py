@@ -275,8 +275,8 @@ def test_a_text_run_records_its_corpus_and_refuses_it_edited(corpus, tmp_path, c
 # `--resume` and `load_run(...).task` the other; a config that names no data takes any task.
 
 
-TINY = dict(d_model=8, n_layers=1, n_heads=2, d_ff=16, seeds=[1], steps=2, eval_every=2,
-            snapshot_every=2, checkpoint_every=2, threads=1)
+TINY_CONFIG = dict(d_model=8, n_layers=1, n_heads=2, d_ff=16, seeds=[1], steps=2,
+                   eval_every=2, snapshot_every=2, checkpoint_every=2, threads=1)
 ONCE = "give the data once: no task"
 
 
@@ -285,7 +285,7 @@ def test_a_task_of_other_data_is_refused_before_anything_is_written(make_dataset
     other = load_task(make_dataset(overrides={"n_bits": 4}), "mlm")
     with pytest.raises(DhwtError, match=r"the task given is not the data .* the config names: "
                        r"its sequence length is 5, the config's 4; give the data once"):
-        train_run(TrainConfig(data=str(named), **TINY), other, tmp_path / "run")
+        train_run(TrainConfig(data=str(named), **TINY_CONFIG), other, tmp_path / "run")
     assert not (tmp_path / "run").exists()
 
 
@@ -295,7 +295,7 @@ def test_a_task_of_other_data_is_refused_before_anything_is_written(make_dataset
 ])
 def test_the_same_vocabulary_is_not_enough(make_dataset, tmp_path, change, differs):
     other = load_task(make_dataset(**{"overrides": {"n_bits": 3}, **change}), "mlm")
-    config = TrainConfig(data=str(make_dataset(overrides={"n_bits": 3})), **TINY)
+    config = TrainConfig(data=str(make_dataset(overrides={"n_bits": 3})), **TINY_CONFIG)
     with pytest.raises(DhwtError, match=differs):
         check_task(config, tmp_path / "run", other, fresh=True)
 
@@ -310,26 +310,26 @@ def test_the_objective_is_part_of_the_data(make_dataset, tmp_path):
 def test_a_grammar_with_a_task_is_refused_for_a_new_run(make_task, tmp_path):
     with pytest.raises(DhwtError, match=r"the config names grammar 'parity', which is built into "
                        r".*/run/data only when no task is given; give the data once"):
-        train_run(TrainConfig(grammar="parity", **TINY), make_task(), tmp_path / "run")
+        train_run(TrainConfig(grammar="parity", **TINY_CONFIG), make_task(), tmp_path / "run")
     assert not (tmp_path / "run").exists()
 
 
 def test_the_named_data_passes_at_its_path_or_in_a_copy(make_dataset, tmp_path):
     data = make_dataset(overrides={"n_bits": 3})
     copy = shutil.copytree(data, tmp_path / "copy")
-    result = train_run(TrainConfig(data=str(copy), **TINY), load_task(data, "mlm"), tmp_path / "run")
+    result = train_run(TrainConfig(data=str(copy), **TINY_CONFIG), load_task(data, "mlm"), tmp_path / "run")
     assert result.step == 2
     assert load_run(tmp_path / "run").task.vocab == load_task(data, "mlm").vocab
 
 
 def test_a_config_without_data_takes_any_task(make_task, tmp_path):
-    assert train_run(TrainConfig(**TINY), make_task(), tmp_path / "run").step == 2
+    assert train_run(TrainConfig(**TINY_CONFIG), make_task(), tmp_path / "run").step == 2
 
 
 def test_a_resumed_grammar_run_checks_its_own_dataset(make_task, tmp_path):
-    config = TrainConfig(grammar="parity", **TINY)
+    config = TrainConfig(grammar="parity", **TINY_CONFIG)
     train_run(config, None, tmp_path / "run")  # builds run/data from the grammar
-    longer = TrainConfig(grammar="parity", **{**TINY, "steps": 4})
+    longer = TrainConfig(grammar="parity", **{**TINY_CONFIG, "steps": 4})
     mine = load_task(tmp_path / "run" / "data", "mlm")
     assert train_run(longer, mine, tmp_path / "run", resume=True).step == 4
     with pytest.raises(DhwtError, match="its sequence length is 4, the config's 8"):
