@@ -24,13 +24,13 @@ $(VENV)/.installed-test: $(VENV)/.installed
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $@
 
-# On every core (pytest-xdist, a test file per worker: module fixtures are built once); the
+# On every core (pytest-xdist; an idle worker takes tests from a busy one); the
 # tests marked `long` (study jobs killed and resumed, minutes each) run in `make test-long`.
 test: $(VENV)/.installed-test
-	$(BIN)/pytest -q -n auto --dist loadfile -m "not long"
+	$(BIN)/pytest -q -n auto --dist worksteal -m "not long"
 
 test-long: $(VENV)/.installed-test
-	$(BIN)/pytest -q -n auto --dist loadfile -m long
+	$(BIN)/pytest -q -n auto --dist worksteal -m long
 
 # The documentation site, offline, into build/site (git-ignored); --strict fails on a broken
 # link or a missing reference. Its packages come with the `test` extra (the `docs` extra).

@@ -569,21 +569,28 @@ QUOTES = [
                                                      "B_constant", "B_ratio", "C_step")))),
     Quote("experiments/dh_demand/README.md", "the dose slope {} [{}, {}]",
           lambda: _demand("C_slope", d=8)),
-    Quote("experiments/dh_demand/README.md", "other jobs beside it: {} s for the member's Adam, "
+    Quote("experiments/dh_demand/LOG.md", "other jobs beside it: {} s for the member's Adam, "
           "L-BFGS and {} Newton iterations; its output: `results/certify-k16-d4-ratio-dose0-draw0-"
           "tied.json`). L-BFGS had ended with F still falling (2.9e-4 over its last 100 "
           "iterations); Newton took F a further {} lower and stopped at its {}-iteration cap with "
           "gradient norm {} and a negative Hessian eigenvalue (−{})", _certify_probe),
-    Quote("experiments/dh_demand/README.md", "`results/certify-k16-d4-ratio-dose0-draw0-tied-"
+    Quote("experiments/dh_demand/LOG.md", "`results/certify-k16-d4-ratio-dose0-draw0-tied-"
           "newton1000.json`, {} s): F fell {} below L-BFGS's end in {} iterations and was still "
           "falling, while the gradient norm *grew* to {} and the smallest eigenvalue to −{}",
           lambda: [_certify_probe("d4-ratio-dose0-draw0-tied-newton1000")[i] for i in (0, 2, 1, 4, 5)]),
-    Quote("experiments/dh_demand/README.md", "(`...-l2-1e-3.json`, {} s): a fall of {}, gradient "
+    Quote("experiments/dh_demand/LOG.md", "(`...-l2-1e-3.json`, {} s): a fall of {}, gradient "
           "norm {}, eigenvalue −{}, not",
           lambda: [_certify_probe("d4-ratio-dose0-draw0-tied-l2-1e-3")[i] for i in (0, 2, 4, 5)]),
-    Quote("experiments/dh_demand/README.md", "`results/certify-k16-d8-ratio-dose0-draw0-tied.json`,"
+    Quote("experiments/dh_demand/LOG.md", "`results/certify-k16-d8-ratio-dose0-draw0-tied.json`,"
           "\n{} s): a fall of {} (the size of d 8's contrasts), gradient norm {}, eigenvalue −{}",
           lambda: [_certify_probe("d8-ratio-dose0-draw0-tied")[i] for i in (0, 2, 4, 5)]),
+    Quote("experiments/dh_demand/README.md", "at d 4, {} in {} iterations and {} in {} (the "
+          "gradient norm growing to {}, a Hessian eigenvalue of −{}); with ten times the L2 weight "
+          "{} in {}; at d 8, {} in {} (gradient norm {}, eigenvalue −{})", lambda: [
+              *_certify_probe()[2:4], *[_certify_probe("d4-ratio-dose0-draw0-tied-newton1000")[i]
+                                      for i in (2, 1, 4, 5)],
+              *_certify_probe("d4-ratio-dose0-draw0-tied-l2-1e-3")[2:4],
+              *[_certify_probe("d8-ratio-dose0-draw0-tied")[i] for i in (2, 1, 4, 5)]]),
     Quote("docs/how-to/population-fit.md", "one member took {} s for its Adam, L-BFGS and {} "
           "Newton iterations", lambda: _certify_probe()[:2]),
     Quote("README.md", "At d 8 every contrast is equivalent to zero at ±0.005 (the largest, "

@@ -45,6 +45,8 @@ def fsync(fd):
     real_fsync(fd)
 os.fsync = fsync
 from dhwt.cli import main
+
+pytestmark = pytest.mark.long  # whole runs killed, resumed or launched twice: `make test-long`
 main(sys.argv[1:])
 """
 

@@ -268,6 +268,7 @@ def test_the_lock_of_a_killed_writer_never_blocks(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_two_runs_started_at_once_on_one_directory_leave_one_run(console, folder):
     args = [*TRAIN[:4], "200", "--out", "twin"]
     outcomes = console(args, args, cwd=folder)
@@ -457,6 +458,7 @@ def test_a_report_that_cannot_be_written_says_what_and_where(cli, folder, spawn)
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_ctrl_c_in_analyze_exits_130_and_keeps_the_earlier_report(cli, folder, spawn, rundirs):
     """F23 in a real process: Ctrl-C while the analysis runs: one error line, exit 130, the
     earlier report unchanged, nothing beside it."""

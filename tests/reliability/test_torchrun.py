@@ -28,6 +28,8 @@ from dhwt.training.ensemble import repeat_batch
 from dhwt.models import build_model
 from dhwt.training.trainer import Trainer, model_config
 
+pytestmark = pytest.mark.long  # whole runs killed, resumed or launched twice: `make test-long`
+
 ROOT = Path(__file__).resolve().parents[2]
 TORCHRUN = Path(sys.executable).parent / "torchrun"
 TOLERANCE = dict(rtol=1e-4, atol=1e-5)  # float32 sums in another order, over 200 steps

@@ -132,10 +132,12 @@ def _run(config: ModelConfig, seeds, members: list[int], schedule: TieSchedule) 
     "config",
     [
         ModelConfig(vocab_size=7, max_len=8),
-        ModelConfig(vocab_size=7, max_len=8, d_model=8, n_heads=2, d_ff=16, n_layers=2,
-                    norm="pre", final_norm=True, positions="learned", causal=True),
-        ModelConfig(vocab_size=70, max_len=8, d_model=8, n_heads=2, d_ff=16, causal=True,
-                    output_bias=True),  # token-major logits: the fused loss (models.output)
+        pytest.param(ModelConfig(vocab_size=7, max_len=8, d_model=8, n_heads=2, d_ff=16,
+                                 n_layers=2, norm="pre", final_norm=True, positions="learned",
+                                 causal=True), marks=pytest.mark.long),
+        pytest.param(ModelConfig(vocab_size=70, max_len=8, d_model=8, n_heads=2, d_ff=16,
+                                 causal=True, output_bias=True),  # token-major logits: the
+                     marks=pytest.mark.long),                   # fused loss (models.output)
     ],
     ids=["exor", "causal-2layer", "causal-wide-vocab"],
 )
@@ -190,7 +192,8 @@ def _run_variants(config: ModelConfig, plans: list[TieSchedule], seeds) -> Trans
 @pytest.mark.parametrize(
     "config",
     [ModelConfig(vocab_size=7, max_len=8),
-     ModelConfig(vocab_size=70, max_len=8, d_model=8, n_heads=2, d_ff=16, causal=True)],
+     pytest.param(ModelConfig(vocab_size=70, max_len=8, d_model=8, n_heads=2, d_ff=16,
+                              causal=True), marks=pytest.mark.long)],
     ids=["exor", "causal-wide-vocab"],
 )
 def test_tie_variants_in_one_ensemble_equal_their_solo_runs(config):
