@@ -25,7 +25,8 @@ $(VENV)/.installed-test: $(VENV)/.installed
 	touch $@
 
 # On every core (pytest-xdist; an idle worker takes tests from a busy one); the
-# tests marked `long` (study jobs killed and resumed, minutes each) run in `make test-long`.
+# tests marked `long` (whole runs or studies killed, resumed, raced or launched two ways to
+# compare them) run in `make test-long`; CI runs both.
 test: $(VENV)/.installed-test
 	$(BIN)/pytest -q -n auto --dist worksteal -m "not long"
 

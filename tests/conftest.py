@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import os
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -20,6 +21,14 @@ from dhwt.cli import main
 from dhwt.languages import Task, load_language, load_task, write_dataset
 
 CONSOLE_SCRIPT = Path(sys.executable).parent / "dhwt"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One thread per pytest-xdist worker (and per process it starts): `make test` runs a worker
+    per core, and two workers of two threads each on two cores spin against each other."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        os.environ["OMP_NUM_THREADS"] = "1"
+        torch.set_num_threads(1)
 Outcome = tuple[int, str, str]  # exit code, stdout, stderr
 
 

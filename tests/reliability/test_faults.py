@@ -24,6 +24,8 @@ import torch
 from dhwt.directories import LOCK, MARKER
 from dhwt.runs.checkpoints import checkpoint_path, latest_checkpoint, list_checkpoints
 
+pytestmark = pytest.mark.long  # whole runs killed, resumed or launched twice: `make test-long`
+
 STEPS = 160
 CHECKPOINT_EVERY = 40
 #: Two seeds, a tie switch each way, every step evaluated (so a kill lands between checkpoints
@@ -45,8 +47,6 @@ def fsync(fd):
     real_fsync(fd)
 os.fsync = fsync
 from dhwt.cli import main
-
-pytestmark = pytest.mark.long  # whole runs killed, resumed or launched twice: `make test-long`
 main(sys.argv[1:])
 """
 

@@ -3,10 +3,10 @@ and goes back to the system when it ends; the outermost of nested ones restores 
 
 from __future__ import annotations
 
-import os
+import subprocess
+import sys
 
 import pytest
-import torch
 
 from dhwt.training import allocator
 from dhwt.training.allocator import retained_memory
@@ -15,32 +15,43 @@ BLOCK = 256 * 2**20  # bytes: far above any malloc threshold, far above RSS nois
 glibc_only = pytest.mark.skipif(allocator.glibc() is None, reason="needs glibc's malloc")
 
 
-def _rss() -> int:
-    """Resident bytes of this process (/proc/self/statm)."""
+#: Run in a fresh interpreter: whether glibc hands a freed block back depends on what the heap
+#: already holds, and so on the tests a pytest worker ran before (an earlier one can leave a
+#: free block of the size, or the worker's heap trimmed to it).
+MEASURE = f"""
+import os, torch
+from dhwt.training.allocator import retained_memory
+BLOCK = {BLOCK}
+
+def rss():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
-
-def _kept_after_free() -> float:
-    """Share of a freshly written BLOCK that is still resident once the tensor is freed."""
+def kept_after_free():
     block = torch.ones(BLOCK // 4)  # every page written
-    held = _rss()
+    held = rss()
     del block
-    return 1 - (held - _rss()) / BLOCK
+    return 1 - (held - rss()) / BLOCK
+
+with retained_memory() as kept:
+    kept_after_free()  # the heap grows to hold a block (a free one may exist already)
+    inside = kept_after_free()
+    with retained_memory():
+        pass
+    nested = kept_after_free()  # an inner run's end changes nothing
+    before_exit = rss()
+print(kept, inside, nested, (before_exit - rss()) / BLOCK)
+"""
 
 
 @glibc_only
 def test_freed_memory_stays_inside_and_goes_back_at_the_end():
-    """(Outside, whether a freed block is unmapped depends on what the heap holds free already,
-    so that side is the fake's test below.)"""
-    with retained_memory() as kept:
-        _kept_after_free()  # the heap grows to hold a block (a free one may exist already)
-        inside = _kept_after_free()
-        with retained_memory():
-            pass
-        nested = _kept_after_free()  # an inner run's end changes nothing
-        before_exit = _rss()
-    trimmed = (before_exit - _rss()) / BLOCK
+    """Inside, a freed block stays resident (also after a nested one ends); at the end it goes
+    back. (Outside, whether a freed block is unmapped depends on what the heap holds free
+    already, so that side is the fake's test below.)"""
+    out = subprocess.run([sys.executable, "-c", MEASURE], capture_output=True, text=True,
+                         check=True).stdout.split()
+    kept, (inside, nested, trimmed) = out[0] == "True", map(float, out[1:])
     assert kept and inside > 0.9 and nested > 0.9 and trimmed > 0.9, (inside, nested, trimmed)
 
 

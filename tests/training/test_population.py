@@ -57,6 +57,7 @@ def test_the_certificate_is_what_the_model_holds():
 
 
 @pytest.mark.slow
+@pytest.mark.long  # a whole fit to 4,000 L-BFGS iterations
 def test_a_second_optimiser_cannot_improve_a_certified_member():
     _, batch, model, cert = fitted([5])
     assert cert.grad_norm[0] < 1e-3 and 0 <= cert.drift[0] < 1e-6
