@@ -590,6 +590,12 @@ QUOTES = [
                                       for i in (2, 1, 4, 5)],
               *_certify_probe("d4-ratio-dose0-draw0-tied-l2-1e-3")[2:4],
               *[_certify_probe("d8-ratio-dose0-draw0-tied")[i] for i in (2, 1, 4, 5)]]),
+    Quote("experiments/dh_demand/LOG.md", "`results/certify-k16-d4-ratio-dose0-draw0-tied-l2-1e-2"
+          ".json`, {} s): at a hundred times the plan's L2 weight, Newton converges in {} "
+          "iterations, {} below L-BFGS's end",
+          lambda: _certify_probe("d4-ratio-dose0-draw0-tied-l2-1e-2")[:3]),
+    Quote("experiments/dh_demand/README.md", "Newton does certify the same job, in {} iterations",
+          lambda: _certify_probe("d4-ratio-dose0-draw0-tied-l2-1e-2")[1:2]),
     Quote("docs/how-to/population-fit.md", "one member took {} s for its Adam, L-BFGS and {} "
           "Newton iterations", lambda: _certify_probe()[:2]),
     Quote("README.md", "At d 8 every contrast is equivalent to zero at ±0.005 (the largest, "
