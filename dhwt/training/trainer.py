@@ -598,7 +598,7 @@ def _certificate_lines(certificate: Certificate) -> dict[str, list]:
             **({"newton_fall": certificate.newton_fall.tolist(),
                 "newton_iterations": certificate.newton_iterations.tolist(),
                 "min_eigenvalue": certificate.min_eigenvalue.tolist()}
-               if certificate.newton_iterations.any() else {})}
+               if np.isfinite(certificate.min_eigenvalue).any() else {})}  # Newton ran
 
 
 def _named(checkpoint: Path | None) -> str:
