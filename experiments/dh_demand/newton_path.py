@@ -13,30 +13,18 @@ import time
 
 import torch
 
-from dhwt.languages import load_language
-from dhwt.languages.population import population_batch
-from dhwt.models import ModelConfig, build_model
 from dhwt.training.population import fit_population
-from run import K, MODEL, OPTIONS
+from run import OPTIONS, job_arguments, job_model
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--d", type=int, default=4)
-    parser.add_argument("--arm", choices=("tied", "untied"), default="tied")
-    parser.add_argument("--pattern", choices=("equal", "constant", "ratio"), default="ratio")
-    parser.add_argument("--dose", type=float, default=0.0)
-    parser.add_argument("--draw", type=int, default=0)
+    job_arguments(parser)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--newton-steps", type=int, default=300)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    language = load_language("demand", {"k": K, "pattern": args.pattern, "dose": args.dose,
-                                        "draw": args.draw})
-    batch = population_batch(language, "clm")
-    config = ModelConfig(vocab_size=len(language.vocab("clm")), max_len=batch.inputs.shape[1],
-                         d_model=args.d, d_ff=4 * args.d, **MODEL)
-    model = build_model(config, [args.seed], tied=args.arm == "tied")
+    _, batch, model = job_model(args.d, args.arm, args.pattern, args.dose, args.draw, [args.seed])
     began = time.perf_counter()
     lbfgs = fit_population(model, batch, OPTIONS)
     before = {name: p.detach().clone() for name, p in model.named_parameters()}

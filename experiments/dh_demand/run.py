@@ -69,14 +69,29 @@ def commit() -> tuple[str, bool]:
     return git("rev-parse", "HEAD"), bool(git("status", "--porcelain", "--untracked-files=no"))
 
 
-def fit_job(d: int, arm: str, pattern: str, dose: float, draw: int) -> dict:
-    """The record of one fitted job."""
-    spec = {"k": K, "pattern": pattern, "dose": dose, "draw": draw}
-    language = load_language("demand", spec)
+def job_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags naming one job (its d, arm, pattern, dose and draw), for the probes of a job
+    (certify.py, newton_path.py); defaults: the d 4 tied ratio job at dose 0, draw 0."""
+    parser.add_argument("--d", type=int, default=4)
+    parser.add_argument("--arm", choices=ARMS, default="tied")
+    parser.add_argument("--pattern", choices=("equal", "constant", "ratio"), default="ratio")
+    parser.add_argument("--dose", type=float, default=0.0)
+    parser.add_argument("--draw", type=int, default=0)
+
+
+def job_model(d: int, arm: str, pattern: str, dose: float, draw: int, seeds: list[int]):
+    """(language, its population batch, the unfitted model of `seeds`) of one job."""
+    language = load_language("demand", {"k": K, "pattern": pattern, "dose": dose, "draw": draw})
     batch = population_batch(language, "clm")
     config = ModelConfig(vocab_size=len(language.vocab("clm")), max_len=batch.inputs.shape[1],
                          d_model=d, d_ff=4 * d, **MODEL)
-    model = build_model(config, list(RESTARTS), tied=arm == "tied")
+    return language, batch, build_model(config, seeds, tied=arm == "tied")
+
+
+def fit_job(d: int, arm: str, pattern: str, dose: float, draw: int) -> dict:
+    """The record of one fitted job."""
+    spec = {"k": K, "pattern": pattern, "dose": dose, "draw": draw}
+    language, batch, model = job_model(d, arm, pattern, dose, draw, list(RESTARTS))
     head, dirty = commit()
     start = datetime.now(timezone.utc)
     certificate = fit_population(model, batch, OPTIONS)
