@@ -309,6 +309,21 @@ def _certify_probe(name: str = "d4-ratio-dose0-draw0-tied") -> list[float]:
             probe["newton_iterations"][0], probe["grad_norm"][0], -probe["min_eigenvalue"][0]]
 
 
+def _newton_path() -> list[float]:
+    """dh_demand/newton_path.py's output on one d 4 job: L-BFGS's seconds, F and gradient norm;
+    Newton's seconds, F, gradient norm and minus the smallest eigenvalue; the embedding
+    matrix's norm before and after and how far it moved."""
+    text = (EXPERIMENTS / "dh_demand/results/newton-path-k16-d4-ratio-dose0-draw0-tied.txt"
+            ).read_text("utf-8")
+    lbfgs = re.search(r"L-BFGS's end \((\d+) s\): F ([\d.]+), gradient norm ([\d.]+)", text)
+    newton = re.search(r"Newton's end \((\d+) s, \d+ iterations\): F ([\d.]+), gradient norm "
+                       r"([\d.]+), smallest Hessian eigenvalue (-[\d.]+)", text)
+    embedding = re.search(r"embeddings.input_weight +([\d.]+) +([\d.]+) +([\d.]+)", text)
+    values = [*lbfgs.groups(), *newton.groups(), *embedding.groups()]
+    values[6] = values[6][1:]  # the eigenvalue's minus sign is the page's
+    return [float(v) for v in values]
+
+
 def _demand_cells(arm: str) -> list[dict]:
     return [json.loads(p.read_text("utf-8"))
             for p in (EXPERIMENTS / "dh_demand/results/cells").glob(f"k16-d4-*-{arm}.json")]
@@ -596,6 +611,15 @@ QUOTES = [
           lambda: _certify_probe("d4-ratio-dose0-draw0-tied-l2-1e-2")[:3]),
     Quote("experiments/dh_demand/README.md", "Newton does certify the same job, in {} iterations",
           lambda: _certify_probe("d4-ratio-dose0-draw0-tied-l2-1e-2")[1:2]),
+    Quote("experiments/dh_demand/LOG.md", "Adam and L-BFGS end in {} s at F {} (gradient norm "
+          "{}); 300 Newton iterations ({} s) lower F to {}, the gradient norm growing to {} and "
+          "a Hessian eigenvalue of −{}. The largest move is the tied embedding matrix shrinking "
+          "(norm {} to {}, moved {})", _newton_path),
+    Quote("experiments/dh_demand/LOG.md", "The member's cross-entropy there is {} against {} "
+          "after 1000 Newton iterations at l2 1e-4", lambda: [
+              json.loads((EXPERIMENTS / f"dh_demand/results/certify-k16-{name}.json").read_text(
+                  "utf-8"))["cross_entropy"][0] for name in (
+                  "d4-ratio-dose0-draw0-tied-l2-1e-2", "d4-ratio-dose0-draw0-tied-newton1000")]),
     Quote("docs/how-to/population-fit.md", "one member took {} s for its Adam, L-BFGS and {} "
           "Newton iterations", lambda: _certify_probe()[:2]),
     Quote("README.md", "At d 8 every contrast is equivalent to zero at ±0.005 (the largest, "
